@@ -1,0 +1,323 @@
+//! `proofline`: where a GPU proving pipeline spends its time.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand, ValueEnum};
+use proofline_core::engine::{self, Engine, EngineConfig};
+use proofline_core::reader::LineFeeder;
+use proofline_core::report::{PartitionRecord, Report, Update};
+
+/// Shows where a GPU proving pipeline (cuzk and its kind) spends its time.
+#[derive(Debug, Parser)]
+#[command(name = "proofline", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Analyze a TIMELINE log (plain, gzip or stdin) and name the bottleneck.
+    Analyze(AnalyzeArgs),
+    /// Write a simulated cuzk TIMELINE log (deterministic for a seed), for tests and benchmarks.
+    Generate(GenerateArgs),
+}
+
+/// Output formats of `analyze`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Tables for people.
+    Text,
+    /// The report as JSON (versioned schema, see README).
+    Json,
+    /// One row per partition with every stage.
+    Csv,
+}
+
+/// Settings of the analysis engine shared by the commands that run one.
+#[derive(Debug, Clone, clap::Args)]
+struct EngineArgs {
+    /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
+    #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N")]
+    gpu_workers_per_device: u32,
+    /// Partitions per job when the job id does not tell (porep-* is 10, snap-* 16);
+    /// default: the highest partition seen + 1.
+    #[arg(long, value_name = "N")]
+    partitions: Option<u32>,
+    /// How far out of time order lines may be and still be processed in order.
+    #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS")]
+    reorder_window_ms: u64,
+    /// A job with no event for this long is evicted and counted as incomplete.
+    #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS")]
+    job_timeout_s: u64,
+    /// Rows of jobs and transitions kept in the report (aggregates always count all).
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N")]
+    max_rows: usize,
+}
+
+impl EngineArgs {
+    fn config(&self) -> EngineConfig {
+        EngineConfig {
+            gpu_workers_per_device: self.gpu_workers_per_device,
+            expected_partitions: self.partitions,
+            reorder_window_ms: self.reorder_window_ms,
+            completion_grace_ms: self.reorder_window_ms,
+            job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
+            max_rows: self.max_rows,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+struct AnalyzeArgs {
+    /// The log: a file (plain or gzip, detected by content) or `-` for stdin.
+    #[arg(value_name = "FILE|-")]
+    input: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Exit with an error if any TIMELINE line is malformed (they are always reported).
+    #[arg(long)]
+    strict: bool,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct GenerateArgs {
+    /// Number of jobs.
+    #[arg(long, default_value_t = 5)]
+    jobs: usize,
+    /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
+    #[arg(long)]
+    mixed: bool,
+    /// GPUs.
+    #[arg(long, default_value_t = 1)]
+    gpus: u32,
+    /// GPU workers per GPU.
+    #[arg(long, default_value_t = 2)]
+    workers_per_gpu: u32,
+    /// Synthesis workers.
+    #[arg(long, default_value_t = 10)]
+    synth_workers: u32,
+    /// Seed of the random durations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print lines up to this many ms out of time order, as concurrent threads do.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    shuffle_ms: u64,
+    /// Hold back synthesis of job N (0-based) for MS milliseconds: `N:MS`.
+    #[arg(long, value_name = "N:MS")]
+    stall: Option<String>,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Analyze(args) => analyze(&args),
+        Command::Generate(args) => generate(&args),
+    };
+    if let Err(e) = result {
+        eprintln!("proofline: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// Opens a log: `-` is stdin; gzip is detected by its magic bytes.
+fn open_log(path: &Path, progress: Option<&indicatif::ProgressBar>) -> Result<Box<dyn BufRead>> {
+    const BUF: usize = 256 * 1024;
+    let raw: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(io::stdin().lock())
+    } else {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if let Some(pb) = progress {
+            if let Ok(meta) = f.metadata() {
+                pb.set_length(meta.len());
+            }
+            Box::new(pb.wrap_read(f))
+        } else {
+            Box::new(f)
+        }
+    };
+    let mut buffered = BufReader::with_capacity(BUF, raw);
+    let is_gzip = buffered
+        .fill_buf()
+        .map(|b| b.starts_with(&[0x1f, 0x8b]))
+        .unwrap_or(false);
+    Ok(if is_gzip {
+        Box::new(BufReader::with_capacity(
+            BUF,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        ))
+    } else {
+        Box::new(buffered)
+    })
+}
+
+/// Reads a whole log through the engine; `on_update` sees every update.
+fn run_log(path: &Path, cfg: EngineConfig, mut on_update: impl FnMut(Update)) -> Result<Report> {
+    let progress = (io::stderr().is_terminal() && path.as_os_str() != "-").then(|| {
+        let pb = indicatif::ProgressBar::new(0);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    let mut input = open_log(path, progress.as_ref())?;
+    let mut engine = Engine::new(cfg);
+    let mut feeder = LineFeeder::new();
+    feeder
+        .feed_all(&mut input, &mut engine, &mut on_update, |_| {})
+        .with_context(|| format!("reading {}", path.display()))?;
+    engine.finish(&mut on_update);
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+    let mut report = engine.report();
+    report.lines = feeder.stats;
+    Ok(report)
+}
+
+fn analyze(args: &AnalyzeArgs) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let report = match args.format {
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            let mut err = None;
+            let report = run_log(&args.input, args.engine.config(), |u| {
+                if let (Update::Partition(p), None) = (&u, &err) {
+                    if let Err(e) = w.serialize(CsvRow::from(&**p)) {
+                        err = Some(e);
+                    }
+                }
+            })?;
+            if let Some(e) = err {
+                return Err(e.into());
+            }
+            w.flush()?;
+            report
+        }
+        Format::Text | Format::Json => {
+            let report = run_log(&args.input, args.engine.config(), |_| {})?;
+            if args.format == Format::Json {
+                serde_json::to_writer_pretty(&mut out, &report)?;
+                writeln!(out)?;
+            } else {
+                out.write_all(proofline_core::text::render(&report).as_bytes())?;
+            }
+            report
+        }
+    };
+    out.flush()?;
+    if report.lines.malformed > 0 {
+        let first = report.lines.malformed_examples.first();
+        let msg = format!(
+            "{} malformed TIMELINE line(s){}",
+            report.lines.malformed,
+            first
+                .map(|m| format!(", first at line {}: {}", m.line, m.error))
+                .unwrap_or_default()
+        );
+        if args.strict {
+            bail!("{msg} (--strict)");
+        }
+        if args.format != Format::Text {
+            eprintln!("proofline: warning: {msg}");
+        }
+    }
+    Ok(())
+}
+
+/// One CSV row: a partition with every stage.
+#[derive(Debug, serde::Serialize)]
+struct CsvRow<'a> {
+    job_id: &'a str,
+    run: u32,
+    proof_kind: Option<&'a str>,
+    partition: Option<u32>,
+    worker: Option<u32>,
+    gpu: Option<u32>,
+    synth_start_ms: Option<u64>,
+    synth_end_ms: Option<u64>,
+    queue_start_ms: Option<u64>,
+    pickup_ms: Option<u64>,
+    gpu_start_ms: Option<u64>,
+    gpu_end_ms: Option<u64>,
+    synthesis_ms: Option<u64>,
+    queue_ms: Option<u64>,
+    lock_wait_ms: Option<u64>,
+    gpu_ms: Option<u64>,
+    synth_reported_ms: Option<u64>,
+    gpu_reported_ms: Option<u64>,
+}
+
+impl<'a> From<&'a PartitionRecord> for CsvRow<'a> {
+    fn from(p: &'a PartitionRecord) -> Self {
+        CsvRow {
+            job_id: &p.job_id,
+            run: p.run,
+            proof_kind: p.proof_kind.as_deref(),
+            partition: p.partition,
+            worker: p.worker,
+            gpu: p.gpu,
+            synth_start_ms: p.synth_start_ms,
+            synth_end_ms: p.synth_end_ms,
+            queue_start_ms: p.queue_start_ms,
+            pickup_ms: p.pickup_ms,
+            gpu_start_ms: p.gpu_start_ms,
+            gpu_end_ms: p.gpu_end_ms,
+            synthesis_ms: p.synthesis_ms,
+            queue_ms: p.queue_ms,
+            lock_wait_ms: p.lock_wait_ms,
+            gpu_ms: p.gpu_ms,
+            synth_reported_ms: p.synth_reported_ms,
+            gpu_reported_ms: p.gpu_reported_ms,
+        }
+    }
+}
+
+fn generate(args: &GenerateArgs) -> Result<()> {
+    let mut cfg = if args.mixed {
+        proofline_sim::SimConfig::mixed(args.jobs)
+    } else {
+        proofline_sim::SimConfig::porep(args.jobs)
+    };
+    cfg.gpus = args.gpus.max(1);
+    cfg.workers_per_gpu = args.workers_per_gpu.max(1);
+    cfg.synth_workers = args.synth_workers.max(1);
+    cfg.seed = args.seed;
+    cfg.shuffle_ms = args.shuffle_ms;
+    if let Some(s) = &args.stall {
+        let (n, ms) = s.split_once(':').context("--stall takes N:MS")?;
+        cfg.faults.stall_before_job = Some((
+            n.parse().context("--stall N")?,
+            ms.parse().context("--stall MS")?,
+        ));
+    }
+    match &args.output {
+        Some(p) => {
+            let mut w = io::BufWriter::new(
+                File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            );
+            proofline_sim::instant::write_log(&cfg, &mut w)?;
+            w.flush()?;
+        }
+        None => {
+            let mut w = io::BufWriter::new(io::stdout().lock());
+            proofline_sim::instant::write_log(&cfg, &mut w)?;
+            w.flush()?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! The TIMELINE line codec, byte-compatible with cuzk.
+//!
+//! ```text
+//! TIMELINE,<offset_ms>,<EVENT>,<job_id>,<detail>
+//! ```
+//!
+//! [`parse_line`] accepts every variant real cuzk logs contain (`CHAN_SEND`,
+//! `snap_partition=`, the bare `monolithic`, a log prefix before `TIMELINE`, CRLF, unknown
+//! keys) and rejects the rest with a [`ParseError`] saying what is wrong. [`write_line`]
+//! writes exactly what cuzk writes: for every line cuzk prints, `write_line(parse_line(l))`
+//! gives `l` back byte for byte. Variants are normalised (`CHAN_SEND` becomes `GPU_QUEUE`,
+//! `snap_partition=` becomes `partition=`, unknown keys are not written back).
+
+use std::fmt::{self, Write as _};
+
+use crate::event::{EventKind, EventRef, TimelineEvent};
+
+/// The marker that starts the TIMELINE part of a line.
+pub const MARKER: &str = "TIMELINE,";
+
+/// What is wrong with a TIMELINE line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Fewer than the five comma-separated fields.
+    #[error(
+        "expected `TIMELINE,<offset_ms>,<EVENT>,<job_id>,<detail>`, found only {found} of the 5 fields"
+    )]
+    MissingFields {
+        /// How many fields there were.
+        found: usize,
+    },
+    /// The offset is not an unsigned integer.
+    #[error("offset `{0}` is not an unsigned integer of milliseconds")]
+    BadOffset(String),
+    /// The event name is not one of the six (or `CHAN_SEND`).
+    #[error(
+        "unknown event `{0}`: expected SYNTH_START, SYNTH_END, GPU_QUEUE (or CHAN_SEND), GPU_PICKUP, GPU_START or GPU_END"
+    )]
+    UnknownEvent(String),
+    /// The job id is empty.
+    #[error("the job id is empty")]
+    EmptyJobId,
+    /// A numeric detail field has a value that is not an unsigned integer.
+    #[error("field `{key}`: `{value}` is not an unsigned integer")]
+    BadNumber {
+        /// The key as written.
+        key: String,
+        /// The value as written.
+        value: String,
+    },
+    /// A detail key appears twice with different values.
+    #[error("field `{0}` appears twice")]
+    DuplicateKey(String),
+}
+
+/// Finds the TIMELINE part of a line; `None` when the line carries no TIMELINE event.
+///
+/// The marker must open the line or follow a separator (space, tab, `]`, `:`, `|`, `>`), so
+/// that a prose mention of "TIMELINE," deep in a log message is not mistaken for an event.
+pub fn find_timeline(line: &str) -> Option<&str> {
+    if line.starts_with(MARKER) {
+        return Some(line);
+    }
+    let mut from = 0;
+    while let Some(pos) = line[from..].find(MARKER) {
+        let at = from + pos;
+        if at > 0
+            && matches!(
+                line.as_bytes()[at - 1],
+                b' ' | b'\t' | b']' | b':' | b'|' | b'>'
+            )
+        {
+            return Some(&line[at..]);
+        }
+        from = at + MARKER.len();
+    }
+    None
+}
+
+/// Parses one log line.
+///
+/// Returns `Ok(None)` for a line that holds no TIMELINE event (ordinary log lines,
+/// `CUZK_TIMING:` lines), `Ok(Some(event))` for a TIMELINE line, and an error naming what is
+/// wrong for a malformed one. A trailing `\n` or `\r\n` is ignored.
+pub fn parse_line(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    match find_timeline(line) {
+        None => Ok(None),
+        Some(tl) => parse_timeline(&tl[MARKER.len()..]).map(Some),
+    }
+}
+
+fn parse_timeline(rest: &str) -> Result<EventRef<'_>, ParseError> {
+    let mut fields = rest.splitn(4, ',');
+    let offset = fields.next().unwrap_or("");
+    let (Some(name), Some(job_id)) = (fields.next(), fields.next()) else {
+        let found = 1 + rest.split(',').take(3).count();
+        return Err(ParseError::MissingFields { found });
+    };
+    // cuzk always prints the detail field; old whole-proof CHAN_SEND lines end in a bare `,`.
+    let Some(detail) = fields.next() else {
+        return Err(ParseError::MissingFields { found: 4 });
+    };
+    let offset_ms = parse_u64(offset).ok_or_else(|| ParseError::BadOffset(offset.to_owned()))?;
+    let kind =
+        EventKind::from_name(name).ok_or_else(|| ParseError::UnknownEvent(name.to_owned()))?;
+    if job_id.is_empty() {
+        return Err(ParseError::EmptyJobId);
+    }
+    let mut ev = TimelineEvent::new(offset_ms, kind, job_id);
+    parse_detail(detail, &mut ev)?;
+    Ok(ev)
+}
+
+/// Parses ASCII digits without sign or whitespace (`str::parse` accepts a leading `+`).
+fn parse_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || s.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for b in s.bytes() {
+        let d = b.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(d))?;
+    }
+    Some(v)
+}
+
+fn set_num<T: Copy + PartialEq + TryFrom<u64>>(
+    slot: &mut Option<T>,
+    key: &str,
+    value: &str,
+) -> Result<(), ParseError> {
+    let bad = || ParseError::BadNumber {
+        key: key.to_owned(),
+        value: value.to_owned(),
+    };
+    let v = parse_u64(value).ok_or_else(bad)?;
+    let v = T::try_from(v).map_err(|_| bad())?;
+    match *slot {
+        Some(old) if old != v => Err(ParseError::DuplicateKey(key.to_owned())),
+        _ => {
+            *slot = Some(v);
+            Ok(())
+        }
+    }
+}
+
+fn parse_detail<'a>(detail: &'a str, ev: &mut EventRef<'a>) -> Result<(), ParseError> {
+    if detail.is_empty() {
+        return Ok(());
+    }
+    for item in detail.split(',') {
+        let Some((key, value)) = item.split_once('=') else {
+            if item == "monolithic" {
+                ev.monolithic = true;
+            }
+            // Other bare words are unknown extras: accepted, not used.
+            continue;
+        };
+        match key {
+            "partition" | "snap_partition" => set_num(&mut ev.partition, key, value)?,
+            "worker" | "worker_id" => set_num(&mut ev.worker, key, value)?,
+            "gpu" => set_num(&mut ev.gpu, key, value)?,
+            "synth_ms" => set_num(&mut ev.synth_ms, key, value)?,
+            "gpu_ms" => set_num(&mut ev.gpu_ms, key, value)?,
+            "kind" => match ev.proof_kind {
+                Some(old) if old != value => return Err(ParseError::DuplicateKey(key.to_owned())),
+                _ => ev.proof_kind = Some(value),
+            },
+            _ => {} // unknown keys are accepted and ignored
+        }
+    }
+    Ok(())
+}
+
+/// Writes the detail field in cuzk's order: `worker`, `partition`, `kind`, `synth_ms`,
+/// `gpu_ms`, `monolithic`, then proofline's own `gpu`.
+pub fn write_detail<S: AsRef<str>>(
+    out: &mut impl fmt::Write,
+    ev: &TimelineEvent<S>,
+) -> fmt::Result {
+    let mut sep = "";
+    let mut item = |out: &mut dyn fmt::Write, args: fmt::Arguments<'_>| -> fmt::Result {
+        out.write_str(sep)?;
+        sep = ",";
+        out.write_fmt(args)
+    };
+    if let Some(w) = ev.worker {
+        item(out, format_args!("worker={w}"))?;
+    }
+    if let Some(p) = ev.partition {
+        item(out, format_args!("partition={p}"))?;
+    }
+    if let Some(k) = &ev.proof_kind {
+        item(out, format_args!("kind={}", k.as_ref()))?;
+    }
+    if let Some(ms) = ev.synth_ms {
+        item(out, format_args!("synth_ms={ms}"))?;
+    }
+    if let Some(ms) = ev.gpu_ms {
+        item(out, format_args!("gpu_ms={ms}"))?;
+    }
+    if ev.monolithic {
+        item(out, format_args!("monolithic"))?;
+    }
+    if let Some(g) = ev.gpu {
+        item(out, format_args!("gpu={g}"))?;
+    }
+    Ok(())
+}
+
+/// Appends the TIMELINE line for `ev` to `out`, without a newline.
+pub fn write_line<S: AsRef<str>>(out: &mut String, ev: &TimelineEvent<S>) {
+    // Writing to a String cannot fail.
+    let _ = write!(
+        out,
+        "TIMELINE,{},{},{},",
+        ev.offset_ms,
+        ev.kind,
+        ev.job_id.as_ref()
+    );
+    let _ = write_detail(out, ev);
+}
+
+impl<S: AsRef<str>> fmt::Display for TimelineEvent<S> {
+    /// The TIMELINE line, without a newline.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "TIMELINE,{},{},{},",
+            self.offset_ms,
+            self.kind,
+            self.job_id.as_ref()
+        )?;
+        write_detail(f, self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lines exactly as cuzk prints them (engine.rs `timeline_event` call sites).
+    const CUZK_LINES: &[&str] = &[
+        "TIMELINE,183211,SYNTH_START,porep-1000-42,partition=3",
+        "TIMELINE,214877,SYNTH_END,porep-1000-42,partition=3,synth_ms=31402",
+        "TIMELINE,214877,GPU_QUEUE,porep-1000-42,partition=3",
+        "TIMELINE,215010,GPU_PICKUP,porep-1000-42,worker=1,partition=3",
+        "TIMELINE,215010,GPU_START,porep-1000-42,worker=1,partition=3",
+        "TIMELINE,219950,GPU_END,porep-1000-42,worker=1,partition=3,gpu_ms=4940",
+        "TIMELINE,5,SYNTH_START,winpost-1000-ab12,kind=winning-post",
+        "TIMELINE,900,SYNTH_END,winpost-1000-ab12,synth_ms=895",
+        "TIMELINE,900,GPU_QUEUE,winpost-1000-ab12,monolithic",
+        "TIMELINE,901,GPU_PICKUP,winpost-1000-ab12,worker=0",
+        "TIMELINE,901,GPU_START,winpost-1000-ab12,worker=0",
+        "TIMELINE,1500,GPU_END,winpost-1000-ab12,worker=0,gpu_ms=599",
+        "TIMELINE,7,SYNTH_START,wdpost-1000-2-[12 34 56],kind=window-post",
+        "TIMELINE,0,SYNTH_START,3f2b8c1e-9d7a-4c55-8e0b-1a2b3c4d5e6f,partition=0",
+        "TIMELINE,219950,GPU_END,porep-1000-42,worker=1,partition=3,gpu_ms=4940,gpu=0",
+    ];
+
+    #[test]
+    fn cuzk_lines_round_trip_byte_for_byte() {
+        for line in CUZK_LINES {
+            let ev = parse_line(line).unwrap().unwrap();
+            let mut out = String::new();
+            write_line(&mut out, &ev);
+            assert_eq!(&out, line);
+            assert_eq!(&ev.to_string(), line);
+            assert_eq!(&ev.to_owned_event().to_string(), line);
+        }
+    }
+
+    #[test]
+    fn fields_are_read() {
+        let ev = parse_line(CUZK_LINES[5]).unwrap().unwrap();
+        assert_eq!(ev.offset_ms, 219_950);
+        assert_eq!(ev.kind, EventKind::GpuEnd);
+        assert_eq!(ev.job_id, "porep-1000-42");
+        assert_eq!(ev.worker, Some(1));
+        assert_eq!(ev.partition, Some(3));
+        assert_eq!(ev.gpu_ms, Some(4940));
+        let ev = parse_line(CUZK_LINES[12]).unwrap().unwrap();
+        assert_eq!(ev.job_id, "wdpost-1000-2-[12 34 56]");
+        assert_eq!(ev.proof_kind, Some("window-post"));
+    }
+
+    /// (input, expected normalised line); the variants real logs contain.
+    #[test]
+    fn variants_are_accepted() {
+        let table: &[(&str, &str)] = &[
+            (
+                "TIMELINE,10,CHAN_SEND,porep-1-2,partition=4",
+                "TIMELINE,10,GPU_QUEUE,porep-1-2,partition=4",
+            ),
+            (
+                "TIMELINE,10,CHAN_SEND,wdpost-1-2,",
+                "TIMELINE,10,GPU_QUEUE,wdpost-1-2,",
+            ),
+            (
+                "TIMELINE,10,SYNTH_START,snap-1-2,snap_partition=15",
+                "TIMELINE,10,SYNTH_START,snap-1-2,partition=15",
+            ),
+            (
+                "TIMELINE,10,GPU_START,j,worker=1,partition=2\r\n",
+                "TIMELINE,10,GPU_START,j,worker=1,partition=2",
+            ),
+            (
+                "TIMELINE,10,GPU_START,j,worker=1,partition=2\n",
+                "TIMELINE,10,GPU_START,j,worker=1,partition=2",
+            ),
+            (
+                "2026-01-02T03:04:05Z INFO cuzk: TIMELINE,10,GPU_START,j,worker=1",
+                "TIMELINE,10,GPU_START,j,worker=1",
+            ),
+            (
+                "[stderr] TIMELINE,10,GPU_START,j,worker=1",
+                "TIMELINE,10,GPU_START,j,worker=1",
+            ),
+            (
+                "TIMELINE,10,GPU_END,j,worker=1,gpu_ms=5,mystery=7,flag",
+                "TIMELINE,10,GPU_END,j,worker=1,gpu_ms=5",
+            ),
+            (
+                "TIMELINE,10,GPU_END,j,partition=2,worker=1,gpu_ms=5",
+                "TIMELINE,10,GPU_END,j,worker=1,partition=2,gpu_ms=5",
+            ),
+            (
+                "TIMELINE,10,GPU_PICKUP,j,worker_id=3",
+                "TIMELINE,10,GPU_PICKUP,j,worker=3",
+            ),
+        ];
+        for (input, want) in table {
+            let ev = parse_line(input)
+                .unwrap_or_else(|e| panic!("{input}: {e}"))
+                .unwrap();
+            assert_eq!(&ev.to_string(), want, "{input}");
+        }
+    }
+
+    #[test]
+    fn non_timeline_lines_are_skipped() {
+        for line in [
+            "",
+            "CUZK_TIMING: ntt=1234us",
+            "2026-01-02 INFO partition synthesis complete",
+            "XTIMELINE,1,GPU_START,j,worker=1",
+            "key=TIMELINE,1,GPU_START,j,worker=1",
+            "TIMELINE",
+        ] {
+            assert_eq!(parse_line(line), Ok(None), "{line}");
+        }
+    }
+
+    #[test]
+    fn malformed_lines_say_what_is_wrong() {
+        let table: &[(&str, &str)] = &[
+            (
+                "TIMELINE,12a,GPU_START,j,worker=1",
+                "offset `12a` is not an unsigned integer",
+            ),
+            ("TIMELINE,-5,GPU_START,j,worker=1", "offset `-5`"),
+            ("TIMELINE,+5,GPU_START,j,worker=1", "offset `+5`"),
+            (
+                "TIMELINE,5,GPU_BEGIN,j,worker=1",
+                "unknown event `GPU_BEGIN`",
+            ),
+            ("TIMELINE,5,GPU_START", "found only 3 of the 5 fields"),
+            ("TIMELINE,5", "found only 2 of the 5 fields"),
+            (
+                "INFO cuzk: TIMELINE,5,GPU_START,j",
+                "found only 4 of the 5 fields",
+            ),
+            ("TIMELINE,5,GPU_START,j", "found only 4 of the 5 fields"),
+            ("TIMELINE,5,GPU_START,,worker=1", "job id is empty"),
+            (
+                "TIMELINE,5,GPU_START,j,worker=x",
+                "field `worker`: `x` is not an unsigned integer",
+            ),
+            (
+                "TIMELINE,5,GPU_START,j,partition=99999999999",
+                "field `partition`",
+            ),
+            (
+                "TIMELINE,5,GPU_START,j,partition=1,partition=2",
+                "field `partition` appears twice",
+            ),
+            ("TIMELINE,5,GPU_END,j,gpu_ms=", "field `gpu_ms`: `` is not"),
+        ];
+        for (input, want) in table {
+            let err = parse_line(input).expect_err(input).to_string();
+            assert!(err.contains(want), "{input}: got `{err}`, want `{want}`");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! The event model: one TIMELINE line is one [`TimelineEvent`].
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+/// The six TIMELINE events a partition (or a whole-proof job) goes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum EventKind {
+    /// Synthesis begins on a CPU worker.
+    SynthStart,
+    /// Synthesis is done (`synth_ms` holds the prover's own measure).
+    SynthEnd,
+    /// The synthesized partition enters the GPU queue (older builds: `CHAN_SEND`).
+    GpuQueue,
+    /// A GPU worker takes the partition off the queue.
+    GpuPickup,
+    /// GPU work begins.
+    GpuStart,
+    /// GPU work is done (`gpu_ms` holds the prover's own measure).
+    GpuEnd,
+}
+
+impl EventKind {
+    /// Every kind, in pipeline order.
+    pub const ALL: [EventKind; 6] = [
+        EventKind::SynthStart,
+        EventKind::SynthEnd,
+        EventKind::GpuQueue,
+        EventKind::GpuPickup,
+        EventKind::GpuStart,
+        EventKind::GpuEnd,
+    ];
+
+    /// The name cuzk prints.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventKind::SynthStart => "SYNTH_START",
+            EventKind::SynthEnd => "SYNTH_END",
+            EventKind::GpuQueue => "GPU_QUEUE",
+            EventKind::GpuPickup => "GPU_PICKUP",
+            EventKind::GpuStart => "GPU_START",
+            EventKind::GpuEnd => "GPU_END",
+        }
+    }
+
+    /// Parses an event name, accepting the legacy `CHAN_SEND` for [`EventKind::GpuQueue`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "SYNTH_START" => EventKind::SynthStart,
+            "SYNTH_END" => EventKind::SynthEnd,
+            "GPU_QUEUE" | "CHAN_SEND" => EventKind::GpuQueue,
+            "GPU_PICKUP" => EventKind::GpuPickup,
+            "GPU_START" => EventKind::GpuStart,
+            "GPU_END" => EventKind::GpuEnd,
+            _ => return None,
+        })
+    }
+
+    /// Position in [`EventKind::ALL`].
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl fmt::Display for EventKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One TIMELINE event.
+///
+/// `S` is the string type of the job id and proof kind: `&str` when borrowed from a parsed
+/// line ([`EventRef`]), `Arc<str>` when owned ([`Event`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TimelineEvent<S> {
+    /// Milliseconds since the prover's engine started (monotonic clock).
+    pub offset_ms: u64,
+    /// Which edge of the pipeline this is.
+    pub kind: EventKind,
+    /// The request id (`porep-<miner>-<sector>`, a UUID, ...).
+    pub job_id: S,
+    /// Partition index; `None` for whole-proof jobs.
+    pub partition: Option<u32>,
+    /// Global GPU worker index.
+    pub worker: Option<u32>,
+    /// GPU device index, when the writer knows it (proofline's own writer adds `gpu=`).
+    pub gpu: Option<u32>,
+    /// Synthesis time as the prover measured it (SYNTH_END).
+    pub synth_ms: Option<u64>,
+    /// GPU time as the prover measured it (GPU_END).
+    pub gpu_ms: Option<u64>,
+    /// Proof kind (`porep-c2`, `snap-update`, `window-post`, `winning-post`).
+    pub proof_kind: Option<S>,
+    /// The bare `monolithic` word of whole-proof GPU_QUEUE lines.
+    pub monolithic: bool,
+}
+
+/// An event that owns its strings.
+pub type Event = TimelineEvent<Arc<str>>;
+/// An event borrowing its strings from a parsed line.
+pub type EventRef<'a> = TimelineEvent<&'a str>;
+
+impl<S> TimelineEvent<S> {
+    /// A bare event with no detail fields.
+    pub fn new(offset_ms: u64, kind: EventKind, job_id: S) -> Self {
+        TimelineEvent {
+            offset_ms,
+            kind,
+            job_id,
+            partition: None,
+            worker: None,
+            gpu: None,
+            synth_ms: None,
+            gpu_ms: None,
+            proof_kind: None,
+            monolithic: false,
+        }
+    }
+
+    /// Sets the partition.
+    pub fn with_partition(mut self, partition: u32) -> Self {
+        self.partition = Some(partition);
+        self
+    }
+
+    /// Sets the GPU worker.
+    pub fn with_worker(mut self, worker: u32) -> Self {
+        self.worker = Some(worker);
+        self
+    }
+}
+
+impl<S: AsRef<str>> TimelineEvent<S> {
+    /// Borrows the strings.
+    pub fn as_event_ref(&self) -> EventRef<'_> {
+        TimelineEvent {
+            offset_ms: self.offset_ms,
+            kind: self.kind,
+            job_id: self.job_id.as_ref(),
+            partition: self.partition,
+            worker: self.worker,
+            gpu: self.gpu,
+            synth_ms: self.synth_ms,
+            gpu_ms: self.gpu_ms,
+            proof_kind: self.proof_kind.as_ref().map(AsRef::as_ref),
+            monolithic: self.monolithic,
+        }
+    }
+
+    /// Copies the strings into an owned event.
+    pub fn to_owned_event(&self) -> Event {
+        TimelineEvent {
+            offset_ms: self.offset_ms,
+            kind: self.kind,
+            job_id: Arc::from(self.job_id.as_ref()),
+            partition: self.partition,
+            worker: self.worker,
+            gpu: self.gpu,
+            synth_ms: self.synth_ms,
+            gpu_ms: self.gpu_ms,
+            proof_kind: self.proof_kind.as_ref().map(|k| Arc::from(k.as_ref())),
+            monolithic: self.monolithic,
+        }
+    }
+}
+
+/// The proof kind a job id implies, from Curio's id conventions.
+pub fn kind_from_job_id(job_id: &str) -> Option<&'static str> {
+    if job_id.starts_with("porep-") {
+        Some("porep-c2")
+    } else if job_id.starts_with("snap-") {
+        Some("snap-update")
+    } else if job_id.starts_with("wdpost-") {
+        Some("window-post")
+    } else if job_id.starts_with("winpost-") {
+        Some("winning-post")
+    } else {
+        None
+    }
+}
+
+/// The number of partitions a job id implies (DESIGN.md "Expected partitions"):
+/// 10 for `porep-*`, 16 for `snap-*`, 1 for the whole-proof PoSt ids; `None` when unknown.
+pub fn expected_partitions_from_job_id(job_id: &str) -> Option<u32> {
+    if job_id.starts_with("porep-") {
+        Some(10)
+    } else if job_id.starts_with("snap-") {
+        Some(16)
+    } else if job_id.starts_with("wdpost-") || job_id.starts_with("winpost-") {
+        Some(1)
+    } else {
+        None
+    }
+}

@@ -1,0 +1,14 @@
+#![doc = include_str!("../README.md")]
+
+pub mod codec;
+pub mod dist;
+pub mod engine;
+pub mod event;
+pub mod reader;
+pub mod report;
+pub mod text;
+
+pub use codec::{ParseError, parse_line, write_line};
+pub use engine::{Engine, EngineConfig, LiveState};
+pub use event::{Event, EventKind, EventRef, TimelineEvent};
+pub use report::{Report, Update, UpdateSink};

@@ -1,0 +1,521 @@
+//! What the engine learns: the records it emits as it goes ([`Update`]) and the [`Report`]
+//! that sums up a run.
+//!
+//! All times are *timeline milliseconds*: the TIMELINE offset of the first run of a log; a
+//! daemon restart inside a log starts a new run, placed just after the previous one, so that
+//! every instant of a log has one place on a single time axis.
+//!
+//! The JSON form of [`Report`] is a stable, versioned schema ([`SCHEMA_VERSION`]): fields are
+//! only added in minor revisions; a removal or change of meaning bumps the version.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::dist::DistSummary;
+
+/// Version of the JSON report schema.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A typed update the engine emits the moment it learns something.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// A partition's GPU work ended (or it was abandoned with its job).
+    Partition(Arc<PartitionRecord>),
+    /// A job completed or was given up on.
+    Job(Arc<JobRecord>),
+    /// Two consecutive jobs on a GPU are known.
+    Transition(Arc<TransitionRecord>),
+    /// A GPU was idle between two busy intervals.
+    IdleGap(Arc<IdleGap>),
+    /// A GPU went from idle to busy (`busy = true`) or back, at `t_ms`.
+    GpuBusy {
+        /// The device.
+        gpu: u32,
+        /// Whether it is now busy.
+        busy: bool,
+        /// When.
+        t_ms: u64,
+    },
+    /// A daemon restart was detected: a new run begins at `t_ms`.
+    NewRun {
+        /// Run index, from 0.
+        run: u32,
+        /// Where the run starts on the timeline.
+        t_ms: u64,
+    },
+}
+
+/// Receives the engine's updates.
+pub trait UpdateSink {
+    /// Called once per update, on the engine's thread.
+    fn update(&mut self, update: Update);
+}
+
+/// Discards every update.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoUpdates;
+
+impl UpdateSink for NoUpdates {
+    #[inline]
+    fn update(&mut self, _: Update) {}
+}
+
+impl UpdateSink for Vec<Update> {
+    fn update(&mut self, update: Update) {
+        self.push(update);
+    }
+}
+
+impl<F: FnMut(Update)> UpdateSink for F {
+    fn update(&mut self, update: Update) {
+        self(update)
+    }
+}
+
+/// The four stages of a partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// SYNTH_START .. SYNTH_END
+    Synthesis,
+    /// GPU_QUEUE (or SYNTH_END) .. GPU_PICKUP
+    Queue,
+    /// GPU_PICKUP .. GPU_START
+    LockWait,
+    /// GPU_START .. GPU_END
+    Gpu,
+}
+
+impl Stage {
+    /// All stages in pipeline order.
+    pub const ALL: [Stage; 4] = [Stage::Synthesis, Stage::Queue, Stage::LockWait, Stage::Gpu];
+
+    /// Snake-case name, as used in labels and CSV headers.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stage::Synthesis => "synthesis",
+            Stage::Queue => "queue",
+            Stage::LockWait => "lock_wait",
+            Stage::Gpu => "gpu",
+        }
+    }
+}
+
+/// One partition (or the single unit of a whole-proof job).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PartitionRecord {
+    /// The job id.
+    pub job_id: Arc<str>,
+    /// Run of the log (0 unless the daemon restarted).
+    pub run: u32,
+    /// Proof kind, when known.
+    pub proof_kind: Option<Arc<str>>,
+    /// Partition index; `None` for whole-proof jobs.
+    pub partition: Option<u32>,
+    /// GPU worker.
+    pub worker: Option<u32>,
+    /// GPU device.
+    pub gpu: Option<u32>,
+    /// SYNTH_START.
+    pub synth_start_ms: Option<u64>,
+    /// SYNTH_END.
+    pub synth_end_ms: Option<u64>,
+    /// When the queue stage began (GPU_QUEUE, else SYNTH_END).
+    pub queue_start_ms: Option<u64>,
+    /// GPU_PICKUP.
+    pub pickup_ms: Option<u64>,
+    /// GPU_START.
+    pub gpu_start_ms: Option<u64>,
+    /// GPU_END.
+    pub gpu_end_ms: Option<u64>,
+    /// Synthesis stage length from offsets.
+    pub synthesis_ms: Option<u64>,
+    /// Queue stage length.
+    pub queue_ms: Option<u64>,
+    /// Lock wait stage length.
+    pub lock_wait_ms: Option<u64>,
+    /// GPU stage length from offsets.
+    pub gpu_ms: Option<u64>,
+    /// `synth_ms` as the prover printed it.
+    pub synth_reported_ms: Option<u64>,
+    /// `gpu_ms` as the prover printed it.
+    pub gpu_reported_ms: Option<u64>,
+}
+
+impl PartitionRecord {
+    /// The length of one stage, when both its edges were seen.
+    pub fn stage_ms(&self, stage: Stage) -> Option<u64> {
+        match stage {
+            Stage::Synthesis => self.synthesis_ms,
+            Stage::Queue => self.queue_ms,
+            Stage::LockWait => self.lock_wait_ms,
+            Stage::Gpu => self.gpu_ms,
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobStatus {
+    /// Every expected partition finished its GPU work.
+    Complete,
+    /// No event for longer than the job timeout.
+    Evicted,
+    /// The daemon restarted while the job was in flight.
+    Restarted,
+    /// The log ended while the job was in flight.
+    InFlightAtEnd,
+}
+
+/// One job (a sector, or a whole-proof request).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// The job id.
+    pub job_id: Arc<str>,
+    /// Run of the log.
+    pub run: u32,
+    /// 0 for the first job of this id, 1 for its first retry, ...
+    pub attempt: u32,
+    /// Proof kind, when known (from `kind=` or the id's prefix).
+    pub proof_kind: Option<Arc<str>>,
+    /// How it ended.
+    pub status: JobStatus,
+    /// Partitions expected (`None`: unknown, taken as the highest seen + 1).
+    pub partitions_expected: Option<u32>,
+    /// Partitions whose GPU work ended.
+    pub partitions_done: u32,
+    /// First SYNTH_START.
+    pub first_synth_start_ms: Option<u64>,
+    /// First SYNTH_END.
+    pub first_synth_end_ms: Option<u64>,
+    /// First GPU_START.
+    pub first_gpu_start_ms: Option<u64>,
+    /// Last GPU_END.
+    pub last_gpu_end_ms: Option<u64>,
+    /// First SYNTH_START .. last GPU_END.
+    pub wall_ms: Option<u64>,
+    /// Sum of the partitions' synthesis stages (from offsets).
+    pub synthesis_total_ms: u64,
+    /// Sum of the partitions' GPU stages (from offsets).
+    pub gpu_total_ms: u64,
+    /// Sum of the printed `synth_ms`.
+    pub synth_reported_total_ms: u64,
+    /// Sum of the printed `gpu_ms`.
+    pub gpu_reported_total_ms: u64,
+    /// First SYNTH_START .. first GPU_START.
+    pub first_synth_to_first_gpu_ms: Option<u64>,
+    /// Cold start, when the job's first GPU work found its GPU idle.
+    pub cold_start_ms: Option<u64>,
+    /// Some partition was picked up by a GPU worker but its GPU_START/GPU_END were never seen:
+    /// its GPU time is unobserved (not idle).
+    pub unobserved_gpu: bool,
+}
+
+/// Consecutive jobs N -> N+1 on one GPU, in the order their GPU work started.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TransitionRecord {
+    /// The device.
+    pub gpu: u32,
+    /// Job N.
+    pub from_job: Arc<str>,
+    /// Job N+1.
+    pub to_job: Arc<str>,
+    /// Last GPU_END of N on this GPU.
+    pub from_last_gpu_end_ms: u64,
+    /// First GPU_START of N+1 on this GPU.
+    pub to_first_gpu_start_ms: u64,
+    /// First GPU_START of N+1 - last GPU_END of N (negative: they overlapped).
+    pub gap_ms: i64,
+    /// Overlap of N and N+1 (`-gap` when the gap is negative, else 0).
+    pub overlap_ms: u64,
+    /// Second-to-last GPU_END of N -> first GPU_START of N+1 (needs two intervals of N here).
+    pub handoff_ms: Option<i64>,
+    /// Last GPU_END of N - first SYNTH_END of N+1 (positive: synthesis was ahead).
+    pub synthesis_lead_ms: Option<i64>,
+}
+
+/// Whether a GPU idle gap separates two different jobs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Boundary {
+    /// The jobs after the gap differ from those before it.
+    CrossSector,
+    /// The jobs starting after the gap are among those that ended before it.
+    IntraSector,
+}
+
+impl Boundary {
+    /// Snake-case name, as used in labels.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Boundary::CrossSector => "cross_sector",
+            Boundary::IntraSector => "intra_sector",
+        }
+    }
+}
+
+/// A hole between two consecutive busy intervals of a GPU (all its workers idle).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IdleGap {
+    /// The device.
+    pub gpu: u32,
+    /// End of the busy interval before.
+    pub start_ms: u64,
+    /// Start of the busy interval after.
+    pub end_ms: u64,
+    /// Cross- or intra-sector.
+    pub boundary: Boundary,
+    /// Part of the gap during which synthesized partitions waited in the GPU queue.
+    pub with_queue_ms: u64,
+    /// A job whose GPU work starts at the end of the gap.
+    pub next_job: Arc<str>,
+}
+
+impl IdleGap {
+    /// Length of the gap.
+    pub fn len_ms(&self) -> u64 {
+        self.end_ms - self.start_ms
+    }
+}
+
+/// What bounds throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The GPUs were busy (steady-state busy ratio >= 0.95).
+    GpuBound,
+    /// The GPUs idled with an empty queue: synthesis did not keep up.
+    SynthesisBound,
+    /// The GPUs idled while synthesized partitions waited.
+    HandoffBound,
+    /// Not enough GPU data to say.
+    Unknown,
+}
+
+/// The verdict and the numbers that decided it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// What bounds throughput.
+    pub bound: Bound,
+    /// One sentence with the numbers.
+    pub sentence: String,
+    /// Busy ratio over all GPUs that decided it (steady state when there is one).
+    pub busy_ratio: Option<f64>,
+    /// Whether `busy_ratio` is the steady state's (else the whole run's).
+    pub steady_state: bool,
+    /// GPU idle time (inside gaps, all GPUs) while partitions waited.
+    pub idle_with_queue_ms: u64,
+    /// GPU idle time (inside gaps, all GPUs) while the queue was empty.
+    pub idle_queue_empty_ms: u64,
+    /// Median synthesis lead over the transitions.
+    pub synthesis_lead_p50_ms: Option<i64>,
+}
+
+/// Idle gaps of one size class.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GapBucket {
+    /// `<50ms`, `50-500ms` or `>500ms`.
+    pub label: String,
+    /// Number of gaps.
+    pub count: u64,
+    /// Their total length.
+    pub total_ms: u64,
+}
+
+/// Idle gaps of one boundary kind.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GapCount {
+    /// Number of gaps.
+    pub count: u64,
+    /// Their total length.
+    pub total_ms: u64,
+}
+
+/// One GPU device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuReport {
+    /// Device index (`worker / gpu_workers_per_device` unless the log says `gpu=`).
+    pub gpu: u32,
+    /// GPU workers seen on it.
+    pub workers: Vec<u32>,
+    /// Closed GPU intervals (GPU_START..GPU_END pairs).
+    pub intervals: u64,
+    /// Length of the union of the intervals.
+    pub busy_ms: u64,
+    /// Sum of the interval lengths.
+    pub serial_sum_ms: u64,
+    /// serial sum / busy: how many workers were busy at once, on average.
+    pub concurrency: Option<f64>,
+    /// First GPU_START .. last GPU_END, summed over runs.
+    pub elapsed_ms: u64,
+    /// busy / elapsed.
+    pub busy_ratio: Option<f64>,
+    /// Busy time inside the steady state.
+    pub steady_busy_ms: u64,
+    /// Length of the steady state.
+    pub steady_elapsed_ms: u64,
+    /// Steady-state busy / steady-state length.
+    pub steady_busy_ratio: Option<f64>,
+    /// Idle gaps by size: < 50 ms, 50-500 ms, > 500 ms.
+    pub idle_gaps_by_size: Vec<GapBucket>,
+    /// Cross-sector idle gaps.
+    pub idle_cross_sector: GapCount,
+    /// Intra-sector idle gaps.
+    pub idle_intra_sector: GapCount,
+    /// All idle gaps.
+    pub idle_total: GapCount,
+    /// Idle time inside gaps while partitions waited in the queue.
+    pub idle_with_queue_ms: u64,
+    /// Idle time inside gaps while the queue was empty.
+    pub idle_queue_empty_ms: u64,
+}
+
+/// Stage length distributions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StageSummaries {
+    /// Synthesis (from offsets).
+    pub synthesis: DistSummary,
+    /// Queue.
+    pub queue: DistSummary,
+    /// Lock wait.
+    pub lock_wait: DistSummary,
+    /// GPU (from offsets).
+    pub gpu: DistSummary,
+    /// `synth_ms` as printed.
+    pub synth_reported: DistSummary,
+    /// `gpu_ms` as printed.
+    pub gpu_reported: DistSummary,
+}
+
+/// Transition distributions.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TransitionSummaries {
+    /// Gap (negative: overlap).
+    pub gap: DistSummary,
+    /// Hand-off.
+    pub handoff: DistSummary,
+    /// Synthesis lead.
+    pub synthesis_lead: DistSummary,
+}
+
+/// Queue depth over time.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QueueSummary {
+    /// Largest number of synthesized partitions waiting for a GPU worker.
+    pub max_depth: u32,
+    /// Time-weighted mean depth, first to last event.
+    pub mean_depth: f64,
+}
+
+/// Counts about the events themselves.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventStats {
+    /// Events taken in.
+    pub events: u64,
+    /// Exact duplicates, dropped.
+    pub duplicates: u64,
+    /// Second, different records of the same (event, job, partition); the first was kept.
+    pub conflicts: u64,
+    /// The first few conflicts, described.
+    pub conflict_examples: Vec<String>,
+    /// Events that arrived later than the reorder window (still used where possible).
+    pub late: u64,
+    /// Events rejected by the engine (absurd partition index).
+    pub rejected: u64,
+    /// Runs in the log (a daemon restart starts a new one).
+    pub runs: u32,
+}
+
+/// Counts about the input lines (filled by the reader, not the engine).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LineStats {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines holding a TIMELINE event (well-formed or not).
+    pub timeline_lines: u64,
+    /// Malformed TIMELINE lines.
+    pub malformed: u64,
+    /// The first few malformed lines with their number and error.
+    pub malformed_examples: Vec<LineError>,
+    /// Whether the last line was cut short (no newline) and so not used.
+    pub truncated_last_line: bool,
+}
+
+/// A malformed line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LineError {
+    /// 1-based line number.
+    pub line: u64,
+    /// What is wrong.
+    pub error: String,
+}
+
+/// Headline numbers.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Jobs seen (retries count again).
+    pub jobs_seen: u64,
+    /// Jobs that completed.
+    pub jobs_complete: u64,
+    /// Jobs that did not (evicted, restarted, in flight at the end).
+    pub jobs_incomplete: u64,
+    /// Completed jobs per proof kind.
+    pub complete_by_kind: Vec<(String, u64)>,
+    /// Partitions whose GPU work ended.
+    pub partitions_done: u64,
+    /// First event on the timeline.
+    pub first_event_ms: Option<u64>,
+    /// Last event on the timeline.
+    pub last_event_ms: Option<u64>,
+    /// Cold start of the first job of the log (first GPU_START - first SYNTH_START).
+    pub cold_start_ms: Option<u64>,
+    /// Steady-state seconds per proof: (last completion - first completion) / (jobs - 1).
+    pub seconds_per_proof: Option<f64>,
+    /// First job completion .. last, summed over runs.
+    pub steady_state_ms: u64,
+    /// Busy ratio over all GPUs in the steady state.
+    pub steady_busy_ratio: Option<f64>,
+    /// Busy ratio over all GPUs, first GPU_START to last GPU_END of each.
+    pub busy_ratio: Option<f64>,
+}
+
+/// Everything the engine knows about a log or a live run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// `gpu_workers_per_device` the GPUs were derived with.
+    pub gpu_workers_per_device: u32,
+    /// Input lines (from the reader).
+    pub lines: LineStats,
+    /// Events.
+    pub events: EventStats,
+    /// Headline numbers.
+    pub summary: Summary,
+    /// What bounds throughput.
+    pub verdict: Verdict,
+    /// Per GPU.
+    pub gpus: Vec<GpuReport>,
+    /// Stage distributions.
+    pub stages: StageSummaries,
+    /// Job wall-time distribution (complete jobs).
+    pub job_wall: DistSummary,
+    /// Transition distributions.
+    pub transitions_summary: TransitionSummaries,
+    /// Idle gap length distribution (all GPUs).
+    pub idle_gaps: DistSummary,
+    /// Queue depth.
+    pub queue: QueueSummary,
+    /// Jobs, in completion order (the first `max_rows`).
+    pub jobs: Vec<JobRecord>,
+    /// Jobs left out of `jobs` by the row cap.
+    pub jobs_omitted: u64,
+    /// Transitions, in order (the first `max_rows`).
+    pub transitions: Vec<TransitionRecord>,
+    /// Transitions left out by the row cap.
+    pub transitions_omitted: u64,
+    /// Incomplete jobs (the first `max_rows`).
+    pub incomplete: Vec<JobRecord>,
+}

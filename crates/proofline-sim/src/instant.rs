@@ -1,0 +1,360 @@
+//! The instant mode: a discrete-event simulation of the prover that writes its TIMELINE
+//! events without sleeping, deterministically for a seed, in memory that does not grow with
+//! the number of jobs (events stream out in time order as the simulation advances).
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::{self, Write};
+use std::sync::Arc;
+
+use proofline_core::{Event, EventKind, TimelineEvent};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::model::SimConfig;
+
+/// A partition (or the single unit of a whole-proof job).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Unit {
+    job: usize,
+    partition: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Action {
+    SynthFree(u32),
+    SynthDone(u32, Unit, u64),
+    GpuFree(u32),
+    MutexReq(u32, Unit, u64),
+    KernelDone(u32, Unit, u64),
+}
+
+/// Runs the simulation, calling `emit` with every event in the order a log would print them.
+pub fn simulate(cfg: &SimConfig, mut emit: impl FnMut(Event)) {
+    Sim::new(cfg).run(&mut emit);
+}
+
+/// Writes the simulated log as TIMELINE lines; returns the bytes written.
+pub fn write_log(cfg: &SimConfig, out: &mut impl Write) -> io::Result<u64> {
+    let mut line = String::with_capacity(128);
+    let mut bytes = 0u64;
+    let mut err = None;
+    simulate(cfg, |ev| {
+        if err.is_some() {
+            return;
+        }
+        line.clear();
+        proofline_core::write_line(&mut line, &ev);
+        line.push('\n');
+        bytes += line.len() as u64;
+        if let Err(e) = out.write_all(line.as_bytes()) {
+            err = Some(e);
+        }
+    });
+    match err {
+        Some(e) => Err(e),
+        None => Ok(bytes),
+    }
+}
+
+/// The simulated log as one string.
+pub fn log_string(cfg: &SimConfig) -> String {
+    let mut out = Vec::new();
+    write_log(cfg, &mut out).expect("writing to memory cannot fail");
+    String::from_utf8(out).expect("the log is UTF-8")
+}
+
+struct Sim<'a> {
+    cfg: &'a SimConfig,
+    rng: SmallRng,
+    actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
+    out: BinaryHeap<Reverse<(u64, u64, OutEv)>>,
+    seq: u64,
+    next_unit: (usize, u32),
+    stall_release: Option<u64>,
+    queue: BinaryHeap<Reverse<Unit>>,
+    synthesizing: u32,
+    idle_synth: Vec<u32>,
+    idle_gpu: Vec<u32>,
+    dead: Vec<bool>,
+    picked: Vec<u32>,
+    mutex_busy: Vec<bool>,
+    waiters: Vec<VecDeque<(u32, Unit, u64)>>,
+    ids: Vec<Arc<str>>,
+}
+
+/// An event waiting to be printed (kept small: strings are looked up when printed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct OutEv {
+    t: u64,
+    kind: EventKind,
+    unit: Unit,
+    worker: Option<u32>,
+    ms: Option<u64>,
+}
+
+impl<'a> Sim<'a> {
+    fn new(cfg: &'a SimConfig) -> Self {
+        let workers = (cfg.gpus * cfg.workers_per_gpu) as usize;
+        Sim {
+            cfg,
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            actions: BinaryHeap::new(),
+            out: BinaryHeap::new(),
+            seq: 0,
+            next_unit: (0, 0),
+            stall_release: None,
+            queue: BinaryHeap::new(),
+            synthesizing: 0,
+            idle_synth: Vec::new(),
+            idle_gpu: Vec::new(),
+            dead: vec![false; workers],
+            picked: vec![0; workers],
+            mutex_busy: vec![false; cfg.gpus as usize],
+            waiters: vec![VecDeque::new(); cfg.gpus as usize],
+            ids: cfg.jobs.iter().map(|j| j.id.clone()).collect(),
+        }
+    }
+
+    fn draw(&mut self, mean: f64) -> u64 {
+        let s = self.cfg.timings.spread.clamp(0.0, 0.99);
+        let f = if s > 0.0 {
+            self.rng.random_range(1.0 - s..=1.0 + s)
+        } else {
+            1.0
+        };
+        (mean * f).round().max(1.0) as u64
+    }
+
+    fn schedule(&mut self, t: u64, a: Action) {
+        self.seq += 1;
+        self.actions.push(Reverse((t, self.seq, a)));
+    }
+
+    fn print(&mut self, ev: OutEv) {
+        let jitter = if self.cfg.shuffle_ms > 0 {
+            self.rng.random_range(0..=self.cfg.shuffle_ms)
+        } else {
+            0
+        };
+        self.seq += 1;
+        self.out.push(Reverse((ev.t + jitter, self.seq, ev)));
+    }
+
+    fn flush(&mut self, before: u64, emit: &mut impl FnMut(Event)) {
+        while let Some(Reverse((key, _, _))) = self.out.peek() {
+            if *key >= before {
+                break;
+            }
+            let Some(Reverse((_, _, ev))) = self.out.pop() else {
+                break;
+            };
+            emit(self.to_event(ev));
+        }
+    }
+
+    fn to_event(&self, o: OutEv) -> Event {
+        let spec = &self.cfg.jobs[o.unit.job];
+        let mut ev = TimelineEvent::new(o.t, o.kind, self.ids[o.unit.job].clone());
+        ev.partition = o.unit.partition;
+        ev.worker = o.worker;
+        match o.kind {
+            EventKind::SynthStart if o.unit.partition.is_none() => {
+                ev.proof_kind = Some(Arc::from(spec.kind.as_str()))
+            }
+            EventKind::SynthEnd => ev.synth_ms = o.ms,
+            EventKind::GpuQueue => ev.monolithic = o.unit.partition.is_none(),
+            EventKind::GpuEnd => ev.gpu_ms = o.ms,
+            _ => {}
+        }
+        ev
+    }
+
+    fn run(mut self, emit: &mut impl FnMut(Event)) {
+        for w in 0..self.cfg.synth_workers {
+            self.schedule(0, Action::SynthFree(w));
+        }
+        for gw in 0..self.cfg.gpus * self.cfg.workers_per_gpu {
+            self.schedule(0, Action::GpuFree(gw));
+        }
+        while let Some(Reverse((t, _, action))) = self.actions.pop() {
+            self.flush(t, emit);
+            match action {
+                Action::SynthFree(w) => self.synth_free(t, w),
+                Action::SynthDone(w, unit, started) => self.synth_done(t, w, unit, started),
+                Action::GpuFree(gw) => self.gpu_free(t, gw),
+                Action::MutexReq(gw, unit, started) => self.mutex_req(t, gw, unit, started),
+                Action::KernelDone(gw, unit, started) => self.kernel_done(t, gw, unit, started),
+            }
+        }
+        self.flush(u64::MAX, emit);
+    }
+
+    fn peek_unit(&self) -> Option<Unit> {
+        let (job, p) = self.next_unit;
+        let spec = self.cfg.jobs.get(job)?;
+        Some(Unit {
+            job,
+            partition: spec.kind.partitions().map(|_| p),
+        })
+    }
+
+    fn advance_unit(&mut self) {
+        let (job, p) = self.next_unit;
+        let n = self.cfg.jobs[job].kind.partitions().unwrap_or(1);
+        self.next_unit = if p + 1 >= n {
+            (job + 1, 0)
+        } else {
+            (job, p + 1)
+        };
+    }
+
+    fn synth_free(&mut self, t: u64, w: u32) {
+        let Some(unit) = self.peek_unit() else { return };
+        let arrival = unit.job as u64 * self.cfg.arrival_interval_ms;
+        if arrival > t {
+            self.schedule(arrival, Action::SynthFree(w));
+            return;
+        }
+        if let Some((stalled, ms)) = self.cfg.faults.stall_before_job {
+            if stalled == unit.job && self.next_unit.1 == 0 {
+                let release = *self.stall_release.get_or_insert(t + ms);
+                if release > t {
+                    self.schedule(release, Action::SynthFree(w));
+                    return;
+                }
+            }
+        }
+        if self.queue.len() as u32 + self.synthesizing >= self.cfg.max_ahead.max(1) {
+            self.idle_synth.push(w);
+            return;
+        }
+        self.advance_unit();
+        self.synthesizing += 1;
+        let mean = match unit.partition {
+            Some(_) => self.cfg.timings.synth_ms,
+            None => self.cfg.timings.whole_synth_ms,
+        };
+        let d = self.draw(mean);
+        self.print(OutEv {
+            t,
+            kind: EventKind::SynthStart,
+            unit,
+            worker: None,
+            ms: None,
+        });
+        self.schedule(t + d, Action::SynthDone(w, unit, t));
+    }
+
+    fn synth_done(&mut self, t: u64, w: u32, unit: Unit, started: u64) {
+        self.synthesizing -= 1;
+        self.print(OutEv {
+            t,
+            kind: EventKind::SynthEnd,
+            unit,
+            worker: None,
+            ms: Some(t - started),
+        });
+        self.print(OutEv {
+            t,
+            kind: EventKind::GpuQueue,
+            unit,
+            worker: None,
+            ms: None,
+        });
+        self.queue.push(Reverse(unit));
+        for gw in std::mem::take(&mut self.idle_gpu) {
+            self.schedule(t, Action::GpuFree(gw));
+        }
+        self.schedule(t, Action::SynthFree(w));
+    }
+
+    fn gpu_free(&mut self, t: u64, gw: u32) {
+        if self.dead[gw as usize] {
+            return;
+        }
+        let Some(Reverse(unit)) = self.queue.pop() else {
+            if !self.idle_gpu.contains(&gw) {
+                self.idle_gpu.push(gw);
+            }
+            return;
+        };
+        for w in std::mem::take(&mut self.idle_synth) {
+            self.schedule(t, Action::SynthFree(w));
+        }
+        self.print(OutEv {
+            t,
+            kind: EventKind::GpuPickup,
+            unit,
+            worker: Some(gw),
+            ms: None,
+        });
+        self.print(OutEv {
+            t,
+            kind: EventKind::GpuStart,
+            unit,
+            worker: Some(gw),
+            ms: None,
+        });
+        let n = self.picked[gw as usize];
+        self.picked[gw as usize] += 1;
+        if self.cfg.faults.panic_worker == Some((gw, n)) {
+            self.dead[gw as usize] = true; // the worker panicked: no GPU_END, never free again
+            return;
+        }
+        let prep = self.draw(self.cfg.timings.prep_ms);
+        self.schedule(t + prep, Action::MutexReq(gw, unit, t));
+    }
+
+    fn mutex_req(&mut self, t: u64, gw: u32, unit: Unit, started: u64) {
+        let gpu = (gw / self.cfg.workers_per_gpu) as usize;
+        if self.mutex_busy[gpu] {
+            self.waiters[gpu].push_back((gw, unit, started));
+        } else {
+            self.mutex_busy[gpu] = true;
+            self.run_kernel(t, gw, unit, started);
+        }
+    }
+
+    fn run_kernel(&mut self, t: u64, gw: u32, unit: Unit, started: u64) {
+        let gpu = gw / self.cfg.workers_per_gpu;
+        let mean = match unit.partition {
+            Some(_) => self.cfg.timings.kernel_ms,
+            None => self.cfg.timings.whole_kernel_ms,
+        };
+        let factor = match self.cfg.faults.slow_gpu {
+            Some((g, f)) if g == gpu => f,
+            _ => 1.0,
+        };
+        let d = self.draw(mean * factor);
+        self.schedule(t + d, Action::KernelDone(gw, unit, started));
+    }
+
+    fn kernel_done(&mut self, t: u64, gw: u32, unit: Unit, started: u64) {
+        let gpu = (gw / self.cfg.workers_per_gpu) as usize;
+        match self.waiters[gpu].pop_front() {
+            Some((w, u, s)) => self.run_kernel(t, w, u, s),
+            None => self.mutex_busy[gpu] = false,
+        }
+        let never = self
+            .cfg
+            .faults
+            .never_finish
+            .is_some_and(|(j, p)| j == unit.job && unit.partition.unwrap_or(0) == p);
+        if !never {
+            let fin = self.draw(self.cfg.timings.finalize_ms);
+            let end = t + fin;
+            let prep = self.cfg.timings.prep_ms.round() as u64;
+            let gpu_ms = (end - started).saturating_sub(prep);
+            self.print(OutEv {
+                t: end,
+                kind: EventKind::GpuEnd,
+                unit,
+                worker: Some(gw),
+                ms: Some(gpu_ms),
+            });
+        }
+        // split API: the worker is free once the lock is released; a finalizer prints GPU_END
+        self.schedule(t, Action::GpuFree(gw));
+    }
+}
