@@ -53,6 +53,9 @@ struct EngineArgs {
     /// A job with no event for this long is evicted and counted as incomplete.
     #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS")]
     job_timeout_s: u64,
+    /// An offset this far behind the newest one means the daemon restarted (a new run).
+    #[arg(long, default_value_t = engine::DEFAULT_RESTART_AFTER_MS / 1000, value_name = "SECONDS")]
+    restart_after_s: u64,
     /// Rows of jobs and transitions kept in the report (aggregates always count all).
     #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N")]
     max_rows: usize,
@@ -66,6 +69,7 @@ impl EngineArgs {
             reorder_window_ms: self.reorder_window_ms,
             completion_grace_ms: self.reorder_window_ms,
             job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
+            restart_after_ms: self.restart_after_s.saturating_mul(1000),
             max_rows: self.max_rows,
             ..EngineConfig::default()
         }

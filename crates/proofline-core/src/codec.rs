@@ -397,3 +397,60 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use crate::event::Event;
+    use proptest::prelude::*;
+    use std::sync::Arc;
+
+    fn event() -> impl Strategy<Value = Event> {
+        (
+            any::<u64>(),
+            0usize..6,
+            "[a-z0-9][a-z0-9 \\[\\]-]{0,40}",
+            proptest::option::of(0u32..100),
+            proptest::option::of(0u32..64),
+            proptest::option::of(0u32..8),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of("[a-z][a-z-]{0,15}"),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(off, k, job, partition, worker, gpu, s, g, kind, mono)| Event {
+                    offset_ms: off,
+                    kind: EventKind::ALL[k],
+                    job_id: Arc::from(job.as_str()),
+                    partition,
+                    worker,
+                    gpu,
+                    synth_ms: s,
+                    gpu_ms: g,
+                    proof_kind: kind.map(|k| Arc::from(k.as_str())),
+                    monolithic: mono,
+                },
+            )
+    }
+
+    proptest! {
+        #[test]
+        fn format_then_parse_gives_the_event_back(ev in event()) {
+            let mut line = String::new();
+            write_line(&mut line, &ev);
+            let parsed = parse_line(&line).unwrap().unwrap().to_owned_event();
+            prop_assert_eq!(&parsed, &ev);
+            // and the line it writes is the line it read
+            let mut again = String::new();
+            write_line(&mut again, &parsed);
+            prop_assert_eq!(again, line);
+        }
+
+        #[test]
+        fn arbitrary_text_never_panics(s in "\\PC{0,80}") {
+            let _ = parse_line(&s);
+            let _ = parse_line(&format!("TIMELINE,{s}"));
+        }
+    }
+}

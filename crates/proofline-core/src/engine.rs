@@ -25,7 +25,8 @@ pub const DEFAULT_REORDER_WINDOW_MS: u64 = 5_000;
 /// Default job timeout: a job with no event for this long is evicted as incomplete.
 pub const DEFAULT_JOB_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 /// Default restart detection: an offset this far behind the newest one starts a new run.
-pub const DEFAULT_RESTART_AFTER_MS: u64 = 10 * 60 * 1000;
+/// (Threads print lines milliseconds out of order, never a minute.)
+pub const DEFAULT_RESTART_AFTER_MS: u64 = 60 * 1000;
 /// Default busy history kept per device (also the live busy-ratio window).
 pub const DEFAULT_BUSY_WINDOW_MS: u64 = 60_000;
 /// Default cap on job, transition and incomplete rows kept for the report.
@@ -978,7 +979,29 @@ impl Engine {
                         }
                     }
                     if new_on_dev {
-                        dev.chain.push_back(idx);
+                        // chain order: first GPU_START on this device, ties by job id
+                        let mut at_pos = dev.chain.len();
+                        while at_pos > 0 {
+                            let Some(prev) = self
+                                .jobs
+                                .get(dev.chain[at_pos - 1])
+                                .and_then(Option::as_ref)
+                            else {
+                                break;
+                            };
+                            let prev_start = prev
+                                .devs
+                                .iter()
+                                .find(|d| d.gpu == gpu)
+                                .map(|d| d.first_start);
+                            if prev_start != Some(e.t)
+                                || *self.name_tab[prev.name as usize].name <= *name
+                            {
+                                break;
+                            }
+                            at_pos -= 1;
+                        }
+                        dev.chain.insert(at_pos, idx);
                     }
                     Self::dev_start(dev, at, uid, name, &mut self.pending_gap_devs, sink);
                 }
@@ -1466,6 +1489,13 @@ impl Engine {
                 })
                 .collect(),
         }
+    }
+
+    /// Job instances held in memory (in flight, or finished and still needed for duplicate
+    /// detection or a pending transition), and interned job ids. Bounded by the jobs in
+    /// flight, not by the length of the log.
+    pub fn tracked(&self) -> (usize, usize) {
+        (self.jobs.iter().flatten().count(), self.names.len())
     }
 
     /// Jobs ever seen, including those still in flight.

@@ -67,6 +67,8 @@ pub fn log_string(cfg: &SimConfig) -> String {
 struct Sim<'a> {
     cfg: &'a SimConfig,
     rng: SmallRng,
+    /// Separate from `rng`, so that shuffling the print order keeps the same durations.
+    jitter_rng: SmallRng,
     actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
     out: BinaryHeap<Reverse<(u64, u64, OutEv)>>,
     seq: u64,
@@ -99,6 +101,7 @@ impl<'a> Sim<'a> {
         Sim {
             cfg,
             rng: SmallRng::seed_from_u64(cfg.seed),
+            jitter_rng: SmallRng::seed_from_u64(cfg.seed ^ 0x9e37_79b9_7f4a_7c15),
             actions: BinaryHeap::new(),
             out: BinaryHeap::new(),
             seq: 0,
@@ -133,7 +136,7 @@ impl<'a> Sim<'a> {
 
     fn print(&mut self, ev: OutEv) {
         let jitter = if self.cfg.shuffle_ms > 0 {
-            self.rng.random_range(0..=self.cfg.shuffle_ms)
+            self.jitter_rng.random_range(0..=self.cfg.shuffle_ms)
         } else {
             0
         };

@@ -1,0 +1,167 @@
+//! The `proofline` binary, run as a user runs it.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+fn proofline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proofline"))
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("proofline-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn generate(args: &[&str], path: &std::path::Path) {
+    let st = proofline()
+        .arg("generate")
+        .args(args)
+        .arg("-o")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+#[test]
+fn analyze_text_names_the_verdict_and_the_tables() {
+    let log = tmp("five.log");
+    generate(&["--jobs", "5"], &log);
+    let out = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Verdict: GPU-bound"), "{text}");
+    for section in [
+        "Sectors",
+        "Transitions",
+        "GPUs",
+        "Stages per partition",
+        "seconds per proof",
+        "cold start",
+    ] {
+        assert!(text.contains(section), "missing {section}");
+    }
+    assert!(text.matches("porep-1000-").count() >= 5);
+}
+
+#[test]
+fn gzip_stdin_and_plain_give_the_same_json() {
+    let log = tmp("gz.log");
+    generate(&["--jobs", "4", "--mixed", "--gpus", "2"], &log);
+    let plain = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(plain.status.success());
+
+    let gz = tmp("gz.log.gz");
+    let mut enc = flate2::write::GzEncoder::new(
+        std::fs::File::create(&gz).unwrap(),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(&std::fs::read(&log).unwrap()).unwrap();
+    enc.finish().unwrap();
+    let zipped = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&gz)
+        .output()
+        .unwrap();
+    assert!(zipped.status.success());
+    assert_eq!(plain.stdout, zipped.stdout);
+
+    let mut child = proofline()
+        .args(["analyze", "--format", "json", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&std::fs::read(&log).unwrap())
+        .unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert_eq!(plain.stdout, piped.stdout);
+
+    let v: serde_json::Value = serde_json::from_slice(&plain.stdout).unwrap();
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["summary"]["jobs_complete"], 4);
+    assert_eq!(v["gpus"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn csv_has_one_row_per_partition_with_every_stage() {
+    let log = tmp("csv.log");
+    generate(&["--jobs", "3"], &log);
+    let out = proofline()
+        .args(["analyze", "--format", "csv"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    for col in [
+        "job_id",
+        "partition",
+        "worker",
+        "gpu",
+        "synthesis_ms",
+        "queue_ms",
+        "lock_wait_ms",
+        "gpu_ms",
+    ] {
+        assert!(header.split(',').any(|c| c == col), "missing column {col}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert_eq!(rows.len(), 30);
+    assert!(rows.iter().all(|r| r.starts_with("porep-1000-")));
+}
+
+#[test]
+fn malformed_lines_are_reported_by_number_and_strict_fails() {
+    let log = tmp("bad.log");
+    generate(&["--jobs", "2"], &log);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.insert_str(0, "daemon starting\nTIMELINE,oops,GPU_START,j,worker=1\n");
+    text.push_str("TIMELINE,999999,GPU_START,porep-1000-9,wor");
+    std::fs::write(&log, text).unwrap();
+
+    let out = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(out.status.success());
+    let report = String::from_utf8(out.stdout).unwrap();
+    assert!(report.contains("1 malformed"), "{report}");
+    assert!(
+        report.contains("line 2: offset `oops` is not an unsigned integer"),
+        "{report}"
+    );
+    assert!(report.contains("last line cut short"));
+    assert!(
+        report.contains("jobs complete 2"),
+        "the rest of the input is used"
+    );
+
+    let strict = proofline()
+        .args(["analyze", "--strict"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(!strict.status.success());
+    let err = String::from_utf8(strict.stderr).unwrap();
+    assert!(err.contains("line 2") && err.contains("--strict"), "{err}");
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let out = proofline()
+        .args(["analyze", "/nonexistent/cuzk.log"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("cannot open /nonexistent/cuzk.log"), "{err}");
+}

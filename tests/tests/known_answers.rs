@@ -1,0 +1,273 @@
+//! Logs with known answers: every number below was worked out by hand from the log.
+
+use proofline_core::EngineConfig;
+use proofline_core::report::{Bound, JobStatus};
+use proofline_tests::analyze_str;
+
+/// Four jobs of two partitions on one GPU with two workers. See the comments for the answers.
+const LOG: &str = "\
+TIMELINE,0,SYNTH_START,a,partition=0
+TIMELINE,0,SYNTH_START,a,partition=1
+TIMELINE,1000,SYNTH_END,a,partition=0,synth_ms=1000
+TIMELINE,1000,GPU_START,a,worker=0,partition=0
+TIMELINE,1200,SYNTH_END,a,partition=1,synth_ms=1200
+TIMELINE,1200,GPU_START,a,worker=1,partition=1
+TIMELINE,1500,SYNTH_START,b,partition=0
+TIMELINE,1500,SYNTH_START,b,partition=1
+TIMELINE,2000,SYNTH_START,c,partition=0
+TIMELINE,2000,SYNTH_START,c,partition=1
+TIMELINE,2500,SYNTH_END,b,partition=0,synth_ms=1000
+TIMELINE,3000,GPU_END,a,worker=0,partition=0,gpu_ms=2000
+TIMELINE,3000,GPU_START,b,worker=0,partition=0
+TIMELINE,3000,SYNTH_START,d,partition=0
+TIMELINE,3000,SYNTH_START,d,partition=1
+TIMELINE,3500,GPU_END,a,worker=1,partition=1,gpu_ms=2300
+TIMELINE,4000,SYNTH_END,b,partition=1,synth_ms=2500
+TIMELINE,5000,GPU_END,b,worker=0,partition=0,gpu_ms=2000
+TIMELINE,6000,GPU_START,b,worker=1,partition=1
+TIMELINE,6500,SYNTH_END,c,partition=0,synth_ms=4500
+TIMELINE,6500,SYNTH_END,c,partition=1,synth_ms=4500
+TIMELINE,7000,GPU_END,b,worker=1,partition=1,gpu_ms=1000
+TIMELINE,8000,GPU_START,c,worker=0,partition=0
+TIMELINE,9000,GPU_END,c,worker=0,partition=0,gpu_ms=1000
+TIMELINE,9000,GPU_START,c,worker=1,partition=1
+TIMELINE,9000,GPU_END,c,worker=1,partition=1,gpu_ms=0
+TIMELINE,9200,SYNTH_END,d,partition=0,synth_ms=6200
+TIMELINE,9400,SYNTH_END,d,partition=1,synth_ms=6400
+TIMELINE,9500,GPU_START,d,worker=0,partition=0
+TIMELINE,10000,GPU_END,d,worker=0,partition=0,gpu_ms=500
+TIMELINE,10000,GPU_START,d,worker=1,partition=1
+TIMELINE,10500,GPU_END,d,worker=1,partition=1,gpu_ms=500
+";
+
+fn cfg() -> EngineConfig {
+    EngineConfig {
+        expected_partitions: Some(2),
+        ..EngineConfig::default()
+    }
+}
+
+#[test]
+fn busy_is_the_union_of_overlapping_worker_intervals() {
+    let r = analyze_str(LOG, cfg());
+    assert_eq!(r.gpus.len(), 1);
+    let g = &r.gpus[0];
+    assert_eq!(g.workers, vec![0, 1]);
+    assert_eq!(g.intervals, 8);
+    // [1000,5000] + [6000,7000] + [8000,9000] + [9000,9000] + [9500,10500]
+    assert_eq!(g.busy_ms, 7000);
+    // 2000+2300 + 2000+1000 + 1000+0 + 500+500: the sum, never called busy
+    assert_eq!(g.serial_sum_ms, 9300);
+    assert_eq!(g.elapsed_ms, 9500);
+    assert!((g.concurrency.unwrap() - 9300.0 / 7000.0).abs() < 1e-9);
+    assert!((g.busy_ratio.unwrap() - 7000.0 / 9500.0).abs() < 1e-9);
+}
+
+#[test]
+fn idle_gaps_are_classified_and_bucketed() {
+    let r = analyze_str(LOG, cfg());
+    let g = &r.gpus[0];
+    // [5000,6000] intra (b ended, b starts); [7000,8000] and [9000,9500] cross
+    assert_eq!(
+        (g.idle_intra_sector.count, g.idle_intra_sector.total_ms),
+        (1, 1000)
+    );
+    assert_eq!(
+        (g.idle_cross_sector.count, g.idle_cross_sector.total_ms),
+        (2, 1500)
+    );
+    assert_eq!((g.idle_total.count, g.idle_total.total_ms), (3, 2500));
+    let sizes: Vec<u64> = g.idle_gaps_by_size.iter().map(|b| b.count).collect();
+    assert_eq!(sizes, vec![0, 1, 2]);
+    // queue waiting: all of the first two gaps, 300 ms of the third (d queued at 9200)
+    assert_eq!(g.idle_with_queue_ms, 2300);
+    assert_eq!(g.idle_queue_empty_ms, 200);
+    // busy + idle gaps = elapsed
+    assert_eq!(g.busy_ms + g.idle_total.total_ms, g.elapsed_ms);
+}
+
+#[test]
+fn transitions_gap_handoff_and_synthesis_lead() {
+    let r = analyze_str(LOG, cfg());
+    let t: Vec<_> = r
+        .transitions
+        .iter()
+        .map(|t| {
+            (
+                &*t.from_job,
+                &*t.to_job,
+                t.gap_ms,
+                t.overlap_ms,
+                t.handoff_ms,
+                t.synthesis_lead_ms,
+            )
+        })
+        .collect();
+    assert_eq!(
+        t,
+        vec![
+            ("a", "b", -500, 500, Some(0), Some(1000)),
+            ("b", "c", 1000, 0, Some(3000), Some(500)),
+            ("c", "d", 500, 0, Some(500), Some(-200)),
+        ]
+    );
+}
+
+#[test]
+fn jobs_cold_start_throughput_and_verdict() {
+    let r = analyze_str(LOG, cfg());
+    let s = &r.summary;
+    assert_eq!((s.jobs_seen, s.jobs_complete, s.jobs_incomplete), (4, 4, 0));
+    assert_eq!(s.cold_start_ms, Some(1000));
+    // completions at 3500 and 10500: (10500 - 3500) / 3
+    assert!((s.seconds_per_proof.unwrap() - 7.0 / 3.0).abs() < 1e-9);
+    assert_eq!(s.steady_state_ms, 7000);
+    // busy within [3500, 10500] = 7000 - 2500
+    assert!((s.steady_busy_ratio.unwrap() - 4500.0 / 7000.0).abs() < 1e-9);
+    let a = &r.jobs[0];
+    assert_eq!(&*a.job_id, "a");
+    assert_eq!(a.status, JobStatus::Complete);
+    assert_eq!(
+        (a.wall_ms, a.synthesis_total_ms, a.gpu_total_ms),
+        (Some(3500), 2200, 4300)
+    );
+    assert_eq!(
+        (a.synth_reported_total_ms, a.gpu_reported_total_ms),
+        (2200, 4300)
+    );
+    assert_eq!(a.first_synth_to_first_gpu_ms, Some(1000));
+    let cold: Vec<_> = r.jobs.iter().map(|j| j.cold_start_ms).collect();
+    assert_eq!(cold, vec![Some(1000), None, Some(6000), Some(6500)]);
+    // idle 2.3 s with partitions waiting against 0.2 s empty: hand-off bound
+    assert_eq!(r.verdict.bound, Bound::HandoffBound);
+    assert_eq!(
+        (r.verdict.idle_with_queue_ms, r.verdict.idle_queue_empty_ms),
+        (2300, 200)
+    );
+    assert!(
+        r.verdict.sentence.contains("64.3%"),
+        "{}",
+        r.verdict.sentence
+    );
+    assert_eq!(r.stages.queue.count, 8);
+    assert_eq!(r.queue.max_depth, 2);
+}
+
+#[test]
+fn shuffled_lines_within_the_window_give_the_same_report() {
+    let sorted = analyze_str(LOG, cfg());
+    // reverse the order of lines within blocks of distinct offsets (up to 2 s apart)
+    let lines: Vec<&str> = LOG.lines().collect();
+    let mut shuffled: Vec<&str> = Vec::new();
+    for chunk in lines.chunks(5) {
+        let mut groups: Vec<Vec<&str>> = Vec::new();
+        for l in chunk {
+            let off = l.split(',').nth(1).unwrap();
+            match groups.last_mut() {
+                Some(g) if g[0].split(',').nth(1).unwrap() == off => g.push(l),
+                _ => groups.push(vec![l]),
+            }
+        }
+        groups.reverse();
+        shuffled.extend(groups.into_iter().flatten());
+    }
+    assert_ne!(shuffled, lines);
+    let r = analyze_str(&(shuffled.join("\n") + "\n"), cfg());
+    assert_eq!(r.events.late, 0);
+    assert_eq!(r.gpus, sorted.gpus);
+    assert_eq!(r.transitions, sorted.transitions);
+    assert_eq!(r.jobs, sorted.jobs);
+    assert_eq!(r.summary, sorted.summary);
+}
+
+#[test]
+fn duplicate_lines_are_dropped_and_counted() {
+    let doubled: String = LOG
+        .lines()
+        .flat_map(|l| [l, l])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let r = analyze_str(&doubled, cfg());
+    let once = analyze_str(LOG, cfg());
+    assert_eq!(r.events.duplicates, LOG.lines().count() as u64);
+    assert_eq!(r.events.conflicts, 0);
+    assert_eq!(r.gpus, once.gpus);
+    assert_eq!(r.summary, once.summary);
+}
+
+#[test]
+fn a_conflicting_record_keeps_the_earlier_offset_and_is_reported() {
+    let log = LOG.replace(
+        "TIMELINE,1200,GPU_START,a,worker=1,partition=1\n",
+        "TIMELINE,1200,GPU_START,a,worker=1,partition=1\nTIMELINE,1300,GPU_START,a,worker=1,partition=1\n",
+    );
+    let r = analyze_str(&log, cfg());
+    assert_eq!(r.events.conflicts, 1);
+    assert!(
+        r.events.conflict_examples[0]
+            .contains("second GPU_START at 1300 differs from the first at 1200")
+    );
+    assert_eq!(r.gpus[0].busy_ms, 7000);
+}
+
+#[test]
+fn a_late_event_beyond_the_window_is_counted_and_still_used() {
+    // move d's last GPU_END 3 s earlier in the file than the window allows (window 1 s)
+    let mut lines: Vec<&str> = LOG.lines().collect();
+    let late = lines.remove(lines.len() - 4); // SYNTH_END d partition=1 at 9400
+    lines.push(late);
+    let cfg = EngineConfig {
+        reorder_window_ms: 100,
+        completion_grace_ms: 100,
+        ..cfg()
+    };
+    let r = analyze_str(&(lines.join("\n") + "\n"), cfg);
+    assert_eq!(r.events.late, 1);
+    assert_eq!(r.summary.jobs_complete, 4);
+    assert_eq!(r.stages.synthesis.count, 8);
+}
+
+#[test]
+fn a_daemon_restart_starts_a_new_run() {
+    let log = format!("{LOG}{LOG}");
+    let r = analyze_str(
+        &log,
+        EngineConfig {
+            restart_after_ms: 5_000,
+            ..cfg()
+        },
+    );
+    assert_eq!(r.events.runs, 2);
+    assert_eq!(r.events.conflicts + r.events.duplicates, 0);
+    assert_eq!(r.summary.jobs_complete, 8);
+    assert_eq!(r.gpus[0].busy_ms, 14_000);
+    assert_eq!(r.gpus[0].elapsed_ms, 19_000);
+    // no idle gap across the restart, no transition d -> a
+    assert_eq!(r.gpus[0].idle_total.count, 6);
+    assert_eq!(r.transitions.len(), 6);
+    assert!((r.summary.seconds_per_proof.unwrap() - 7.0 / 3.0).abs() < 1e-9);
+    assert_eq!(r.jobs[4].run, 1);
+    assert!(r.jobs[4].first_synth_start_ms.unwrap() > 10_500);
+}
+
+#[test]
+fn a_reused_job_id_after_completion_is_a_new_job() {
+    let retry = "\
+TIMELINE,20000,SYNTH_START,a,partition=0
+TIMELINE,20000,SYNTH_START,a,partition=1
+TIMELINE,21000,SYNTH_END,a,partition=0,synth_ms=1000
+TIMELINE,21000,SYNTH_END,a,partition=1,synth_ms=1000
+TIMELINE,21000,GPU_START,a,worker=0,partition=0
+TIMELINE,21000,GPU_START,a,worker=1,partition=1
+TIMELINE,22000,GPU_END,a,worker=0,partition=0,gpu_ms=1000
+TIMELINE,22000,GPU_END,a,worker=1,partition=1,gpu_ms=1000
+";
+    let r = analyze_str(&format!("{LOG}{retry}"), cfg());
+    assert_eq!(r.events.runs, 1);
+    assert_eq!(r.summary.jobs_complete, 5);
+    let last = r.jobs.last().unwrap();
+    assert_eq!(
+        (&*last.job_id, last.attempt, last.wall_ms),
+        ("a", 1, Some(2000))
+    );
+}

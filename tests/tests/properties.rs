@@ -1,0 +1,120 @@
+//! Properties of the engine that must hold for any input.
+
+use proofline_core::EngineConfig;
+use proofline_core::report::Report;
+use proofline_sim::{SimConfig, instant};
+use proofline_tests::analyze_str;
+use proptest::prelude::*;
+
+/// (job, gpu worker, start, length) for whole-proof jobs.
+fn intervals() -> impl Strategy<Value = Vec<(u8, u8, u32, u32)>> {
+    prop::collection::vec((0u8..20, 0u8..4, 0u32..50_000, 0u32..5_000), 1..40)
+}
+
+fn log_of(ivs: &[(u8, u8, u32, u32)]) -> String {
+    let mut lines: Vec<(u64, String)> = Vec::new();
+    for (i, &(job, worker, start, len)) in ivs.iter().enumerate() {
+        let id = format!("winpost-1-{job}-{i}");
+        let (s, e) = (u64::from(start), u64::from(start) + u64::from(len));
+        lines.push((
+            s,
+            format!("TIMELINE,{s},SYNTH_START,{id},kind=winning-post"),
+        ));
+        lines.push((s, format!("TIMELINE,{s},SYNTH_END,{id},synth_ms=0")));
+        lines.push((s, format!("TIMELINE,{s},GPU_START,{id},worker={worker}")));
+        lines.push((
+            e,
+            format!("TIMELINE,{e},GPU_END,{id},worker={worker},gpu_ms={len}"),
+        ));
+    }
+    lines.sort_by_key(|(t, _)| *t);
+    lines.into_iter().map(|(_, l)| l + "\n").collect()
+}
+
+/// The union length computed the obvious way, per GPU.
+fn brute_union(ivs: &[(u8, u8, u32, u32)], gpu: u8) -> u64 {
+    let mut v: Vec<(u64, u64)> = ivs
+        .iter()
+        .filter(|i| i.1 / 2 == gpu)
+        .map(|i| (u64::from(i.2), u64::from(i.2) + u64::from(i.3)))
+        .collect();
+    v.sort_unstable();
+    let mut total = 0;
+    let mut cur: Option<(u64, u64)> = None;
+    for (s, e) in v {
+        match cur {
+            Some((cs, ce)) if s <= ce => cur = Some((cs, ce.max(e))),
+            Some((cs, ce)) => {
+                total += ce - cs;
+                cur = Some((s, e));
+            }
+            None => cur = Some((s, e)),
+        }
+    }
+    total + cur.map_or(0, |(s, e)| e - s)
+}
+
+fn check_invariants(r: &Report) {
+    for g in &r.gpus {
+        assert!(
+            g.busy_ms <= g.serial_sum_ms,
+            "union {} > sum {}",
+            g.busy_ms,
+            g.serial_sum_ms
+        );
+        assert!(
+            g.busy_ms <= g.elapsed_ms,
+            "busy {} > elapsed {}",
+            g.busy_ms,
+            g.elapsed_ms
+        );
+        assert!(g.steady_busy_ms <= g.steady_elapsed_ms);
+        assert_eq!(g.busy_ms + g.idle_total.total_ms, g.elapsed_ms);
+        assert_eq!(
+            g.idle_cross_sector.count + g.idle_intra_sector.count,
+            g.idle_total.count
+        );
+        assert_eq!(
+            g.idle_with_queue_ms + g.idle_queue_empty_ms,
+            g.idle_total.total_ms
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn busy_is_the_union_and_invariants_hold(ivs in intervals()) {
+        let r = analyze_str(&log_of(&ivs), EngineConfig::default());
+        check_invariants(&r);
+        for g in &r.gpus {
+            prop_assert_eq!(g.busy_ms, brute_union(&ivs, g.gpu as u8));
+            let sum: u64 = ivs.iter().filter(|i| u32::from(i.1 / 2) == g.gpu).map(|i| u64::from(i.3)).sum();
+            prop_assert_eq!(g.serial_sum_ms, sum);
+        }
+        prop_assert_eq!(r.summary.jobs_complete, ivs.len() as u64);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Lines printed out of order (within the reorder window) give the report of sorted lines.
+    #[test]
+    fn shuffled_within_the_window_equals_sorted(seed in 0u64..1000, gpus in 1u32..3, jobs in 2usize..8, shuffle in 1u64..4000) {
+        let mut cfg = SimConfig::mixed(jobs);
+        cfg.seed = seed;
+        cfg.gpus = gpus;
+        let sorted = analyze_str(&instant::log_string(&cfg), EngineConfig::default());
+        cfg.shuffle_ms = shuffle;
+        let shuffled_log = instant::log_string(&cfg);
+        let shuffled = analyze_str(&shuffled_log, EngineConfig::default());
+        check_invariants(&sorted);
+        prop_assert_eq!(shuffled.events.late, 0);
+        prop_assert_eq!(&shuffled.gpus, &sorted.gpus);
+        prop_assert_eq!(&shuffled.transitions, &sorted.transitions);
+        prop_assert_eq!(&shuffled.summary, &sorted.summary);
+        prop_assert_eq!(&shuffled.verdict, &sorted.verdict);
+    }
+}

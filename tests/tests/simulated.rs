@@ -1,0 +1,166 @@
+//! Logs from the deterministic simulator, with answers the configuration implies.
+
+use proofline_core::EngineConfig;
+use proofline_core::report::{Bound, Boundary, JobStatus};
+use proofline_sim::{SimConfig, instant};
+use proofline_tests::analyze_str;
+
+#[test]
+fn a_gpu_that_never_idles_reads_gpu_bound() {
+    let cfg = SimConfig::porep(8);
+    let r = analyze_str(&instant::log_string(&cfg), EngineConfig::default());
+    assert_eq!(r.summary.jobs_complete, 8);
+    assert_eq!(r.verdict.bound, Bound::GpuBound, "{}", r.verdict.sentence);
+    assert!(r.summary.steady_busy_ratio.unwrap() >= 0.95);
+    let g = &r.gpus[0];
+    assert_eq!(g.idle_cross_sector.count, 0);
+    // two workers overlap: the sum is larger than the union, which is counted once
+    assert!(
+        g.serial_sum_ms > g.busy_ms + g.busy_ms / 2,
+        "serial {} busy {}",
+        g.serial_sum_ms,
+        g.busy_ms
+    );
+    assert!(g.busy_ms <= g.elapsed_ms);
+    // ten kernels of ~3.7 s under one lock per sector: ~37 s per proof, as cuzk measured
+    let spp = r.summary.seconds_per_proof.unwrap();
+    assert!((35.0..40.0).contains(&spp), "{spp}");
+    // synthesis keeps ahead of the GPU
+    assert!(r.transitions_summary.synthesis_lead.p50_ms.unwrap() > 0);
+}
+
+#[test]
+fn a_synthesis_stall_is_a_cross_sector_gap_and_synthesis_bound() {
+    let mut cfg = SimConfig::porep(4);
+    cfg.faults.stall_before_job = Some((2, 60_000));
+    let log = instant::log_string(&cfg);
+    let r = analyze_str(&log, EngineConfig::default());
+    assert_eq!(r.summary.jobs_complete, 4);
+    assert_eq!(
+        r.verdict.bound,
+        Bound::SynthesisBound,
+        "{}",
+        r.verdict.sentence
+    );
+    let g = &r.gpus[0];
+    assert_eq!(g.idle_cross_sector.count, 1);
+    assert!(
+        g.idle_cross_sector.total_ms > 30_000,
+        "{:?}",
+        g.idle_cross_sector
+    );
+    assert!(g.idle_queue_empty_ms > g.idle_with_queue_ms);
+    // the stalled sector's transition shows a positive gap and a negative synthesis lead
+    let t = r
+        .transitions
+        .iter()
+        .find(|t| &*t.to_job == "porep-1000-2")
+        .unwrap();
+    assert!(t.gap_ms > 30_000);
+    assert!(t.synthesis_lead_ms.unwrap() < -30_000);
+
+    // the live updates name the sector after the gap
+    let mut engine = proofline_core::Engine::new(EngineConfig::default());
+    let mut gaps = Vec::new();
+    for line in log.lines() {
+        let ev = proofline_core::parse_line(line).unwrap().unwrap();
+        engine.ingest(&ev, &mut |u| {
+            if let proofline_core::Update::IdleGap(g) = u {
+                gaps.push(g);
+            }
+        });
+    }
+    let cross: Vec<_> = gaps
+        .iter()
+        .filter(|g| g.boundary == Boundary::CrossSector)
+        .collect();
+    assert_eq!(cross.len(), 1);
+    assert_eq!(&*cross[0].next_job, "porep-1000-2");
+}
+
+#[test]
+fn a_never_finishing_partition_is_an_incomplete_job_evicted_after_the_timeout() {
+    let mut cfg = SimConfig::porep(12);
+    cfg.faults.never_finish = Some((1, 4));
+    let ecfg = EngineConfig {
+        job_timeout_ms: 120_000,
+        ..EngineConfig::default()
+    };
+    let r = analyze_str(&instant::log_string(&cfg), ecfg);
+    assert_eq!(r.summary.jobs_complete, 11);
+    assert_eq!(r.summary.jobs_incomplete, 1);
+    let j = &r.incomplete[0];
+    assert_eq!(
+        (&*j.job_id, j.status, j.partitions_done),
+        ("porep-1000-1", JobStatus::Evicted, 9)
+    );
+    assert!(j.unobserved_gpu);
+    // evicted mid-log, not at the end: the jobs after it still completed and paired
+    assert!(r.transitions.iter().any(|t| &*t.from_job == "porep-1000-1"));
+}
+
+#[test]
+fn unknown_partition_counts_complete_after_the_grace_period() {
+    // bench runs use UUIDs: the engine takes the highest partition seen + 1
+    let log = instant::log_string(&SimConfig::porep(4))
+        .replace("porep-1000-", "3f2b8c1e-9d7a-4c55-8e0b-00000000000");
+    let r = analyze_str(&log, EngineConfig::default());
+    assert_eq!(r.summary.jobs_complete, 4);
+    assert!(
+        r.jobs
+            .iter()
+            .all(|j| j.partitions_done == 10 && j.partitions_expected.is_none())
+    );
+    let known = analyze_str(
+        &instant::log_string(&SimConfig::porep(4)),
+        EngineConfig::default(),
+    );
+    assert_eq!(r.summary.seconds_per_proof, known.summary.seconds_per_proof);
+    assert_eq!(r.gpus[0].busy_ms, known.gpus[0].busy_ms);
+}
+
+#[test]
+fn mixed_kinds_on_two_gpus() {
+    let mut cfg = SimConfig::mixed(20);
+    cfg.gpus = 2;
+    let r = analyze_str(&instant::log_string(&cfg), EngineConfig::default());
+    assert_eq!(r.summary.jobs_complete, 20);
+    let kinds: Vec<(&str, u64)> = r
+        .summary
+        .complete_by_kind
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("porep-c2", 14),
+            ("snap-update", 2),
+            ("window-post", 2),
+            ("winning-post", 2)
+        ]
+    );
+    assert_eq!(r.gpus.len(), 2);
+    assert_eq!(r.gpus[0].workers, vec![0, 1]);
+    assert_eq!(r.gpus[1].workers, vec![2, 3]);
+    for g in &r.gpus {
+        assert!(g.busy_ms <= g.serial_sum_ms && g.busy_ms <= g.elapsed_ms);
+    }
+}
+
+#[test]
+fn memory_holds_the_jobs_in_flight_not_the_log() {
+    let cfg = SimConfig::porep(400);
+    let mut engine = proofline_core::Engine::new(EngineConfig::default());
+    let mut peak = (0, 0);
+    instant::simulate(&cfg, |ev| {
+        engine.ingest(&ev.as_event_ref(), &mut proofline_core::report::NoUpdates);
+        let t = engine.tracked();
+        peak = (peak.0.max(t.0), peak.1.max(t.1));
+    });
+    engine.finish(&mut proofline_core::report::NoUpdates);
+    assert_eq!(engine.report().summary.jobs_complete, 400);
+    // max_ahead = 20 partitions: at most a handful of sectors are ever in flight
+    assert!(peak.0 < 12 && peak.1 < 12, "peak tracked {peak:?}");
+    assert_eq!(engine.tracked(), (0, 0));
+}
