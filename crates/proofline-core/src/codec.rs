@@ -91,15 +91,28 @@ pub fn parse_line(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
     }
 }
 
+/// Splits at the first comma (a byte loop: faster than the generic pattern search on the
+/// short fields of a TIMELINE line).
+#[inline]
+fn next_field(s: &str) -> (&str, Option<&str>) {
+    match s.bytes().position(|b| b == b',') {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    }
+}
+
 fn parse_timeline(rest: &str) -> Result<EventRef<'_>, ParseError> {
-    let mut fields = rest.splitn(4, ',');
-    let offset = fields.next().unwrap_or("");
-    let (Some(name), Some(job_id)) = (fields.next(), fields.next()) else {
-        let found = 1 + rest.split(',').take(3).count();
-        return Err(ParseError::MissingFields { found });
+    let (offset, rest) = next_field(rest);
+    let Some(rest) = rest else {
+        return Err(ParseError::MissingFields { found: 2 });
+    };
+    let (name, rest) = next_field(rest);
+    let Some(rest) = rest else {
+        return Err(ParseError::MissingFields { found: 3 });
     };
     // cuzk always prints the detail field; old whole-proof CHAN_SEND lines end in a bare `,`.
-    let Some(detail) = fields.next() else {
+    let (job_id, detail) = next_field(rest);
+    let Some(detail) = detail else {
         return Err(ParseError::MissingFields { found: 4 });
     };
     let offset_ms = parse_u64(offset).ok_or_else(|| ParseError::BadOffset(offset.to_owned()))?;
@@ -150,31 +163,39 @@ fn set_num<T: Copy + PartialEq + TryFrom<u64>>(
 }
 
 fn parse_detail<'a>(detail: &'a str, ev: &mut EventRef<'a>) -> Result<(), ParseError> {
-    if detail.is_empty() {
-        return Ok(());
-    }
-    for item in detail.split(',') {
-        let Some((key, value)) = item.split_once('=') else {
-            if item == "monolithic" {
-                ev.monolithic = true;
+    let mut rest = detail;
+    loop {
+        let (item, next) = next_field(rest);
+        match item.bytes().position(|b| b == b'=') {
+            None => {
+                if item == "monolithic" {
+                    ev.monolithic = true;
+                }
+                // other bare words are unknown extras: accepted, not used
             }
-            // Other bare words are unknown extras: accepted, not used.
-            continue;
-        };
-        match key {
-            "partition" | "snap_partition" => set_num(&mut ev.partition, key, value)?,
-            "worker" | "worker_id" => set_num(&mut ev.worker, key, value)?,
-            "gpu" => set_num(&mut ev.gpu, key, value)?,
-            "synth_ms" => set_num(&mut ev.synth_ms, key, value)?,
-            "gpu_ms" => set_num(&mut ev.gpu_ms, key, value)?,
-            "kind" => match ev.proof_kind {
-                Some(old) if old != value => return Err(ParseError::DuplicateKey(key.to_owned())),
-                _ => ev.proof_kind = Some(value),
-            },
-            _ => {} // unknown keys are accepted and ignored
+            Some(eq) => {
+                let (key, value) = (&item[..eq], &item[eq + 1..]);
+                match key {
+                    "partition" | "snap_partition" => set_num(&mut ev.partition, key, value)?,
+                    "worker" | "worker_id" => set_num(&mut ev.worker, key, value)?,
+                    "gpu" => set_num(&mut ev.gpu, key, value)?,
+                    "synth_ms" => set_num(&mut ev.synth_ms, key, value)?,
+                    "gpu_ms" => set_num(&mut ev.gpu_ms, key, value)?,
+                    "kind" => match ev.proof_kind {
+                        Some(old) if old != value => {
+                            return Err(ParseError::DuplicateKey(key.to_owned()));
+                        }
+                        _ => ev.proof_kind = Some(value),
+                    },
+                    _ => {} // unknown keys are accepted and ignored
+                }
+            }
+        }
+        match next {
+            Some(n) => rest = n,
+            None => return Ok(()),
         }
     }
-    Ok(())
 }
 
 /// Writes the detail field in cuzk's order: `worker`, `partition`, `kind`, `synth_ms`,
