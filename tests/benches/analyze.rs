@@ -39,7 +39,9 @@ fn bench(c: &mut Criterion) {
         b.iter(|| {
             let mut engine = Engine::new(EngineConfig::default());
             let mut feeder = LineFeeder::new();
-            feeder.feed_all(&mut log.as_slice(), &mut engine, &mut NoUpdates, |_| {}).expect("memory");
+            feeder
+                .feed_all(&mut log.as_slice(), &mut engine, &mut NoUpdates, |_| {})
+                .expect("memory");
             engine.finish(&mut NoUpdates);
             engine.report().summary.jobs_complete
         })

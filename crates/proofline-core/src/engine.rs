@@ -532,7 +532,9 @@ impl Engine {
         let Some(max) = self.max_offset else { return };
         let horizon = (self.run_base + max).saturating_sub(self.cfg.reorder_window_ms);
         while self.pending.front().is_some_and(|top| top.t <= horizon) {
-            let Some(e) = self.pending.pop_front() else { break };
+            let Some(e) = self.pending.pop_front() else {
+                break;
+            };
             self.process(e, sink);
         }
     }

@@ -46,10 +46,26 @@ pub enum Update {
     },
 }
 
+/// Counters about the telemetry itself, kept by whoever feeds the engine (the layer, or
+/// `watch`) and handed to sinks with each [`UpdateSink::tick`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TelemetryCounts {
+    /// Events the prover produced that did not fit in the queue (dropped, never waited for).
+    pub events_dropped: u64,
+    /// Malformed TIMELINE lines read.
+    pub malformed_lines: u64,
+}
+
 /// Receives the engine's updates.
 pub trait UpdateSink {
     /// Called once per update, on the engine's thread.
     fn update(&mut self, update: Update);
+
+    /// Called after each batch of events and at least once a second, with what is in flight
+    /// (for gauges). The default does nothing.
+    fn tick(&mut self, live: &crate::engine::LiveState, counts: &TelemetryCounts) {
+        let _ = (live, counts);
+    }
 }
 
 /// Discards every update.
@@ -70,6 +86,16 @@ impl UpdateSink for Vec<Update> {
 impl<F: FnMut(Update)> UpdateSink for F {
     fn update(&mut self, update: Update) {
         self(update)
+    }
+}
+
+impl UpdateSink for Box<dyn UpdateSink + Send> {
+    fn update(&mut self, update: Update) {
+        (**self).update(update);
+    }
+
+    fn tick(&mut self, live: &crate::engine::LiveState, counts: &TelemetryCounts) {
+        (**self).tick(live, counts);
     }
 }
 

@@ -1,0 +1,248 @@
+//! Reading the fields proofline cares about off spans and `timeline` events.
+
+use std::fmt::{self, Write as _};
+use std::sync::Arc;
+
+use tracing::field::{Field, Visit};
+
+/// Names of the span fields proofline reads (on the span, then on its ancestors).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldNames {
+    /// The job (request) id. Default `job_id`.
+    pub job_id: Vec<String>,
+    /// The partition index. Default `partition` (cuzk records it with `?`: `Some(3)`).
+    pub partition: Vec<String>,
+    /// The global GPU worker index. Default `worker`, `worker_id`.
+    pub worker: Vec<String>,
+    /// The GPU device index. Default `gpu`.
+    pub gpu: Vec<String>,
+    /// The proof kind. Default `proof_kind`, `kind`.
+    pub proof_kind: Vec<String>,
+}
+
+impl Default for FieldNames {
+    fn default() -> Self {
+        let v = |names: &[&str]| names.iter().map(|s| (*s).to_owned()).collect();
+        FieldNames {
+            job_id: v(&["job_id"]),
+            partition: v(&["partition"]),
+            worker: v(&["worker", "worker_id"]),
+            gpu: v(&["gpu"]),
+            proof_kind: v(&["proof_kind", "kind"]),
+        }
+    }
+}
+
+/// Which of the fields a field name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Slot {
+    JobId,
+    Partition,
+    Worker,
+    Gpu,
+    ProofKind,
+}
+
+impl FieldNames {
+    pub(crate) fn slot(&self, name: &str) -> Option<Slot> {
+        let has = |v: &Vec<String>| v.iter().any(|n| n == name);
+        if has(&self.job_id) {
+            Some(Slot::JobId)
+        } else if has(&self.partition) {
+            Some(Slot::Partition)
+        } else if has(&self.worker) {
+            Some(Slot::Worker)
+        } else if has(&self.gpu) {
+            Some(Slot::Gpu)
+        } else if has(&self.proof_kind) {
+            Some(Slot::ProofKind)
+        } else {
+            None
+        }
+    }
+}
+
+/// The fields found on one span.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct SpanFields {
+    pub job_id: Option<Arc<str>>,
+    pub partition: Option<u32>,
+    pub worker: Option<u32>,
+    pub gpu: Option<u32>,
+    pub proof_kind: Option<Arc<str>>,
+}
+
+impl SpanFields {
+    /// Fills what is missing here from `other` (an ancestor).
+    pub fn inherit(&mut self, other: &SpanFields) {
+        if self.job_id.is_none() {
+            self.job_id.clone_from(&other.job_id);
+        }
+        self.partition = self.partition.or(other.partition);
+        self.worker = self.worker.or(other.worker);
+        self.gpu = self.gpu.or(other.gpu);
+        if self.proof_kind.is_none() {
+            self.proof_kind.clone_from(&other.proof_kind);
+        }
+    }
+
+    pub fn complete(&self) -> bool {
+        self.job_id.is_some()
+            && self.partition.is_some()
+            && self.worker.is_some()
+            && self.gpu.is_some()
+    }
+}
+
+/// A fixed buffer that formats Debug/Display values without allocating.
+pub(crate) struct StackStr {
+    buf: [u8; 192],
+    len: usize,
+    overflow: bool,
+}
+
+impl StackStr {
+    pub fn new() -> Self {
+        StackStr {
+            buf: [0; 192],
+            len: 0,
+            overflow: false,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        if self.overflow {
+            None
+        } else {
+            std::str::from_utf8(&self.buf[..self.len]).ok()
+        }
+    }
+}
+
+impl fmt::Write for StackStr {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        if end > self.buf.len() {
+            self.overflow = true;
+            return Err(fmt::Error);
+        }
+        self.buf[self.len..end].copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// Parses `3`, `Some(3)`; `None` and anything else give `None`.
+pub(crate) fn parse_index(s: &str) -> Option<u32> {
+    let s = s
+        .strip_prefix("Some(")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or(s);
+    s.trim().parse().ok()
+}
+
+/// Strips a Debug-formatted string's quotes (`"abc"` -> `abc`), and `Some("abc")`.
+fn unquote(s: &str) -> &str {
+    let s = s
+        .strip_prefix("Some(")
+        .and_then(|s| s.strip_suffix(')'))
+        .unwrap_or(s);
+    s.strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(s)
+}
+
+/// Visits a span's fields into [`SpanFields`].
+pub(crate) struct FieldVisitor<'a> {
+    pub names: &'a FieldNames,
+    pub out: &'a mut SpanFields,
+}
+
+impl FieldVisitor<'_> {
+    fn set_str(&mut self, slot: Slot, s: &str) {
+        match slot {
+            Slot::JobId => {
+                if !s.is_empty() && s != "None" {
+                    self.out.job_id = Some(Arc::from(s));
+                }
+            }
+            Slot::ProofKind => {
+                if !s.is_empty() && s != "None" {
+                    self.out.proof_kind = Some(Arc::from(s));
+                }
+            }
+            Slot::Partition => self.out.partition = parse_index(s),
+            Slot::Worker => self.out.worker = parse_index(s),
+            Slot::Gpu => self.out.gpu = parse_index(s),
+        }
+    }
+
+    fn set_num(&mut self, slot: Slot, v: u64) {
+        let v32 = u32::try_from(v).ok();
+        match slot {
+            Slot::Partition => self.out.partition = v32,
+            Slot::Worker => self.out.worker = v32,
+            Slot::Gpu => self.out.gpu = v32,
+            Slot::JobId | Slot::ProofKind => {
+                let mut s = StackStr::new();
+                let _ = write!(s, "{v}");
+                if let Some(s) = s.as_str() {
+                    self.set_str(slot, s);
+                }
+            }
+        }
+    }
+}
+
+impl Visit for FieldVisitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if let Some(slot) = self.names.slot(field.name()) {
+            self.set_num(slot, value);
+        }
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Some(slot) = self.names.slot(field.name()) {
+            if let Ok(v) = u64::try_from(value) {
+                self.set_num(slot, v);
+            }
+        }
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if let Some(slot) = self.names.slot(field.name()) {
+            self.set_str(slot, value);
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if let Some(slot) = self.names.slot(field.name()) {
+            let mut s = StackStr::new();
+            if write!(s, "{value:?}").is_ok() {
+                if let Some(s) = s.as_str() {
+                    let s = unquote(s);
+                    self.set_str(slot, s);
+                    return;
+                }
+            }
+            // longer than the stack buffer: allocate (rare; job ids are short)
+            let s = format!("{value:?}");
+            self.set_str(slot, unquote(&s));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn indexes_from_debug_forms() {
+        assert_eq!(parse_index("3"), Some(3));
+        assert_eq!(parse_index("Some(12)"), Some(12));
+        assert_eq!(parse_index("None"), None);
+        assert_eq!(parse_index("x"), None);
+        assert_eq!(unquote("\"porep-1-2\""), "porep-1-2");
+        assert_eq!(unquote("Some(\"a\")"), "a");
+    }
+}

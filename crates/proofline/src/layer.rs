@@ -1,0 +1,534 @@
+//! The `tracing` layer: span edges in, TIMELINE events onto a bounded queue.
+//!
+//! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
+//! exporter can hold (only the registry's per-span extension locks), reads the clock only at
+//! mapped edges, and hands events over with `try_send`: a full queue drops and counts.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::time::Instant;
+
+use proofline_core::{Event, EventKind, TimelineEvent, codec};
+use tracing::field::{Field, Visit};
+use tracing::span;
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
+
+/// When, in a span's life, a TIMELINE event is emitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Edge {
+    /// When the span is created.
+    Created,
+    /// The first time the span is entered (later enters, on any thread, are ignored).
+    FirstEnter,
+    /// When the span closes (its last handle is dropped). The event's duration
+    /// (`synth_ms`, `gpu_ms`) is close minus first enter.
+    Close,
+}
+
+impl Edge {
+    const fn index(self) -> usize {
+        match self {
+            Edge::Created => 0,
+            Edge::FirstEnter => 1,
+            Edge::Close => 2,
+        }
+    }
+}
+
+/// One mapping from a span edge to a TIMELINE event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpanRule {
+    /// The span's name.
+    pub span: String,
+    /// The event to emit.
+    pub event: EventKind,
+    /// At which edge.
+    pub edge: Edge,
+}
+
+impl SpanRule {
+    /// A rule.
+    pub fn new(span: impl Into<String>, event: EventKind, edge: Edge) -> Self {
+        SpanRule {
+            span: span.into(),
+            event,
+            edge,
+        }
+    }
+
+    /// cuzk's span names (DESIGN.md "Spans in the prover"):
+    ///
+    /// | event | span and edge |
+    /// |---|---|
+    /// | SYNTH_START | first enter of `synthesize_partition` / `synthesize_snap_deals_partition` |
+    /// | SYNTH_END | close of that span |
+    /// | GPU_PICKUP | creation of `gpu_worker` |
+    /// | GPU_START | first enter of `gpu_prove` |
+    /// | GPU_END | close of `gpu_prove` |
+    pub fn cuzk_defaults() -> Vec<SpanRule> {
+        let mut v = Vec::new();
+        for synth in ["synthesize_partition", "synthesize_snap_deals_partition"] {
+            v.push(SpanRule::new(
+                synth,
+                EventKind::SynthStart,
+                Edge::FirstEnter,
+            ));
+            v.push(SpanRule::new(synth, EventKind::SynthEnd, Edge::Close));
+        }
+        v.push(SpanRule::new(
+            "gpu_worker",
+            EventKind::GpuPickup,
+            Edge::Created,
+        ));
+        v.push(SpanRule::new(
+            "gpu_prove",
+            EventKind::GpuStart,
+            Edge::FirstEnter,
+        ));
+        v.push(SpanRule::new("gpu_prove", EventKind::GpuEnd, Edge::Close));
+        v
+    }
+}
+
+/// Events per edge, one bit per [`EventKind`].
+type RuleMask = [u8; 3];
+
+/// Settings the layer and its filter share (read-only after `build`).
+#[derive(Debug)]
+pub(crate) struct LayerConfig {
+    pub rules: Vec<SpanRule>,
+    pub fields: FieldNames,
+    pub event_target: String,
+    pub gpu_queue_on_synth_end: bool,
+}
+
+impl LayerConfig {
+    fn rules_for(&self, name: &str) -> RuleMask {
+        let mut m = [0u8; 3];
+        for r in &self.rules {
+            if r.span == name {
+                m[r.edge.index()] |= 1 << r.event.index();
+            }
+        }
+        m
+    }
+
+    fn interesting(&self, meta: &Metadata<'_>) -> bool {
+        if meta.is_event() {
+            return meta.target() == self.event_target;
+        }
+        self.rules.iter().any(|r| r.span == meta.name())
+            || meta
+                .fields()
+                .iter()
+                .any(|f| self.fields.slot(f.name()).is_some())
+    }
+}
+
+/// Counters shared by the layer, its worker and its guard.
+#[derive(Debug, Default)]
+pub struct LayerStats {
+    /// Events handed to the worker.
+    pub sent: AtomicU64,
+    /// Events dropped because the queue was full (or the worker had stopped).
+    pub dropped: AtomicU64,
+    /// TIMELINE lines written.
+    pub written: AtomicU64,
+    /// Close edges not emitted because the span closed while its thread panicked.
+    pub aborted: AtomicU64,
+    /// Events not emitted because no job id was found on the span or its ancestors.
+    pub missing_job_id: AtomicU64,
+    pub(crate) warned: AtomicBool,
+}
+
+/// A snapshot of [`LayerStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Events handed to the worker.
+    pub sent: u64,
+    /// Events dropped because the queue was full (or the worker had stopped).
+    pub dropped: u64,
+    /// TIMELINE lines written.
+    pub written: u64,
+    /// Close edges not emitted because the span closed while its thread panicked.
+    pub aborted: u64,
+    /// Events not emitted for want of a job id.
+    pub missing_job_id: u64,
+}
+
+impl LayerStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            sent: self.sent.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            written: self.written.load(Ordering::Relaxed),
+            aborted: self.aborted.load(Ordering::Relaxed),
+            missing_job_id: self.missing_job_id.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What the worker receives.
+#[derive(Debug)]
+pub(crate) enum Msg {
+    Event(Event),
+    Shutdown,
+}
+
+/// Per-span state, kept in the span's extensions.
+#[derive(Debug)]
+struct SpanState {
+    fields: SpanFields,
+    rules: RuleMask,
+    first_enter: Option<Instant>,
+}
+
+/// The layer. Build it with [`crate::TimelineLayer::builder`]; it comes wrapped in its
+/// per-layer [`CallsiteFilter`], so spans it does not map cost next to nothing.
+#[derive(Debug)]
+pub struct TimelineLayer {
+    pub(crate) cfg: Arc<LayerConfig>,
+    pub(crate) tx: SyncSender<Msg>,
+    pub(crate) stats: Arc<LayerStats>,
+    pub(crate) epoch: Instant,
+}
+
+/// Decides once per callsite whether the layer wants it: mapped span names, spans carrying
+/// one of the looked-up fields, and events with the `timeline` target. Everything else is
+/// never shown to the layer.
+#[derive(Debug, Clone)]
+pub struct CallsiteFilter {
+    pub(crate) cfg: Arc<LayerConfig>,
+}
+
+impl<S> Filter<S> for CallsiteFilter {
+    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
+        self.cfg.interesting(meta)
+    }
+
+    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.cfg.interesting(meta) {
+            Interest::always()
+        } else {
+            Interest::never()
+        }
+    }
+}
+
+impl TimelineLayer {
+    fn offset_ms(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_millis() as u64
+    }
+
+    fn send(&self, ev: Event) {
+        match self.tx.try_send(Msg::Event(ev)) {
+            Ok(()) => {
+                self.stats.sent.fetch_add(1, Ordering::Relaxed);
+            }
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                if !self.stats.warned.swap(true, Ordering::Relaxed) {
+                    // Once, and not through tracing: we are inside a subscriber callback.
+                    eprintln!(
+                        "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Builds the event the way cuzk prints it for this edge.
+    fn make(&self, kind: EventKind, f: &SpanFields, at: Instant, ms: Option<u64>) -> Option<Event> {
+        let Some(job) = f.job_id.clone() else {
+            self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
+            return None;
+        };
+        let mut ev = TimelineEvent::new(self.offset_ms(at), kind, job);
+        ev.partition = f.partition;
+        if matches!(
+            kind,
+            EventKind::GpuPickup | EventKind::GpuStart | EventKind::GpuEnd
+        ) {
+            ev.worker = f.worker;
+            ev.gpu = f.gpu;
+        }
+        match kind {
+            EventKind::SynthStart if f.partition.is_none() => {
+                ev.proof_kind.clone_from(&f.proof_kind)
+            }
+            EventKind::SynthEnd => ev.synth_ms = ms,
+            EventKind::GpuQueue => ev.monolithic = f.partition.is_none(),
+            EventKind::GpuEnd => ev.gpu_ms = ms,
+            _ => {}
+        }
+        Some(ev)
+    }
+
+    fn emit_mask<S>(
+        &self,
+        mask: u8,
+        mut f: SpanFields,
+        id: &span::Id,
+        ctx: &Context<'_, S>,
+        at: Instant,
+        ms: Option<u64>,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        if mask == 0 {
+            return;
+        }
+        resolve(&mut f, id, ctx);
+        for kind in EventKind::ALL {
+            if mask & (1 << kind.index()) == 0 {
+                continue;
+            }
+            if let Some(ev) = self.make(kind, &f, at, ms) {
+                self.send(ev);
+            }
+            if kind == EventKind::SynthEnd
+                && self.cfg.gpu_queue_on_synth_end
+                && mask & (1 << EventKind::GpuQueue.index()) == 0
+            {
+                if let Some(ev) = self.make(EventKind::GpuQueue, &f, at, None) {
+                    self.send(ev);
+                }
+            }
+        }
+    }
+}
+
+/// Fills missing fields from the span's ancestors (the span itself is skipped: `f` is its).
+fn resolve<S>(f: &mut SpanFields, id: &span::Id, ctx: &Context<'_, S>)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    if f.complete() {
+        return;
+    }
+    let Some(span) = ctx.span(id) else { return };
+    for ancestor in span.scope().skip(1) {
+        let ext = ancestor.extensions();
+        if let Some(st) = ext.get::<SpanState>() {
+            f.inherit(&st.fields);
+            if f.complete() {
+                return;
+            }
+        }
+    }
+}
+
+impl<S> Layer<S> for TimelineLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut fields = SpanFields::default();
+        attrs.record(&mut FieldVisitor {
+            names: &self.cfg.fields,
+            out: &mut fields,
+        });
+        let rules = self.cfg.rules_for(attrs.metadata().name());
+        let created = rules[Edge::Created.index()];
+        let emit_fields = (created != 0).then(|| fields.clone());
+        span.extensions_mut().insert(SpanState {
+            fields,
+            rules,
+            first_enter: None,
+        });
+        if let Some(f) = emit_fields {
+            self.emit_mask(created, f, id, &ctx, Instant::now(), None);
+        }
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let mut ext = span.extensions_mut();
+        if let Some(st) = ext.get_mut::<SpanState>() {
+            values.record(&mut FieldVisitor {
+                names: &self.cfg.fields,
+                out: &mut st.fields,
+            });
+        }
+    }
+
+    fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let (mask, fields, at) = {
+            let mut ext = span.extensions_mut();
+            let Some(st) = ext.get_mut::<SpanState>() else {
+                return;
+            };
+            if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
+                return;
+            }
+            let at = Instant::now();
+            st.first_enter = Some(at);
+            let mask = st.rules[Edge::FirstEnter.index()];
+            (mask, (mask != 0).then(|| st.fields.clone()), at)
+        };
+        if let Some(f) = fields {
+            self.emit_mask(mask, f, id, &ctx, at, None);
+        }
+    }
+
+    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(st) = span.extensions_mut().remove::<SpanState>() else {
+            return;
+        };
+        let mask = st.rules[Edge::Close.index()];
+        if mask == 0 {
+            return;
+        }
+        if std::thread::panicking() {
+            // the work did not finish: no end edge (the job shows as incomplete)
+            self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        let has_start = st.rules[Edge::FirstEnter.index()] != 0;
+        let Some(first) = st.first_enter else {
+            if has_start {
+                return; // never entered: it never ran, so it neither started nor ended
+            }
+            self.emit_mask(mask, st.fields, &id, &ctx, Instant::now(), None);
+            return;
+        };
+        let at = Instant::now();
+        let ms = at.saturating_duration_since(first).as_millis() as u64;
+        self.emit_mask(mask, st.fields, &id, &ctx, at, Some(ms));
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        let at = Instant::now();
+        let mut v = TimelineVisitor {
+            names: &self.cfg.fields,
+            fields: SpanFields::default(),
+            ev: None,
+            detail: None,
+            synth_ms: None,
+            gpu_ms: None,
+        };
+        event.record(&mut v);
+        let Some(kind) = v.ev else { return };
+        let mut f = v.fields;
+        if !f.complete() {
+            if let Some(scope) = ctx.event_scope(event) {
+                for span in scope {
+                    if let Some(st) = span.extensions().get::<SpanState>() {
+                        f.inherit(&st.fields);
+                    }
+                }
+            }
+        }
+        let Some(mut ev) = self.make(kind, &f, at, None) else {
+            return;
+        };
+        if let Some(d) = v.detail {
+            // a `detail` string in TIMELINE form: its pairs win
+            let line = format!("TIMELINE,0,{kind},j,{d}");
+            if let Ok(Some(p)) = codec::parse_line(&line) {
+                ev.partition = p.partition.or(ev.partition);
+                ev.worker = p.worker.or(ev.worker);
+                ev.gpu = p.gpu.or(ev.gpu);
+                ev.synth_ms = p.synth_ms;
+                ev.gpu_ms = p.gpu_ms;
+                ev.monolithic = p.monolithic;
+                if let Some(k) = p.proof_kind {
+                    ev.proof_kind = Some(Arc::from(k));
+                }
+            }
+        } else {
+            ev.synth_ms = v.synth_ms;
+            ev.gpu_ms = v.gpu_ms;
+        }
+        self.send(ev);
+    }
+}
+
+/// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
+struct TimelineVisitor<'a> {
+    names: &'a FieldNames,
+    fields: SpanFields,
+    ev: Option<EventKind>,
+    detail: Option<String>,
+    synth_ms: Option<u64>,
+    gpu_ms: Option<u64>,
+}
+
+impl TimelineVisitor<'_> {
+    fn set_ms(&mut self, name: &str, v: u64) -> bool {
+        match name {
+            "synth_ms" => self.synth_ms = Some(v),
+            "gpu_ms" => self.gpu_ms = Some(v),
+            _ => return false,
+        }
+        true
+    }
+
+    fn field_str(&mut self, field: &Field, s: &str) {
+        match field.name() {
+            "event" => self.ev = EventKind::from_name(s),
+            "detail" => self.detail = Some(s.to_owned()),
+            "message" => {}
+            name => {
+                if let Some(v) = parse_index(s).map(u64::from) {
+                    if self.set_ms(name, v) {
+                        return;
+                    }
+                }
+                let mut fv = FieldVisitor {
+                    names: self.names,
+                    out: &mut self.fields,
+                };
+                fv.record_str(field, s);
+            }
+        }
+    }
+}
+
+impl Visit for TimelineVisitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if !self.set_ms(field.name(), value) {
+            FieldVisitor {
+                names: self.names,
+                out: &mut self.fields,
+            }
+            .record_u64(field, value);
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.field_str(field, value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let mut s = StackStr::new();
+        let owned;
+        let text = if write!(s, "{value:?}").is_ok() && s.as_str().is_some() {
+            s.as_str().unwrap_or_default()
+        } else {
+            owned = format!("{value:?}");
+            &owned
+        };
+        let text = text.trim_matches('"');
+        self.field_str(field, text);
+    }
+}

@@ -1,0 +1,476 @@
+//! The layer inside a subscriber, driven the way cuzk drives its spans.
+
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use proofline::{EventKind, TimelineLayer};
+use proofline_core::EngineConfig;
+use proofline_core::reader::LineFeeder;
+use proofline_core::report::NoUpdates;
+use proofline_core::{Engine, parse_line};
+use tracing::{Instrument as _, info_span};
+use tracing_subscriber::prelude::*;
+
+/// A writer the test can read back.
+#[derive(Clone, Default)]
+struct SharedBuf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedBuf {
+    fn text(&self) -> String {
+        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+    }
+}
+
+fn engine_cfg() -> EngineConfig {
+    EngineConfig {
+        reorder_window_ms: 1000,
+        completion_grace_ms: 1000,
+        ..EngineConfig::default()
+    }
+}
+
+/// A small cuzk: synthesis threads, one GPU queue, two GPUs with two workers each, a lock
+/// per GPU around `gpu_prove`.
+fn run_cuzk_shaped(
+    dispatch: &tracing::Dispatch,
+    jobs: usize,
+    partitions: u32,
+    synth_threads: usize,
+) {
+    let (gpu_tx, gpu_rx) = mpsc::channel::<(String, u32)>();
+    let gpu_rx = Arc::new(Mutex::new(gpu_rx));
+    let work: Vec<(String, u32)> = (0..jobs)
+        .flat_map(|j| (0..partitions).map(move |p| (format!("porep-1000-{j}"), p)))
+        .collect();
+    let work = Arc::new(Mutex::new(work.into_iter()));
+    let mut synth = Vec::new();
+    for _ in 0..synth_threads {
+        let work = work.clone();
+        let gpu_tx = gpu_tx.clone();
+        let d = dispatch.clone();
+        synth.push(thread::spawn(move || {
+            let _d = tracing::dispatcher::set_default(&d);
+            loop {
+                let next = work.lock().unwrap().next();
+                let Some((job, p)) = next else { break };
+                let span = info_span!("synthesize_partition", job_id = %job, partition = p);
+                span.in_scope(|| thread::sleep(Duration::from_millis(3)));
+                drop(span);
+                gpu_tx.send((job, p)).unwrap();
+            }
+        }));
+    }
+    drop(gpu_tx);
+    let locks: Vec<Arc<Mutex<()>>> = (0..2).map(|_| Arc::new(Mutex::new(()))).collect();
+    let mut gpu = Vec::new();
+    for worker_id in 0..4u32 {
+        let rx = gpu_rx.clone();
+        let lock = locks[(worker_id / 2) as usize].clone();
+        let d = dispatch.clone();
+        gpu.push(thread::spawn(move || {
+            let _d = tracing::dispatcher::set_default(&d);
+            loop {
+                let next = rx.lock().unwrap().recv();
+                let Ok((job, p)) = next else { break };
+                let worker = info_span!("gpu_worker", worker_id = worker_id, gpu = worker_id / 2, job_id = %job,
+                    proof_kind = %"porep-c2", partition = ?Some(p));
+                worker.in_scope(|| {
+                    let _held = lock.lock().unwrap();
+                    let prove = info_span!("gpu_prove", circuit_id = "porep-32g", partition = ?Some(p));
+                    prove.in_scope(|| thread::sleep(Duration::from_millis(2)));
+                });
+            }
+        }));
+    }
+    for t in synth.into_iter().chain(gpu) {
+        t.join().unwrap();
+    }
+}
+
+#[test]
+fn one_engine_two_doors_live_report_equals_analyze_of_the_written_log() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .engine_config(engine_cfg())
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    run_cuzk_shaped(&dispatch, 6, 10, 8);
+    let live = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let stats = guard.stats();
+    assert_eq!(stats.dropped, 0);
+
+    let text = buf.text();
+    let mut per_kind = [0u64; 6];
+    for line in text.lines() {
+        let ev = parse_line(line)
+            .unwrap_or_else(|e| panic!("{line}: {e}"))
+            .expect("only TIMELINE lines");
+        per_kind[ev.kind.index()] += 1;
+        if matches!(
+            ev.kind,
+            EventKind::GpuStart | EventKind::GpuEnd | EventKind::GpuPickup
+        ) {
+            assert_eq!(ev.gpu, Some(ev.worker.unwrap() / 2), "{line}");
+        }
+    }
+    assert_eq!(per_kind, [60; 6], "every partition yields its six events");
+    assert_eq!(stats.written, 360);
+
+    let mut engine = Engine::new(engine_cfg());
+    let mut feeder = LineFeeder::new();
+    feeder
+        .feed_all(&mut text.as_bytes(), &mut engine, &mut NoUpdates, |_| {})
+        .unwrap();
+    engine.finish(&mut NoUpdates);
+    let offline = engine.report();
+    assert_eq!(live.summary.jobs_complete, 6);
+    assert_eq!(live.gpus.len(), 2);
+    assert_eq!(live.gpus, offline.gpus);
+    assert_eq!(live.summary, offline.summary);
+    assert_eq!(live.transitions, offline.transitions);
+    assert_eq!(live.jobs, offline.jobs);
+    assert_eq!(live.stages, offline.stages);
+    assert_eq!(live.verdict, offline.verdict);
+}
+
+#[test]
+fn n_spans_in_n_sets_of_events_out() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .timeline_to_writer(buf.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        for i in 0..1000u32 {
+            info_span!("synthesize_partition", job_id = "porep-1-1", partition = i).in_scope(|| {});
+        }
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert_eq!(text.lines().count(), 3000);
+    for (kind, n) in [
+        ("SYNTH_START", 1000),
+        ("SYNTH_END", 1000),
+        ("GPU_QUEUE", 1000),
+    ] {
+        assert_eq!(
+            text.lines()
+                .filter(|l| l.split(',').nth(2) == Some(kind))
+                .count(),
+            n,
+            "{kind}"
+        );
+    }
+    assert_eq!(guard.stats().sent, 3000);
+}
+
+/// A writer that blocks until released: the worker is stuck, the queue fills.
+struct Blocking(Arc<AtomicBool>, SharedBuf);
+
+impl Write for Blocking {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        while !self.0.load(Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        self.1.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
+    let release = Arc::new(AtomicBool::new(false));
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .channel_capacity(4)
+        .timeline_to_writer(Blocking(release.clone(), buf.clone()))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (done_tx, done_rx) = mpsc::channel();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let d = dispatch.clone();
+            let done = done_tx.clone();
+            thread::spawn(move || {
+                tracing::dispatcher::with_default(&d, || {
+                    for i in 0..2500u32 {
+                        info_span!("synthesize_partition", job_id = %format!("porep-1-{t}"), partition = i)
+                            .in_scope(|| {});
+                    }
+                });
+                done.send(()).unwrap();
+            })
+        })
+        .collect();
+    // the writer is blocked: if the layer waited for the queue, this would time out
+    for _ in 0..4 {
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("prover threads blocked by telemetry");
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    release.store(true, Ordering::Release);
+    guard.shutdown(Duration::from_secs(30)).unwrap();
+    let s = guard.stats();
+    let emitted = 4 * 2500 * 3;
+    assert!(s.dropped > 0, "{s:?}");
+    assert_eq!(s.sent + s.dropped, emitted);
+    assert_eq!(s.written, s.sent, "everything accepted was written");
+    assert_eq!(
+        buf.text().lines().count() as u64 + s.dropped,
+        emitted,
+        "the drop count is what is missing"
+    );
+}
+
+#[test]
+fn spans_entered_on_many_threads_closed_elsewhere_never_entered_or_panicking() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        // entered many times, on several threads (as an async span is): one SYNTH_START
+        let span = info_span!(
+            "synthesize_partition",
+            job_id = "porep-7-1",
+            partition = 0u32
+        );
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let s = span.clone();
+                let d = dispatch.clone();
+                thread::spawn(move || {
+                    tracing::dispatcher::with_default(&d, || {
+                        s.in_scope(|| thread::sleep(Duration::from_millis(5)))
+                    })
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        // ... and closed on another thread
+        let d = dispatch.clone();
+        thread::spawn(move || tracing::dispatcher::with_default(&d, || drop(span)))
+            .join()
+            .unwrap();
+
+        // created and never entered: it never ran, so nothing is emitted
+        drop(info_span!(
+            "synthesize_partition",
+            job_id = "porep-7-1",
+            partition = 1u32
+        ));
+
+        // closed while its thread panics: the start is emitted, the end is not
+        let d = dispatch.clone();
+        let r = thread::spawn(move || {
+            tracing::dispatcher::with_default(&d, || {
+                let _e = info_span!(
+                    "gpu_prove",
+                    job_id = "porep-7-1",
+                    worker = 3u32,
+                    partition = 0u32
+                )
+                .entered();
+                panic!("GPU worker panics");
+            })
+        })
+        .join();
+        assert!(r.is_err());
+
+        // an async span entered at each poll
+        let fut = async {
+            for _ in 0..3 {
+                std::future::ready(()).await;
+            }
+        }
+        .instrument(info_span!(
+            "synthesize_partition",
+            job_id = "porep-7-2",
+            partition = 0u32
+        ));
+        futures_lite_block_on(fut);
+
+        // the layer keeps working after the panic
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-7-3",
+            partition = 0u32
+        )
+        .in_scope(|| {});
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let lines: Vec<&str> = text.lines().collect();
+    let count = |job: &str, kind: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains(&format!(",{kind},{job},")))
+            .count()
+    };
+    assert_eq!(count("porep-7-1", "SYNTH_START"), 1, "{text}");
+    assert_eq!(count("porep-7-1", "SYNTH_END"), 1);
+    assert!(
+        !text.contains("porep-7-1,partition=1"),
+        "a never-entered span emits nothing"
+    );
+    assert_eq!(count("porep-7-1", "GPU_START"), 1);
+    assert_eq!(
+        count("porep-7-1", "GPU_END"),
+        0,
+        "no end for a span closed by a panic"
+    );
+    assert_eq!(guard.stats().aborted, 1);
+    assert_eq!(count("porep-7-2", "SYNTH_START"), 1);
+    assert_eq!(count("porep-7-2", "SYNTH_END"), 1);
+    assert_eq!(count("porep-7-3", "SYNTH_END"), 1);
+    let end = lines
+        .iter()
+        .find(|l| l.contains(",SYNTH_END,porep-7-1,"))
+        .unwrap();
+    let ms: u64 = end.rsplit("synth_ms=").next().unwrap().parse().unwrap();
+    assert!(ms >= 5, "synth_ms covers first enter to close: {end}");
+}
+
+/// A minimal executor for a future that never waits.
+fn futures_lite_block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Waker};
+    let mut fut = std::pin::pin!(fut);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+#[test]
+fn timeline_events_and_ancestor_fields() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .gpu_queue_on_synth_end(false)
+        .timeline_to_writer(buf.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        // cuzk's timeline_event() changed from eprintln! to tracing::info!
+        tracing::info!(target: "timeline", event = "GPU_QUEUE", job_id = %"porep-9-1", detail = "partition=4");
+        tracing::info!(target: "timeline", event = "SYNTH_END", job_id = "winpost-9-ab", synth_ms = 895u64);
+        tracing::info!(target: "timeline", event = "GPU_QUEUE", job_id = "winpost-9-ab", detail = "monolithic");
+        // not the timeline target: ignored
+        tracing::info!(event = "GPU_QUEUE", job_id = "porep-9-1", partition = 5u32);
+        // job id and worker from the ancestor gpu_worker span, as in cuzk's sync path
+        let w = info_span!("gpu_worker", worker_id = 3u64, gpu = 1i32, job_id = %"porep-9-1", partition = ?Some(4u32));
+        w.in_scope(|| {
+            info_span!("gpu_prove", circuit_id = "c", partition = ?Some(4u32)).in_scope(|| {})
+        });
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.split(',').collect();
+            f[1] = "T"; // offsets vary
+            f.join(",")
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
+            "TIMELINE,T,SYNTH_END,winpost-9-ab,synth_ms=895",
+            "TIMELINE,T,GPU_QUEUE,winpost-9-ab,monolithic",
+            "TIMELINE,T,GPU_PICKUP,porep-9-1,worker=3,partition=4,gpu=1",
+            "TIMELINE,T,GPU_START,porep-9-1,worker=3,partition=4,gpu=1",
+            &lines[5],
+        ]
+    );
+    assert!(
+        lines[5].starts_with("TIMELINE,T,GPU_END,porep-9-1,worker=3,partition=4,gpu_ms="),
+        "{}",
+        lines[5]
+    );
+    assert!(lines[5].ends_with(",gpu=1"));
+}
+
+#[test]
+fn custom_span_names_and_edges() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .clear_mappings()
+        .map(
+            "build_circuit",
+            EventKind::SynthStart,
+            proofline::Edge::Created,
+        )
+        .map("build_circuit", EventKind::SynthEnd, proofline::Edge::Close)
+        .timeline_to_writer(buf.clone())
+        .build();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        info_span!("build_circuit", job_id = "snap-1-1", partition = 15u32).in_scope(|| {});
+        info_span!(
+            "synthesize_partition",
+            job_id = "snap-1-1",
+            partition = 14u32
+        )
+        .in_scope(|| {});
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.contains(",SYNTH_START,snap-1-1,partition=15\n"));
+    assert!(
+        !text.contains("partition=14"),
+        "default mappings were cleared"
+    );
+}
+
+#[test]
+fn shutdown_twice_and_after_shutdown_events_are_counted_as_dropped() {
+    let (layer, mut guard) = TimelineLayer::builder().no_timeline().build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-1-1",
+            partition = 0u32
+        )
+        .in_scope(|| {});
+    });
+    let first = guard.shutdown(Duration::from_secs(5)).unwrap();
+    let second = guard.shutdown(Duration::from_secs(5)).unwrap();
+    assert_eq!(first, second);
+    assert_eq!(first.events.events, 3);
+    tracing::dispatcher::with_default(&dispatch, || {
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-1-1",
+            partition = 1u32
+        )
+        .in_scope(|| {});
+    });
+    assert_eq!(guard.stats().dropped, 3);
+}
