@@ -132,17 +132,25 @@ pub fn render(r: &Report) -> String {
     let mut o = String::new();
     let l = &r.lines;
     let e = &r.events;
+    if l.lines > 0 || l.truncated_last_line {
+        let _ = write!(
+            o,
+            "Input: {} lines, {} TIMELINE, {} malformed{}; ",
+            l.lines,
+            l.timeline_lines,
+            l.malformed,
+            if l.truncated_last_line {
+                ", last line cut short (not used)"
+            } else {
+                ""
+            },
+        );
+    } else {
+        o.push_str("Input: live; ");
+    }
     let _ = writeln!(
         o,
-        "Input: {} lines, {} TIMELINE, {} malformed{}; {} events, {} duplicates dropped, {} conflicts, {} late, {} run{}",
-        l.lines,
-        l.timeline_lines,
-        l.malformed,
-        if l.truncated_last_line {
-            ", last line cut short (not used)"
-        } else {
-            ""
-        },
+        "{} events, {} duplicates dropped, {} conflicts, {} late, {} run{}",
         e.events,
         e.duplicates,
         e.conflicts,

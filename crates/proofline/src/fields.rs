@@ -152,6 +152,32 @@ fn unquote(s: &str) -> &str {
         .unwrap_or(s)
 }
 
+const INTERN_SLOTS: usize = 16;
+
+thread_local! {
+    /// The job ids (and proof kinds) this thread saw last: a job's ten partitions and their
+    /// three spans each share one allocation instead of making thirty.
+    static RECENT: std::cell::RefCell<(usize, [Option<Arc<str>>; INTERN_SLOTS])> =
+        const { std::cell::RefCell::new((0, [const { None }; INTERN_SLOTS])) };
+}
+
+/// An `Arc<str>` for `s`, shared with recent identical strings of this thread.
+pub(crate) fn intern(s: &str) -> Arc<str> {
+    RECENT
+        .try_with(|cell| {
+            let mut guard = cell.borrow_mut();
+            let (next, slots) = &mut *guard;
+            if let Some(hit) = slots.iter().flatten().find(|a| &***a == s) {
+                return hit.clone();
+            }
+            let a: Arc<str> = Arc::from(s);
+            slots[*next] = Some(a.clone());
+            *next = (*next + 1) % INTERN_SLOTS;
+            a
+        })
+        .unwrap_or_else(|_| Arc::from(s))
+}
+
 /// Visits a span's fields into [`SpanFields`].
 pub(crate) struct FieldVisitor<'a> {
     pub names: &'a FieldNames,
@@ -163,12 +189,12 @@ impl FieldVisitor<'_> {
         match slot {
             Slot::JobId => {
                 if !s.is_empty() && s != "None" {
-                    self.out.job_id = Some(Arc::from(s));
+                    self.out.job_id = Some(intern(s));
                 }
             }
             Slot::ProofKind => {
                 if !s.is_empty() && s != "None" {
-                    self.out.proof_kind = Some(Arc::from(s));
+                    self.out.proof_kind = Some(intern(s));
                 }
             }
             Slot::Partition => self.out.partition = parse_index(s),

@@ -2,19 +2,25 @@
 //!
 //! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
 //! exporter can hold (only the registry's per-span extension locks), reads the clock only at
-//! mapped edges, and hands events over with `try_send`: a full queue drops and counts.
+//! mapped edges, and pushes onto a bounded lock-free queue without waking anyone: a full
+//! queue drops and counts.
+//!
+//! Interest is decided once per callsite (`register_callsite`) into a lock-free set of
+//! callsite addresses, so a span the layer does not map costs one probe of that set when it
+//! is created and one atomic load when it is entered and closed. The layer never filters
+//! spans for the other layers.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use crossbeam_queue::ArrayQueue;
 use proofline_core::{Event, EventKind, TimelineEvent, codec};
 use tracing::field::{Field, Visit};
 use tracing::span;
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
-use tracing_subscriber::layer::{Context, Filter, Layer};
+use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
@@ -134,8 +140,9 @@ impl LayerConfig {
 /// Counters shared by the layer, its worker and its guard.
 #[derive(Debug, Default)]
 pub struct LayerStats {
-    /// Events handed to the worker.
-    pub sent: AtomicU64,
+    /// Events the worker took off the queue (counted by the worker, once per batch, so the
+    /// prover's threads pay no shared counter for an event that fits).
+    pub received: AtomicU64,
     /// Events dropped because the queue was full (or the worker had stopped).
     pub dropped: AtomicU64,
     /// TIMELINE lines written.
@@ -150,8 +157,8 @@ pub struct LayerStats {
 /// A snapshot of [`LayerStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
-    /// Events handed to the worker.
-    pub sent: u64,
+    /// Events the worker took off the queue.
+    pub received: u64,
     /// Events dropped because the queue was full (or the worker had stopped).
     pub dropped: u64,
     /// TIMELINE lines written.
@@ -166,7 +173,7 @@ impl LayerStats {
     /// Reads every counter.
     pub fn snapshot(&self) -> StatsSnapshot {
         StatsSnapshot {
-            sent: self.sent.load(Ordering::Relaxed),
+            received: self.received.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
             written: self.written.load(Ordering::Relaxed),
             aborted: self.aborted.load(Ordering::Relaxed),
@@ -175,50 +182,124 @@ impl LayerStats {
     }
 }
 
-/// What the worker receives.
-#[derive(Debug)]
-pub(crate) enum Msg {
-    Event(Event),
-    Shutdown,
-}
-
 /// Per-span state, kept in the span's extensions.
 #[derive(Debug)]
 struct SpanState {
+    /// This span's own fields (updated by `record`).
     fields: SpanFields,
+    /// What its nearest mapped-or-field-carrying ancestor knew when this span was created.
+    inherited: SpanFields,
     rules: RuleMask,
     first_enter: Option<Instant>,
 }
 
-/// The layer. Build it with [`crate::TimelineLayer::builder`]; it comes wrapped in its
-/// per-layer [`CallsiteFilter`], so spans it does not map cost next to nothing.
+/// The layer. Build it with [`crate::TimelineLayer::builder`].
 #[derive(Debug)]
 pub struct TimelineLayer {
     pub(crate) cfg: Arc<LayerConfig>,
-    pub(crate) tx: SyncSender<Msg>,
+    pub(crate) queue: Arc<ArrayQueue<Event>>,
+    pub(crate) closed: Arc<AtomicBool>,
     pub(crate) stats: Arc<LayerStats>,
     pub(crate) epoch: Instant,
+    pub(crate) callsites: CallsiteSet,
+    pub(crate) live: LiveSpans,
 }
 
-/// Decides once per callsite whether the layer wants it: mapped span names, spans carrying
-/// one of the looked-up fields, and events with the `timeline` target. Everything else is
-/// never shown to the layer.
-#[derive(Debug, Clone)]
-pub struct CallsiteFilter {
-    pub(crate) cfg: Arc<LayerConfig>,
+/// A lock-free set of the callsites the layer wants (their metadata addresses): written
+/// under a mutex in `register_callsite` (rare), read with atomic loads on every span.
+#[derive(Debug)]
+pub(crate) struct CallsiteSet {
+    slots: Box<[AtomicUsize]>,
+    insert: Mutex<()>,
+    overflow: AtomicBool,
 }
 
-impl<S> Filter<S> for CallsiteFilter {
-    fn enabled(&self, meta: &Metadata<'_>, _: &Context<'_, S>) -> bool {
-        self.cfg.interesting(meta)
+impl CallsiteSet {
+    const CAP: usize = 1024;
+
+    pub fn new() -> Self {
+        CallsiteSet {
+            slots: (0..Self::CAP).map(|_| AtomicUsize::new(0)).collect(),
+            insert: Mutex::new(()),
+            overflow: AtomicBool::new(false),
+        }
     }
 
-    fn callsite_enabled(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.cfg.interesting(meta) {
-            Interest::always()
-        } else {
-            Interest::never()
+    fn start(addr: usize) -> usize {
+        ((addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % Self::CAP
+    }
+
+    fn insert(&self, meta: &'static Metadata<'static>) {
+        let addr = std::ptr::from_ref(meta) as usize;
+        let _g = self
+            .insert
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let start = Self::start(addr);
+        for i in 0..Self::CAP {
+            let slot = &self.slots[(start + i) % Self::CAP];
+            match slot.load(Ordering::Acquire) {
+                0 => {
+                    slot.store(addr, Ordering::Release);
+                    return;
+                }
+                a if a == addr => return,
+                _ => {}
+            }
         }
+        self.overflow.store(true, Ordering::Release);
+    }
+
+    /// Whether the callsite was registered as wanted; `None` when the set overflowed and it
+    /// was not found (the caller then classifies the slow way).
+    fn contains(&self, meta: &Metadata<'_>) -> Option<bool> {
+        let addr = std::ptr::from_ref(meta) as usize;
+        let start = Self::start(addr);
+        for i in 0..Self::CAP {
+            match self.slots[(start + i) % Self::CAP].load(Ordering::Acquire) {
+                0 => break,
+                a if a == addr => return Some(true),
+                _ => {}
+            }
+        }
+        if self.overflow.load(Ordering::Relaxed) {
+            None
+        } else {
+            Some(false)
+        }
+    }
+}
+
+/// Counts of the layer's live spans by span id modulo the table size: a zero means "not
+/// one of ours" without looking the span up in the registry.
+#[derive(Debug)]
+pub(crate) struct LiveSpans {
+    counts: Box<[AtomicU32]>,
+}
+
+impl LiveSpans {
+    const CAP: usize = 4096;
+
+    pub fn new() -> Self {
+        LiveSpans {
+            counts: (0..Self::CAP).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    fn slot(&self, id: &span::Id) -> &AtomicU32 {
+        &self.counts[id.into_u64() as usize % Self::CAP]
+    }
+
+    fn add(&self, id: &span::Id) {
+        self.slot(id).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn remove(&self, id: &span::Id) {
+        self.slot(id).fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn maybe(&self, id: &span::Id) -> bool {
+        self.slot(id).load(Ordering::Relaxed) != 0
     }
 }
 
@@ -227,19 +308,23 @@ impl TimelineLayer {
         at.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
+    fn wants(&self, meta: &Metadata<'_>) -> bool {
+        self.callsites
+            .contains(meta)
+            .unwrap_or_else(|| self.cfg.interesting(meta))
+    }
+
     fn send(&self, ev: Event) {
-        match self.tx.try_send(Msg::Event(ev)) {
-            Ok(()) => {
-                self.stats.sent.fetch_add(1, Ordering::Relaxed);
-            }
-            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                self.stats.dropped.fetch_add(1, Ordering::Relaxed);
-                if !self.stats.warned.swap(true, Ordering::Relaxed) {
-                    // Once, and not through tracing: we are inside a subscriber callback.
-                    eprintln!(
-                        "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
-                    );
-                }
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.queue.push(ev).is_ok();
+        if !pushed {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            if !self.stats.warned.load(Ordering::Relaxed)
+                && !self.stats.warned.swap(true, Ordering::Relaxed)
+            {
+                // Once, and not through tracing: we are inside a subscriber callback.
+                eprintln!(
+                    "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
+                );
             }
         }
     }
@@ -271,33 +356,22 @@ impl TimelineLayer {
         Some(ev)
     }
 
-    fn emit_mask<S>(
-        &self,
-        mask: u8,
-        mut f: SpanFields,
-        id: &span::Id,
-        ctx: &Context<'_, S>,
-        at: Instant,
-        ms: Option<u64>,
-    ) where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
+    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Instant, ms: Option<u64>) {
         if mask == 0 {
             return;
         }
-        resolve(&mut f, id, ctx);
         for kind in EventKind::ALL {
             if mask & (1 << kind.index()) == 0 {
                 continue;
             }
-            if let Some(ev) = self.make(kind, &f, at, ms) {
+            if let Some(ev) = self.make(kind, f, at, ms) {
                 self.send(ev);
             }
             if kind == EventKind::SynthEnd
                 && self.cfg.gpu_queue_on_synth_end
                 && mask & (1 << EventKind::GpuQueue.index()) == 0
             {
-                if let Some(ev) = self.make(EventKind::GpuQueue, &f, at, None) {
+                if let Some(ev) = self.make(EventKind::GpuQueue, f, at, None) {
                     self.send(ev);
                 }
             }
@@ -305,23 +379,27 @@ impl TimelineLayer {
     }
 }
 
-/// Fills missing fields from the span's ancestors (the span itself is skipped: `f` is its).
-fn resolve<S>(f: &mut SpanFields, id: &span::Id, ctx: &Context<'_, S>)
+/// The fields of the nearest ancestor that carries any, merged with what it inherited
+/// (one lookup per ancestor up to the first one of ours; usually the direct parent).
+fn inherited<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> SpanFields
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    if f.complete() {
-        return;
-    }
-    let Some(span) = ctx.span(id) else { return };
-    for ancestor in span.scope().skip(1) {
-        let ext = ancestor.extensions();
-        if let Some(st) = ext.get::<SpanState>() {
-            f.inherit(&st.fields);
-            if f.complete() {
-                return;
-            }
+    let mut parent = span.parent();
+    while let Some(p) = parent {
+        if let Some(st) = p.extensions().get::<SpanState>() {
+            return st.merged();
         }
+        parent = p.parent();
+    }
+    SpanFields::default()
+}
+
+impl SpanState {
+    fn merged(&self) -> SpanFields {
+        let mut f = self.fields.clone();
+        f.inherit(&self.inherited);
+        f
     }
 }
 
@@ -329,27 +407,49 @@ impl<S> Layer<S> for TimelineLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        if self.cfg.interesting(meta) {
+            self.callsites.insert(meta);
+        }
+        // never filter for the other layers: a prover's fmt layer decides for itself
+        Interest::always()
+    }
+
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        if !self.wants(attrs.metadata()) {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         let mut fields = SpanFields::default();
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
             out: &mut fields,
         });
+        let inherited = if fields.complete() {
+            SpanFields::default()
+        } else {
+            inherited(&span)
+        };
         let rules = self.cfg.rules_for(attrs.metadata().name());
-        let created = rules[Edge::Created.index()];
-        let emit_fields = (created != 0).then(|| fields.clone());
-        span.extensions_mut().insert(SpanState {
+        let state = SpanState {
             fields,
+            inherited,
             rules,
             first_enter: None,
-        });
-        if let Some(f) = emit_fields {
-            self.emit_mask(created, f, id, &ctx, Instant::now(), None);
+        };
+        let created = rules[Edge::Created.index()];
+        let emit = (created != 0).then(|| state.merged());
+        span.extensions_mut().insert(state);
+        self.live.add(id);
+        if let Some(f) = emit {
+            self.emit_mask(created, &f, Instant::now(), None);
         }
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+        if !self.live.maybe(id) {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         let mut ext = span.extensions_mut();
         if let Some(st) = ext.get_mut::<SpanState>() {
@@ -361,6 +461,9 @@ where
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        if !self.live.maybe(id) {
+            return;
+        }
         let Some(span) = ctx.span(id) else { return };
         let (mask, fields, at) = {
             let mut ext = span.extensions_mut();
@@ -373,10 +476,10 @@ where
             let at = Instant::now();
             st.first_enter = Some(at);
             let mask = st.rules[Edge::FirstEnter.index()];
-            (mask, (mask != 0).then(|| st.fields.clone()), at)
+            (mask, (mask != 0).then(|| st.merged()), at)
         };
         if let Some(f) = fields {
-            self.emit_mask(mask, f, id, &ctx, at, None);
+            self.emit_mask(mask, &f, at, None);
         }
     }
 
@@ -385,6 +488,7 @@ where
         let Some(st) = span.extensions_mut().remove::<SpanState>() else {
             return;
         };
+        self.live.remove(&id);
         let mask = st.rules[Edge::Close.index()];
         if mask == 0 {
             return;
@@ -399,15 +503,18 @@ where
             if has_start {
                 return; // never entered: it never ran, so it neither started nor ended
             }
-            self.emit_mask(mask, st.fields, &id, &ctx, Instant::now(), None);
+            self.emit_mask(mask, &st.merged(), Instant::now(), None);
             return;
         };
         let at = Instant::now();
         let ms = at.saturating_duration_since(first).as_millis() as u64;
-        self.emit_mask(mask, st.fields, &id, &ctx, at, Some(ms));
+        self.emit_mask(mask, &st.merged(), at, Some(ms));
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if !self.wants(event.metadata()) {
+            return;
+        }
         let at = Instant::now();
         let mut v = TimelineVisitor {
             names: &self.cfg.fields,

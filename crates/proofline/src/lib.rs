@@ -8,22 +8,20 @@ use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use fields::FieldNames;
-pub use layer::{CallsiteFilter, Edge, LayerStats, SpanRule, StatsSnapshot, TimelineLayer};
+pub use layer::{Edge, LayerStats, SpanRule, StatsSnapshot, TimelineLayer};
 pub use proofline_core::{self as core, EventKind, Report};
 
+use crossbeam_queue::ArrayQueue;
 use proofline_core::report::UpdateSink;
 use proofline_core::{Engine, EngineConfig};
-use tracing::Subscriber;
-use tracing_subscriber::Layer as _;
-use tracing_subscriber::filter::Filtered;
-use tracing_subscriber::registry::LookupSpan;
 
-use crate::layer::{LayerConfig, Msg};
+use crate::layer::{CallsiteSet, LayerConfig, LiveSpans};
 use crate::worker::{Sinks, Worker};
 
 /// Events the queue between the prover and the worker holds before it drops.
@@ -35,9 +33,8 @@ pub const DEFAULT_LIVE_REORDER_WINDOW_MS: u64 = 1_000;
 /// The target of `tracing` events read as TIMELINE events (cuzk's `timeline_event()`).
 pub const DEFAULT_EVENT_TARGET: &str = "timeline";
 
-/// The layer as added to a subscriber: [`TimelineLayer`] behind its per-layer
-/// [`CallsiteFilter`].
-pub type FilteredTimelineLayer<S> = Filtered<TimelineLayer, CallsiteFilter, S>;
+/// How long the worker sleeps when the queue is empty: the most a TIMELINE line waits.
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(5);
 
 /// Where TIMELINE lines go.
 enum Output {
@@ -68,6 +65,7 @@ pub struct Builder {
     output: Output,
     sinks: Vec<Box<dyn UpdateSink + Send>>,
     tick: Duration,
+    poll: Duration,
 }
 
 impl std::fmt::Debug for Builder {
@@ -99,6 +97,7 @@ impl Default for Builder {
             output: Output::Stderr,
             sinks: Vec::new(),
             tick: Duration::from_secs(1),
+            poll: DEFAULT_POLL_INTERVAL,
         }
     }
 }
@@ -198,21 +197,25 @@ impl Builder {
         self
     }
 
+    /// How long the worker sleeps when the queue is empty (default 5 ms).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every.max(Duration::from_micros(100));
+        self
+    }
+
     /// Starts the worker thread and returns the layer and the guard that shuts it down.
     ///
     /// # Panics
     /// If the OS cannot start a thread.
-    pub fn build<S>(self) -> (FilteredTimelineLayer<S>, TimelineGuard)
-    where
-        S: Subscriber + for<'a> LookupSpan<'a>,
-    {
+    pub fn build(self) -> (TimelineLayer, TimelineGuard) {
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,
             fields: self.fields,
             event_target: self.event_target,
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
-        let (tx, rx) = mpsc::sync_channel(self.channel_capacity);
+        let queue = Arc::new(ArrayQueue::new(self.channel_capacity));
+        let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let stats = Arc::new(LayerStats::default());
         let epoch = Instant::now();
@@ -222,7 +225,9 @@ impl Builder {
             Output::Discard => None,
         };
         let worker = Worker {
-            rx,
+            queue: queue.clone(),
+            shutdown: shutdown.clone(),
+            poll: self.poll,
             engine: Engine::new(self.engine),
             out,
             sinks: Sinks(self.sinks),
@@ -236,20 +241,23 @@ impl Builder {
             .spawn(move || worker.run())
             .expect("failed to start the proofline-worker thread");
         let layer = TimelineLayer {
-            cfg: cfg.clone(),
-            tx: tx.clone(),
+            cfg,
+            queue,
+            closed: shutdown.clone(),
             stats: stats.clone(),
             epoch,
+            callsites: CallsiteSet::new(),
+            live: LiveSpans::new(),
         };
         let guard = TimelineGuard {
-            tx,
+            shutdown,
             done: done_rx,
             handle: Some(handle),
             result: None,
             stats,
             epoch,
         };
-        (layer.with_filter(CallsiteFilter { cfg }), guard)
+        (layer, guard)
     }
 }
 
@@ -258,13 +266,13 @@ impl Builder {
 pub enum ShutdownError {
     /// The worker did not finish within the timeout; what was queued may be lost.
     #[error(
-        "the proofline worker did not finish within {waited:?}: {sent} events were queued, {written} TIMELINE lines written, {dropped} events dropped; the rest was not delivered"
+        "the proofline worker did not finish within {waited:?}: {received} events taken in, {written} TIMELINE lines written, {dropped} events dropped; the rest was not delivered"
     )]
     Timeout {
         /// How long we waited.
         waited: Duration,
-        /// Events handed to the worker.
-        sent: u64,
+        /// Events the worker took in.
+        received: u64,
         /// TIMELINE lines written.
         written: u64,
         /// Events dropped (queue full).
@@ -272,11 +280,11 @@ pub enum ShutdownError {
     },
     /// The worker thread panicked (a sink failed); queued events were not delivered.
     #[error(
-        "the proofline worker panicked; {sent} events were queued, {written} TIMELINE lines written"
+        "the proofline worker panicked; {received} events taken in, {written} TIMELINE lines written"
     )]
     WorkerPanicked {
-        /// Events handed to the worker.
-        sent: u64,
+        /// Events the worker took in.
+        received: u64,
         /// TIMELINE lines written.
         written: u64,
     },
@@ -287,7 +295,7 @@ pub enum ShutdownError {
 #[must_use = "dropping the guard shuts down the proofline worker: keep it alive as long as the prover runs"]
 #[derive(Debug)]
 pub struct TimelineGuard {
-    tx: SyncSender<Msg>,
+    shutdown: Arc<AtomicBool>,
     done: Receiver<Report>,
     handle: Option<JoinHandle<()>>,
     result: Option<Result<Report, ShutdownError>>,
@@ -296,7 +304,7 @@ pub struct TimelineGuard {
 }
 
 impl TimelineGuard {
-    /// The layer's counters (events sent, dropped, lines written, ...).
+    /// The layer's counters (events received, dropped, lines written, ...).
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
     }
@@ -319,19 +327,10 @@ impl TimelineGuard {
             return r.clone();
         }
         let deadline = Instant::now() + timeout;
-        // the queue may be full: keep offering the shutdown message until the deadline
-        let mut msg = Msg::Shutdown;
-        loop {
-            match self.tx.try_send(msg) {
-                Ok(()) | Err(TrySendError::Disconnected(_)) => break,
-                Err(TrySendError::Full(m)) => {
-                    if Instant::now() >= deadline {
-                        break;
-                    }
-                    msg = m;
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
+        // from now on the layer drops (and counts) new events; the worker drains the rest
+        self.shutdown.store(true, Ordering::Release);
+        if let Some(h) = &self.handle {
+            h.thread().unpark();
         }
         let remaining = deadline.saturating_duration_since(Instant::now());
         let s = self.stats.snapshot();
@@ -346,7 +345,7 @@ impl TimelineGuard {
                 let s = self.stats.snapshot();
                 Err(ShutdownError::Timeout {
                     waited: timeout,
-                    sent: s.sent,
+                    received: s.received,
                     written: s.written,
                     dropped: s.dropped,
                 })
@@ -356,7 +355,7 @@ impl TimelineGuard {
                     let _ = h.join();
                 }
                 Err(ShutdownError::WorkerPanicked {
-                    sent: s.sent,
+                    received: s.received,
                     written: s.written,
                 })
             }

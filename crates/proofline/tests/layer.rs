@@ -176,7 +176,7 @@ fn n_spans_in_n_sets_of_events_out() {
             "{kind}"
         );
     }
-    assert_eq!(guard.stats().sent, 3000);
+    assert_eq!(guard.stats().received, 3000);
 }
 
 /// A writer that blocks until released: the worker is stuck, the queue fills.
@@ -233,8 +233,8 @@ fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
     let s = guard.stats();
     let emitted = 4 * 2500 * 3;
     assert!(s.dropped > 0, "{s:?}");
-    assert_eq!(s.sent + s.dropped, emitted);
-    assert_eq!(s.written, s.sent, "everything accepted was written");
+    assert_eq!(s.received + s.dropped, emitted);
+    assert_eq!(s.written, s.received, "everything accepted was written");
     assert_eq!(
         buf.text().lines().count() as u64 + s.dropped,
         emitted,
