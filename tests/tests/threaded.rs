@@ -6,8 +6,8 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use proofline::TimelineLayer;
-use proofline_core::report::{Bound, Report};
 use proofline_core::EngineConfig;
+use proofline_core::report::{Bound, Report};
 use proofline_sim::threaded::{self, Progress, RunSummary};
 use proofline_sim::{SimConfig, instant};
 use proofline_tests::analyze_str;
@@ -30,12 +30,23 @@ fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot
         }
     }
     let (layer, mut guard) = TimelineLayer::builder()
-        .engine_config(EngineConfig { reorder_window_ms: 1000, completion_grace_ms: 1000, ..EngineConfig::default() })
+        .engine_config(EngineConfig {
+            reorder_window_ms: 1000,
+            completion_grace_ms: 1000,
+            ..EngineConfig::default()
+        })
         .timeline_to_writer(W(buf.clone()))
         .build();
-    let summary = tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-        threaded::run(cfg, SPEED, false, Arc::new(AtomicBool::new(false)), Arc::new(Progress::default()))
-    });
+    let summary =
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            threaded::run(
+                cfg,
+                SPEED,
+                false,
+                Arc::new(AtomicBool::new(false)),
+                Arc::new(Progress::default()),
+            )
+        });
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
     (report, text, summary, guard.stats())
@@ -50,7 +61,14 @@ fn configured_timings_come_out_of_the_spans() {
     let mut cfg = SimConfig::porep(3);
     cfg.timings.spread = 0.0;
     let (r, text, summary, stats) = run(&cfg);
-    assert_eq!(summary, RunSummary { synthesized: 30, proved: 30, panicked_workers: 0 });
+    assert_eq!(
+        summary,
+        RunSummary {
+            synthesized: 30,
+            proved: 30,
+            panicked_workers: 0
+        }
+    );
     assert_eq!(stats.dropped, 0);
     assert_eq!(text.lines().count(), 180);
     assert_eq!(r.summary.jobs_complete, 3);
@@ -60,9 +78,19 @@ fn configured_timings_come_out_of_the_spans() {
     // the kernel (37 ms) is serialised by the GPU lock: ~370 ms of GPU per sector
     let spp = r.summary.seconds_per_proof.unwrap() * 1000.0;
     assert!(within(spp, 370.0, 0.2), "seconds per proof {spp} ms");
-    assert!(r.gpus[0].serial_sum_ms > r.gpus[0].busy_ms, "two workers overlap");
+    assert!(
+        r.gpus[0].serial_sum_ms > r.gpus[0].busy_ms,
+        "two workers overlap"
+    );
     // the log it wrote analyzes to the same numbers (one engine, two doors)
-    let offline = analyze_str(&text, EngineConfig { reorder_window_ms: 1000, completion_grace_ms: 1000, ..EngineConfig::default() });
+    let offline = analyze_str(
+        &text,
+        EngineConfig {
+            reorder_window_ms: 1000,
+            completion_grace_ms: 1000,
+            ..EngineConfig::default()
+        },
+    );
     assert_eq!(offline.gpus, r.gpus);
     assert_eq!(offline.summary, r.summary);
 }
@@ -73,10 +101,19 @@ fn a_stall_is_a_cross_sector_gap_and_synthesis_bound() {
     cfg.faults.stall_before_job = Some((2, 60_000));
     let (r, ..) = run(&cfg);
     assert_eq!(r.summary.jobs_complete, 4);
-    assert_eq!(r.verdict.bound, Bound::SynthesisBound, "{}", r.verdict.sentence);
+    assert_eq!(
+        r.verdict.bound,
+        Bound::SynthesisBound,
+        "{}",
+        r.verdict.sentence
+    );
     let g = &r.gpus[0];
     assert!(g.idle_cross_sector.count >= 1);
-    assert!(g.idle_cross_sector.total_ms > 300, "{:?}", g.idle_cross_sector);
+    assert!(
+        g.idle_cross_sector.total_ms > 300,
+        "{:?}",
+        g.idle_cross_sector
+    );
 }
 
 #[test]
@@ -97,13 +134,27 @@ fn a_panicking_gpu_worker_leaves_the_prover_and_the_layer_working() {
     cfg.faults.panic_worker = Some((1, 2));
     let (r, text, summary, stats) = run(&cfg);
     assert_eq!(summary.panicked_workers, 1);
-    assert_eq!(summary.proved, 29, "one partition died with its worker, the rest was proved");
-    assert_eq!(stats.aborted, 1, "its gpu_prove span closed during the panic: no GPU_END");
+    assert_eq!(
+        summary.proved, 29,
+        "one partition died with its worker, the rest was proved"
+    );
+    assert_eq!(
+        stats.aborted, 1,
+        "its gpu_prove span closed during the panic: no GPU_END"
+    );
     assert_eq!(r.summary.jobs_complete, 2);
     assert_eq!(r.summary.jobs_incomplete, 1);
     // after the panic only worker 0 picks up work, and the layer still writes its events
-    let last_pickups: Vec<&str> = text.lines().filter(|l| l.contains(",GPU_PICKUP,")).rev().take(5).collect();
-    assert!(last_pickups.iter().all(|l| l.contains("worker=0")), "{last_pickups:?}");
+    let last_pickups: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(",GPU_PICKUP,"))
+        .rev()
+        .take(5)
+        .collect();
+    assert!(
+        last_pickups.iter().all(|l| l.contains("worker=0")),
+        "{last_pickups:?}"
+    );
 }
 
 #[test]
@@ -114,7 +165,10 @@ fn instant_and_threaded_modes_agree() {
     let instant = analyze_str(&instant::log_string(&cfg), EngineConfig::default());
     let spp_t = threaded.summary.seconds_per_proof.unwrap() * SPEED;
     let spp_i = instant.summary.seconds_per_proof.unwrap();
-    assert!(within(spp_t, spp_i, 0.15), "threaded {spp_t:.2} s/proof vs instant {spp_i:.2}");
+    assert!(
+        within(spp_t, spp_i, 0.15),
+        "threaded {spp_t:.2} s/proof vs instant {spp_i:.2}"
+    );
     let busy_t = threaded.summary.steady_busy_ratio.unwrap();
     let busy_i = instant.summary.steady_busy_ratio.unwrap();
     assert!((busy_t - busy_i).abs() < 0.05, "busy {busy_t} vs {busy_i}");

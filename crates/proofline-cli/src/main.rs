@@ -4,6 +4,8 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
+mod demo;
+
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use proofline_core::engine::{self, Engine, EngineConfig};
@@ -22,6 +24,8 @@ struct Cli {
 enum Command {
     /// Analyze a TIMELINE log (plain, gzip or stdin) and name the bottleneck.
     Analyze(AnalyzeArgs),
+    /// Run a simulated cuzk prover with proofline inside it: live progress, TIMELINE log, report.
+    Demo(demo::DemoArgs),
     /// Write a simulated cuzk TIMELINE log (deterministic for a seed), for tests and benchmarks.
     Generate(GenerateArgs),
 }
@@ -126,6 +130,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
+        Command::Demo(args) => demo::demo(&args),
         Command::Generate(args) => generate(&args),
     };
     if let Err(e) = result {
@@ -289,6 +294,20 @@ impl<'a> From<&'a PartitionRecord> for CsvRow<'a> {
             gpu_reported_ms: p.gpu_reported_ms,
         }
     }
+}
+
+/// Parses `A:B` flag values.
+fn parse_pair<A: std::str::FromStr, B: std::str::FromStr>(s: &str, flag: &str) -> Result<(A, B)> {
+    let (a, b) = s
+        .split_once(':')
+        .with_context(|| format!("{flag} takes two values as A:B, got `{s}`"))?;
+    let a = a
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{a}` is not a valid number"))?;
+    let b = b
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{b}` is not a valid number"))?;
+    Ok((a, b))
 }
 
 fn generate(args: &GenerateArgs) -> Result<()> {

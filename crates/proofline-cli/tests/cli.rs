@@ -165,3 +165,99 @@ fn a_missing_file_is_a_clear_error() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert!(err.contains("cannot open /nonexistent/cuzk.log"), "{err}");
 }
+
+#[test]
+fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
+    let out = tmp("demo");
+    let run = proofline()
+        .args([
+            "demo",
+            "--speed",
+            "100",
+            "--jobs",
+            "3",
+            "--instance",
+            "t1",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    assert!(stdout.contains("Verdict:"), "{stdout}");
+    assert!(stdout.contains("jobs complete 3"), "{stdout}");
+    assert!(stdout.contains("t1-timeline.log"));
+    let stderr = String::from_utf8(run.stderr).unwrap();
+    assert!(
+        stderr.contains("sectors 3/3 done"),
+        "progress on stderr: {stderr}"
+    );
+
+    let log = out.join("t1-timeline.log");
+    let live: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("t1-report.json")).unwrap()).unwrap();
+    let offline = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(offline.status.success());
+    let offline: serde_json::Value = serde_json::from_slice(&offline.stdout).unwrap();
+    for key in [
+        "summary",
+        "gpus",
+        "jobs",
+        "transitions",
+        "stages",
+        "verdict",
+    ] {
+        assert_eq!(
+            live[key], offline[key],
+            "{key} differs between the live engine and analyze"
+        );
+    }
+    assert_eq!(offline["lines"]["timeline_lines"], 180);
+}
+
+#[test]
+fn demo_with_a_stall_reads_synthesis_bound() {
+    let out = tmp("demo-stall");
+    let run = proofline()
+        .args([
+            "demo",
+            "--speed",
+            "100",
+            "--jobs",
+            "4",
+            "--stall",
+            "2:60000",
+            "--instance",
+            "t2",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    assert!(stdout.contains("Verdict: Synthesis-bound"), "{stdout}");
+}
+
+#[test]
+fn bad_fault_flags_say_what_is_wrong() {
+    let run = proofline()
+        .args(["demo", "--stall", "two:1000"])
+        .output()
+        .unwrap();
+    assert!(!run.status.success());
+    let err = String::from_utf8(run.stderr).unwrap();
+    assert!(
+        err.contains("--stall: `two` is not a valid number"),
+        "{err}"
+    );
+}

@@ -96,7 +96,10 @@ impl Dispatcher {
             return Some(base.clone());
         }
         // forever: same mix of kinds, new ids
-        Some(JobSpec { id: base.kind.job_id(seq).into(), kind: base.kind })
+        Some(JobSpec {
+            id: base.kind.job_id(seq).into(),
+            kind: base.kind,
+        })
     }
 
     fn next(&mut self) -> Option<(Unit, bool)> {
@@ -132,7 +135,11 @@ impl Budget {
             if stop.load(Ordering::Relaxed) {
                 return false;
             }
-            free = self.cv.wait_timeout(free, Duration::from_millis(50)).unwrap_or_else(PoisonError::into_inner).0;
+            free = self
+                .cv
+                .wait_timeout(free, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         *free -= 1;
         true
@@ -151,7 +158,11 @@ struct GpuQueue {
 
 impl GpuQueue {
     fn push(&self, u: Unit) {
-        self.heap.lock().unwrap_or_else(PoisonError::into_inner).0.push(Reverse(u));
+        self.heap
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .0
+            .push(Reverse(u));
         self.cv.notify_one();
     }
 
@@ -165,7 +176,11 @@ impl GpuQueue {
             if g.1 || stop.load(Ordering::Relaxed) {
                 return None;
             }
-            g = self.cv.wait_timeout(g, Duration::from_millis(50)).unwrap_or_else(PoisonError::into_inner).0;
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(50))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
     }
 
@@ -192,7 +207,11 @@ struct Shared {
 impl Shared {
     fn sleep(&self, rng: &mut SmallRng, mean_ms: f64) {
         let s = self.cfg.timings.spread.clamp(0.0, 0.99);
-        let f = if s > 0.0 { rng.random_range(1.0 - s..=1.0 + s) } else { 1.0 };
+        let f = if s > 0.0 {
+            rng.random_range(1.0 - s..=1.0 + s)
+        } else {
+            1.0
+        };
         let ms = mean_ms * f / self.speed;
         thread::sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
     }
@@ -201,16 +220,33 @@ impl Shared {
 /// Runs the simulated prover on real threads until its jobs are done (or, with `forever`,
 /// until `stop` is set). Spans go to the calling thread's default subscriber, which every
 /// thread of the prover inherits.
-pub fn run(cfg: &SimConfig, speed: f64, forever: bool, stop: Arc<AtomicBool>, progress: Arc<Progress>) -> RunSummary {
+pub fn run(
+    cfg: &SimConfig,
+    speed: f64,
+    forever: bool,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+) -> RunSummary {
     let dispatch = tracing::dispatcher::get_default(Clone::clone);
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
         start: Instant::now(),
         speed: if speed > 0.0 { speed } else { 1.0 },
         stop,
-        dispatcher: Mutex::new(Dispatcher { jobs: cfg.jobs.clone(), forever, next_job: 0, next_partition: 0 }),
-        budget: Budget { free: Mutex::new(cfg.max_ahead.max(1)), cv: Condvar::new() },
-        queue: GpuQueue { heap: Mutex::new((BinaryHeap::new(), false)), cv: Condvar::new() },
+        dispatcher: Mutex::new(Dispatcher {
+            jobs: cfg.jobs.clone(),
+            forever,
+            next_job: 0,
+            next_partition: 0,
+        }),
+        budget: Budget {
+            free: Mutex::new(cfg.max_ahead.max(1)),
+            cv: Condvar::new(),
+        },
+        queue: GpuQueue {
+            heap: Mutex::new((BinaryHeap::new(), false)),
+            cv: Condvar::new(),
+        },
         gpu_locks: (0..cfg.gpus.max(1)).map(|_| Mutex::new(())).collect(),
         progress,
         synth_live: AtomicUsize::new(cfg.synth_workers.max(1) as usize),
@@ -256,7 +292,8 @@ pub fn run(cfg: &SimConfig, speed: f64, forever: bool, stop: Arc<AtomicBool>, pr
 }
 
 fn synth_worker(sh: &Shared, w: u32) {
-    let mut rng = SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(1000).wrapping_add(u64::from(w)));
+    let mut rng =
+        SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(1000).wrapping_add(u64::from(w)));
     loop {
         if sh.stop.load(Ordering::Relaxed) || !sh.budget.acquire(&sh.stop) {
             break;
@@ -278,7 +315,9 @@ fn synth_worker(sh: &Shared, w: u32) {
                         }
                         if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
                             if job as u64 == unit.seq {
-                                thread::sleep(Duration::from_secs_f64(ms as f64 / sh.speed / 1000.0));
+                                thread::sleep(Duration::from_secs_f64(
+                                    ms as f64 / sh.speed / 1000.0,
+                                ));
                             }
                         }
                     }
@@ -295,7 +334,11 @@ fn synth_worker(sh: &Shared, w: u32) {
             Some(p) => info_span!("synthesize_partition", job_id = %unit.job, partition = p),
             None => info_span!("synthesize_partition", job_id = %unit.job, proof_kind = %kind),
         };
-        let mean = if unit.partition.is_some() { sh.cfg.timings.synth_ms } else { sh.cfg.timings.whole_synth_ms };
+        let mean = if unit.partition.is_some() {
+            sh.cfg.timings.synth_ms
+        } else {
+            sh.cfg.timings.whole_synth_ms
+        };
         span.in_scope(|| sh.sleep(&mut rng, mean));
         drop(span);
         sh.progress.synthesized.fetch_add(1, Ordering::Relaxed);
@@ -308,7 +351,8 @@ fn synth_worker(sh: &Shared, w: u32) {
 
 fn gpu_worker(sh: &Shared, gw: u32) {
     let gpu = gw / sh.cfg.workers_per_gpu.max(1);
-    let mut rng = SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(7919).wrapping_add(u64::from(gw)));
+    let mut rng =
+        SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(7919).wrapping_add(u64::from(gw)));
     // the split API's finalizer: closes gpu_prove (GPU_END) after the lock is released
     let (fin_tx, fin_rx) = mpsc::channel::<(Span, bool)>();
     let speed = sh.speed;
@@ -326,8 +370,14 @@ fn gpu_worker(sh: &Shared, gw: u32) {
                         std::mem::forget(span); // the partition never finishes: no GPU_END
                         continue;
                     }
-                    let f = if spread > 0.0 { fin_rng.random_range(1.0 - spread..=1.0 + spread) } else { 1.0 };
-                    span.in_scope(|| thread::sleep(Duration::from_secs_f64(finalize_ms * f / speed / 1000.0)));
+                    let f = if spread > 0.0 {
+                        fin_rng.random_range(1.0 - spread..=1.0 + spread)
+                    } else {
+                        1.0
+                    };
+                    span.in_scope(|| {
+                        thread::sleep(Duration::from_secs_f64(finalize_ms * f / speed / 1000.0))
+                    });
                     drop(span);
                     progress.proved.fetch_add(1, Ordering::Relaxed);
                 }
@@ -348,19 +398,28 @@ fn gpu_worker(sh: &Shared, gw: u32) {
             Some((g, f)) if g == gpu => f,
             _ => 1.0,
         };
-        let kernel = if unit.partition.is_some() { sh.cfg.timings.kernel_ms } else { sh.cfg.timings.whole_kernel_ms };
+        let kernel = if unit.partition.is_some() {
+            sh.cfg.timings.kernel_ms
+        } else {
+            sh.cfg.timings.whole_kernel_ms
+        };
         worker_span.in_scope(|| {
             prove.in_scope(|| {
                 sh.sleep(&mut rng, sh.cfg.timings.prep_ms);
                 if panic_now {
                     panic!("simulated GPU worker {gw} panic");
                 }
-                let _lock = sh.gpu_locks[gpu as usize].lock().unwrap_or_else(PoisonError::into_inner);
+                let _lock = sh.gpu_locks[gpu as usize]
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
                 sh.sleep(&mut rng, kernel * slow);
             })
         });
-        let never =
-            sh.cfg.faults.never_finish.is_some_and(|(j, p)| j as u64 == unit.seq && unit.partition.unwrap_or(0) == p);
+        let never = sh
+            .cfg
+            .faults
+            .never_finish
+            .is_some_and(|(j, p)| j as u64 == unit.seq && unit.partition.unwrap_or(0) == p);
         let _ = fin_tx.send((prove, never));
     }
     drop(fin_tx);

@@ -1,0 +1,258 @@
+//! `proofline demo`: the simulated prover, instrumented by the layer, with live progress.
+
+use std::fs;
+use std::io::{self, IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use proofline::TimelineLayer;
+use proofline_core::EngineConfig;
+use proofline_core::engine::LiveState;
+use proofline_core::report::{JobStatus, TelemetryCounts, Update, UpdateSink};
+use proofline_sim::SimConfig;
+use proofline_sim::threaded::{self, Progress};
+use tracing_subscriber::prelude::*;
+
+use crate::parse_pair;
+
+/// Runs a simulated cuzk prover with proofline inside it and shows where its time goes.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// Jobs (sectors) to prove.
+    #[arg(long, default_value_t = 8)]
+    jobs: usize,
+    /// Simulated time runs this many times faster than cuzk (6: a 37 s proof takes 6 s).
+    #[arg(long, default_value_t = 6.0)]
+    speed: f64,
+    /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
+    #[arg(long)]
+    mixed: bool,
+    /// GPUs.
+    #[arg(long, default_value_t = 1)]
+    gpus: u32,
+    /// GPU workers per GPU (cuzk's default is 2).
+    #[arg(long, default_value_t = 2)]
+    workers_per_gpu: u32,
+    /// Synthesis workers.
+    #[arg(long, default_value_t = 10)]
+    synth_workers: u32,
+    /// Seed of the random durations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fault: hold back synthesis of job N (0-based) for MS milliseconds of cuzk time.
+    #[arg(long, value_name = "N:MS")]
+    stall: Option<String>,
+    /// Fault: GPU G's kernels take FACTOR times as long.
+    #[arg(long, value_name = "G:FACTOR")]
+    slow_gpu: Option<String>,
+    /// Fault: partition P of job J never finishes its GPU work.
+    #[arg(long, value_name = "J:P")]
+    never_finish: Option<String>,
+    /// Fault: GPU worker W panics during its N-th partition (0-based).
+    #[arg(long, value_name = "W:N")]
+    panic_worker: Option<String>,
+    /// Keep proving new jobs until the process is stopped (for dashboards).
+    #[arg(long)]
+    forever: bool,
+    /// Name of this prover, used in file names (run several side by side).
+    #[arg(long, default_value = "demo")]
+    instance: String,
+    /// Folder for the TIMELINE log and the report.
+    #[arg(long, default_value = "out")]
+    out: PathBuf,
+}
+
+impl DemoArgs {
+    fn sim_config(&self) -> Result<SimConfig> {
+        let mut cfg = if self.mixed {
+            SimConfig::mixed(self.jobs)
+        } else {
+            SimConfig::porep(self.jobs)
+        };
+        cfg.gpus = self.gpus.max(1);
+        cfg.workers_per_gpu = self.workers_per_gpu.max(1);
+        cfg.synth_workers = self.synth_workers.max(1);
+        cfg.seed = self.seed;
+        if let Some(s) = &self.stall {
+            cfg.faults.stall_before_job = Some(parse_pair(s, "--stall")?);
+        }
+        if let Some(s) = &self.slow_gpu {
+            cfg.faults.slow_gpu = Some(parse_pair(s, "--slow-gpu")?);
+        }
+        if let Some(s) = &self.never_finish {
+            cfg.faults.never_finish = Some(parse_pair(s, "--never-finish")?);
+        }
+        if let Some(s) = &self.panic_worker {
+            cfg.faults.panic_worker = Some(parse_pair(s, "--panic-worker")?);
+        }
+        Ok(cfg)
+    }
+}
+
+/// Prints a progress line to stderr once a second.
+struct ProgressLine {
+    start: Instant,
+    speed: f64,
+    total: Option<usize>,
+    done: u64,
+    incomplete: u64,
+    completions: Vec<u64>,
+    tty: bool,
+    last: Instant,
+    printed: u64,
+}
+
+impl UpdateSink for ProgressLine {
+    fn update(&mut self, update: Update) {
+        if let Update::Job(j) = update {
+            if j.status == JobStatus::Complete {
+                self.done += 1;
+                if let Some(t) = j.last_gpu_end_ms {
+                    self.completions.push(t);
+                }
+            } else {
+                self.incomplete += 1;
+            }
+        }
+    }
+
+    fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        // once a second, and whenever a job ends (so the last state is always shown)
+        let ended = self.done + self.incomplete;
+        if self.last.elapsed() < Duration::from_millis(900) && ended == self.printed {
+            return;
+        }
+        self.printed = ended;
+        self.last = Instant::now();
+        let spp = match self.completions.as_slice() {
+            [first, .., last] => {
+                let n = self.completions.len() as f64 - 1.0;
+                format!(
+                    "{:.1} s/proof",
+                    (last - first) as f64 / n / 1000.0 * self.speed
+                )
+            }
+            _ => "- s/proof".to_owned(),
+        };
+        let busy: Vec<String> = live
+            .gpus
+            .iter()
+            .map(|(g, r, _)| format!("GPU{g} busy {:.0}%", r * 100.0))
+            .collect();
+        let total = self.total.map_or_else(|| "∞".to_owned(), |t| t.to_string());
+        let line = format!(
+            "[{:>4}s] sectors {}/{} done{} · {} (cuzk scale) · {} · queue {} · dropped {}",
+            self.start.elapsed().as_secs(),
+            self.done,
+            total,
+            if self.incomplete > 0 {
+                format!(", {} incomplete", self.incomplete)
+            } else {
+                String::new()
+            },
+            spp,
+            if busy.is_empty() {
+                "GPU idle".to_owned()
+            } else {
+                busy.join(" ")
+            },
+            live.queue_depth,
+            counts.events_dropped,
+        );
+        let mut err = io::stderr().lock();
+        let _ = if self.tty {
+            write!(err, "\r\x1b[2K{line}")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+    }
+}
+
+pub fn demo(args: &DemoArgs) -> Result<()> {
+    let cfg = args.sim_config()?;
+    fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let log_path = args.out.join(format!("{}-timeline.log", args.instance));
+    let report_path = args.out.join(format!("{}-report.json", args.instance));
+    let log = fs::File::create(&log_path)
+        .with_context(|| format!("cannot create {}", log_path.display()))?;
+    let tty = io::stderr().is_terminal();
+    // the layer's live defaults (1 s reorder window), with the GPU shape the simulator has
+    let engine = EngineConfig {
+        gpu_workers_per_device: cfg.workers_per_gpu,
+        reorder_window_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
+        completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
+        ..EngineConfig::default()
+    };
+    let (layer, mut guard) = TimelineLayer::builder()
+        .engine_config(engine)
+        .timeline_to_writer(io::BufWriter::new(log))
+        .sink(ProgressLine {
+            start: Instant::now(),
+            speed: args.speed,
+            total: (!args.forever).then_some(cfg.jobs.len()),
+            done: 0,
+            incomplete: 0,
+            completions: Vec::new(),
+            tty,
+            last: Instant::now(),
+            printed: 0,
+        })
+        .build();
+    eprintln!(
+        "proofline demo: {} {} job(s) on {} GPU(s) x {} workers, {} synthesis workers, {}x cuzk speed; TIMELINE log: {}",
+        cfg.jobs.len(),
+        if args.mixed { "mixed" } else { "PoRep" },
+        cfg.gpus,
+        cfg.workers_per_gpu,
+        cfg.synth_workers,
+        args.speed,
+        log_path.display()
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let summary =
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            threaded::run(
+                &cfg,
+                args.speed,
+                args.forever,
+                stop,
+                Arc::new(Progress::default()),
+            )
+        });
+    let report = guard
+        .shutdown(Duration::from_secs(10))
+        .map_err(anyhow::Error::from)?;
+    if tty {
+        eprintln!();
+    }
+    fs::write(&report_path, serde_json::to_vec_pretty(&report)?)
+        .with_context(|| format!("cannot write {}", report_path.display()))?;
+    print!("{}", proofline_core::text::render(&report));
+    println!();
+    println!(
+        "Simulated at {}x: multiply times by {} for cuzk's scale. {} partitions proved{}.",
+        args.speed,
+        args.speed,
+        summary.proved,
+        if summary.panicked_workers > 0 {
+            format!(", {} GPU worker(s) panicked", summary.panicked_workers)
+        } else {
+            String::new()
+        }
+    );
+    println!(
+        "Files: {} (TIMELINE log), {} (report)",
+        log_path.display(),
+        report_path.display()
+    );
+    println!(
+        "Same numbers offline: proofline analyze {}",
+        log_path.display()
+    );
+    Ok(())
+}
