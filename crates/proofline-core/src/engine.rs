@@ -202,6 +202,7 @@ struct PendingGap {
     ended: Vec<u64>,
     starting: Vec<u64>,
     next_job: Arc<str>,
+    next_attempt: u32,
 }
 
 #[derive(Debug)]
@@ -981,7 +982,7 @@ impl Engine {
                         });
                         job.chain_refs += 1;
                     }
-                    let uid = job.uid;
+                    let (uid, attempt) = (job.uid, job.attempt);
                     let name = self.name_tab[job.name as usize].name.clone();
                     let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
                     if let Some(w) = worker {
@@ -1024,7 +1025,14 @@ impl Engine {
                         }
                         dev.chain.insert(at_pos, idx);
                     }
-                    Self::dev_start(dev, at, uid, name, &mut self.pending_gap_devs, sink);
+                    Self::dev_start(
+                        dev,
+                        at,
+                        uid,
+                        (name, attempt),
+                        &mut self.pending_gap_devs,
+                        sink,
+                    );
                 }
             }
             EventKind::GpuEnd => {
@@ -1107,7 +1115,7 @@ impl Engine {
         dev: &mut Device,
         t: u64,
         uid: u64,
-        job: Arc<str>,
+        job: (Arc<str>, u32),
         pending: &mut Vec<u32>,
         sink: &mut impl UpdateSink,
     ) {
@@ -1139,7 +1147,8 @@ impl Engine {
                     with_queue: dev.tent_wait,
                     ended: dev.ended.clone(),
                     starting: vec![uid],
-                    next_job: job,
+                    next_job: job.0,
+                    next_attempt: job.1,
                 });
                 dev.idle_wait += dev.tent_wait;
                 dev.idle_empty += dev.tent_empty;
@@ -1224,6 +1233,8 @@ impl Engine {
                 boundary,
                 with_queue_ms: pg.with_queue,
                 next_job: pg.next_job,
+                next_attempt: pg.next_attempt,
+                run: self.run,
             })));
         }
     }
@@ -1439,6 +1450,7 @@ impl Engine {
             };
             let name = self.name_tab[job.name as usize].name.clone();
             let first_synth_end = job.first_synth_end;
+            let (run, to_attempt) = (job.run, job.attempt);
             let cur = PrevJob {
                 name: name.clone(),
                 last_end,
@@ -1450,6 +1462,8 @@ impl Engine {
                     gpu,
                     from_job: prev.name,
                     to_job: name,
+                    run,
+                    to_attempt,
                     from_last_gpu_end_ms: prev.last_end,
                     to_first_gpu_start_ms: dj.first_start,
                     gap_ms: gap,

@@ -4,6 +4,7 @@ pub mod codec;
 pub mod dist;
 pub mod engine;
 pub mod event;
+pub mod ids;
 pub mod reader;
 pub mod report;
 pub mod text;

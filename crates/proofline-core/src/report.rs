@@ -248,6 +248,10 @@ pub struct TransitionRecord {
     pub from_job: Arc<str>,
     /// Job N+1.
     pub to_job: Arc<str>,
+    /// Run of the log.
+    pub run: u32,
+    /// Attempt of job N+1.
+    pub to_attempt: u32,
     /// Last GPU_END of N on this GPU.
     pub from_last_gpu_end_ms: u64,
     /// First GPU_START of N+1 on this GPU.
@@ -297,6 +301,10 @@ pub struct IdleGap {
     pub with_queue_ms: u64,
     /// A job whose GPU work starts at the end of the gap.
     pub next_job: Arc<str>,
+    /// That job's attempt (0 unless its id was reused by a retry).
+    pub next_attempt: u32,
+    /// Run of the log.
+    pub run: u32,
 }
 
 impl IdleGap {

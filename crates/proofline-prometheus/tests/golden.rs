@@ -1,0 +1,215 @@
+//! The `/metrics` text for a fixed event sequence, against golden files, and linted by a
+//! real `promtool check metrics`.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use proofline_core::reader::LineFeeder;
+use proofline_core::report::{TelemetryCounts, UpdateSink};
+use proofline_core::{Engine, EngineConfig};
+use proofline_prometheus::{Metrics, PrometheusSink};
+
+/// Four jobs of two partitions on one GPU (the known-answer log of the core tests), plus a
+/// proof kind that needs escaping.
+const LOG: &str = "\
+TIMELINE,0,SYNTH_START,a,partition=0
+TIMELINE,0,SYNTH_START,a,partition=1
+TIMELINE,1000,SYNTH_END,a,partition=0,synth_ms=1000
+TIMELINE,1000,GPU_START,a,worker=0,partition=0
+TIMELINE,1200,SYNTH_END,a,partition=1,synth_ms=1200
+TIMELINE,1200,GPU_START,a,worker=1,partition=1
+TIMELINE,1500,SYNTH_START,b,partition=0
+TIMELINE,1500,SYNTH_START,b,partition=1
+TIMELINE,2000,SYNTH_START,c,partition=0
+TIMELINE,2000,SYNTH_START,c,partition=1
+TIMELINE,2500,SYNTH_END,b,partition=0,synth_ms=1000
+TIMELINE,3000,GPU_END,a,worker=0,partition=0,gpu_ms=2000
+TIMELINE,3000,GPU_START,b,worker=0,partition=0
+TIMELINE,3000,SYNTH_START,d,partition=0
+TIMELINE,3000,SYNTH_START,d,partition=1
+TIMELINE,3500,GPU_END,a,worker=1,partition=1,gpu_ms=2300
+TIMELINE,4000,SYNTH_END,b,partition=1,synth_ms=2500
+TIMELINE,5000,GPU_END,b,worker=0,partition=0,gpu_ms=2000
+TIMELINE,6000,GPU_START,b,worker=1,partition=1
+TIMELINE,6500,SYNTH_END,c,partition=0,synth_ms=4500
+TIMELINE,6500,SYNTH_END,c,partition=1,synth_ms=4500
+TIMELINE,7000,GPU_END,b,worker=1,partition=1,gpu_ms=1000
+TIMELINE,8000,GPU_START,c,worker=0,partition=0
+TIMELINE,9000,GPU_END,c,worker=0,partition=0,gpu_ms=1000
+TIMELINE,9000,GPU_START,c,worker=1,partition=1
+TIMELINE,9000,GPU_END,c,worker=1,partition=1,gpu_ms=0
+TIMELINE,9200,SYNTH_END,d,partition=0,synth_ms=6200
+TIMELINE,9400,SYNTH_END,d,partition=1,synth_ms=6400
+TIMELINE,9500,GPU_START,d,worker=0,partition=0
+TIMELINE,10000,GPU_END,d,worker=0,partition=0,gpu_ms=500
+TIMELINE,10000,GPU_START,d,worker=1,partition=1
+TIMELINE,10500,GPU_END,d,worker=1,partition=1,gpu_ms=500
+TIMELINE,11000,SYNTH_START,winpost-1-x,kind=winning \"post\"
+TIMELINE,11500,SYNTH_END,winpost-1-x,synth_ms=500
+TIMELINE,11500,GPU_START,winpost-1-x,worker=2
+TIMELINE,11800,GPU_END,winpost-1-x,worker=2,gpu_ms=300
+";
+
+fn rendered() -> std::sync::Arc<Metrics> {
+    let metrics = Metrics::new();
+    let mut sink = PrometheusSink::new(metrics.clone(), "golden@0");
+    let mut engine = Engine::new(EngineConfig {
+        expected_partitions: None,
+        ..EngineConfig::default()
+    });
+    let mut feeder = LineFeeder::new();
+    feeder
+        .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
+        .unwrap();
+    engine.finish(&mut sink);
+    sink.tick(
+        &engine.live(),
+        &TelemetryCounts {
+            events_dropped: 3,
+            malformed_lines: 1,
+        },
+    );
+    metrics
+}
+
+/// Families keep their series in a hash map: sort each family's sample lines so that the
+/// comparison does not depend on hashing order (the metadata lines stay in front).
+fn normalize(text: &str) -> String {
+    let mut out = String::new();
+    let mut samples: Vec<&str> = Vec::new();
+    let flush = |samples: &mut Vec<&str>, out: &mut String| {
+        samples.sort_unstable();
+        for s in samples.drain(..) {
+            out.push_str(s);
+            out.push('\n');
+        }
+    };
+    for line in text.lines() {
+        if line.starts_with("# HELP ") || line == "# EOF" {
+            flush(&mut samples, &mut out);
+        }
+        if line.starts_with('#') {
+            out.push_str(line);
+            out.push('\n');
+        } else {
+            samples.push(line);
+        }
+    }
+    flush(&mut samples, &mut out);
+    out
+}
+
+fn check(name: &str, actual: &str) {
+    let actual = normalize(actual);
+    let path = format!("{}/tests/golden/{name}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &actual).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e} (UPDATE_GOLDEN=1 writes it)"));
+    assert_eq!(
+        actual, expected,
+        "{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it after review)"
+    );
+}
+
+fn promtool_check(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool not found: install Debian's prometheus package (scripts/test.sh does)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn classic_text_matches_its_golden_file_and_passes_promtool() {
+    let text = rendered().render_classic();
+    check("known_answers.prom", &text);
+    let (ok, out) = promtool_check(&text);
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    assert!(out.trim().is_empty(), "promtool lint findings:\n{out}");
+}
+
+#[test]
+fn openmetrics_text_matches_its_golden_file_with_exemplars() {
+    let text = rendered().render_openmetrics();
+    check("known_answers.om.txt", &text);
+    assert!(text.ends_with("# EOF\n"));
+    // the cross-sector gap before c carries c's trace id
+    let c = proofline_core::ids::trace_id("golden@0", 0, "c", 0).to_string();
+    assert!(
+        text.contains(&format!("# {{trace_id=\"{c}\"}} 1.0")),
+        "no exemplar for c:\n{text}"
+    );
+}
+
+#[test]
+fn the_numbers_are_the_engines() {
+    let text = rendered().render_classic();
+    let value = |series: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(series))
+            .unwrap_or_else(|| panic!("no {series}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert_eq!(
+        value("proofline_gpu_busy_seconds_total{gpu=\"0\"}"),
+        7.0,
+        "union, not the 9.3 s sum"
+    );
+    assert_eq!(
+        value("proofline_gpu_idle_gap_seconds_count{gpu=\"0\",boundary=\"cross_sector\"}"),
+        2.0
+    );
+    assert_eq!(
+        value("proofline_gpu_idle_gap_seconds_sum{gpu=\"0\",boundary=\"cross_sector\"}"),
+        1.5
+    );
+    assert_eq!(
+        value("proofline_gpu_idle_gap_seconds_count{gpu=\"0\",boundary=\"intra_sector\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("proofline_sector_transition_gap_seconds_sum{gpu=\"0\"}"),
+        1.0
+    ); // -0.5 + 1 + 0.5
+    assert_eq!(
+        value("proofline_synthesis_lead_seconds_sum{gpu=\"0\"}"),
+        1.3
+    ); // 1 + 0.5 - 0.2
+    assert_eq!(
+        value("proofline_sector_transition_gap_seconds_bucket{le=\"-0.1\",gpu=\"0\"}"),
+        1.0
+    );
+    assert_eq!(
+        value("proofline_proofs_completed_total{proof_kind=\"unknown\"}"),
+        4.0
+    );
+    assert_eq!(
+        value("proofline_proofs_completed_total{proof_kind=\"winning \\\"post\\\"\"}"),
+        1.0
+    );
+    assert_eq!(value("proofline_events_dropped_total"), 3.0);
+    assert_eq!(value("proofline_malformed_lines_total"), 1.0);
+    // the last completed job that found its GPU idle: d, whose partition count is unknown
+    // and so completes when the log ends, after winpost-1-x
+    assert_eq!(value("proofline_cold_start_seconds"), 6.5);
+}
