@@ -4,6 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Real components the tests start on 127.0.0.1: Prometheus and promtool (Debian packages).
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      prometheus prometheus-alertmanager >/dev/null
+  else
+    echo "scripts/test.sh: install Debian's prometheus package (promtool, prometheus) first" >&2
+    exit 1
+  fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

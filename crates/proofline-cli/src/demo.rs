@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::io::{self, IsTerminal, Write};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
@@ -11,7 +12,9 @@ use anyhow::{Context, Result};
 use proofline::TimelineLayer;
 use proofline_core::EngineConfig;
 use proofline_core::engine::LiveState;
+use proofline_core::ids::run_key;
 use proofline_core::report::{JobStatus, TelemetryCounts, Update, UpdateSink};
+use proofline_prometheus::{Metrics, PrometheusSink};
 use proofline_sim::SimConfig;
 use proofline_sim::threaded::{self, Progress};
 use tracing_subscriber::prelude::*;
@@ -63,6 +66,18 @@ pub struct DemoArgs {
     /// Folder for the TIMELINE log and the report.
     #[arg(long, default_value = "out")]
     out: PathBuf,
+    /// Where to serve Prometheus /metrics and /healthz (loopback unless told otherwise).
+    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
+    metrics_addr: SocketAddr,
+    /// Shorthand: serve /metrics on this port (of --metrics-addr's address).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Serve no metrics.
+    #[arg(long)]
+    no_metrics: bool,
+    /// Keep serving metrics this many seconds after the last job (so a scraper sees the end).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    linger: u64,
 }
 
 impl DemoArgs {
@@ -188,7 +203,26 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
         ..EngineConfig::default()
     };
-    let (layer, mut guard) = TimelineLayer::builder()
+    let mut builder = TimelineLayer::builder();
+    let mut server = None;
+    if !args.no_metrics {
+        let mut addr = args.metrics_addr;
+        if let Some(p) = args.port {
+            addr.set_port(p);
+        }
+        let metrics = Metrics::new();
+        let srv = proofline_prometheus::serve(metrics.clone(), addr)?;
+        eprintln!(
+            "proofline demo: metrics on http://{}/metrics",
+            srv.local_addr()
+        );
+        let epoch = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        builder = builder.sink(PrometheusSink::new(metrics, run_key(&args.instance, epoch)));
+        server = Some(srv);
+    }
+    let (layer, mut guard) = builder
         .engine_config(engine)
         .timeline_to_writer(io::BufWriter::new(log))
         .sink(ProgressLine {
@@ -254,5 +288,9 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         "Same numbers offline: proofline analyze {}",
         log_path.display()
     );
+    if server.is_some() && args.linger > 0 {
+        std::thread::sleep(Duration::from_secs(args.linger));
+    }
+    drop(server);
     Ok(())
 }

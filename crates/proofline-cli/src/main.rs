@@ -5,6 +5,7 @@ use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 mod demo;
+mod watch;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -26,6 +27,8 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Run a simulated cuzk prover with proofline inside it: live progress, TIMELINE log, report.
     Demo(demo::DemoArgs),
+    /// Follow a live log like `tail -F` and serve its metrics (for provers not instrumented yet).
+    Watch(watch::WatchArgs),
     /// Write a simulated cuzk TIMELINE log (deterministic for a seed), for tests and benchmarks.
     Generate(GenerateArgs),
 }
@@ -131,6 +134,7 @@ fn main() {
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
         Command::Demo(args) => demo::demo(&args),
+        Command::Watch(args) => watch::watch(&args),
         Command::Generate(args) => generate(&args),
     };
     if let Err(e) = result {

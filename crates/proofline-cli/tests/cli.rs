@@ -178,6 +178,7 @@ fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
             "3",
             "--instance",
             "t1",
+            "--no-metrics",
             "--out",
         ])
         .arg(&out)
@@ -238,12 +239,14 @@ fn demo_with_a_stall_reads_synthesis_bound() {
             "2:60000",
             "--instance",
             "t2",
+            "--metrics-addr",
+            "127.0.0.1:0",
             "--out",
         ])
         .arg(&out)
         .output()
         .unwrap();
-    assert!(run.status.success());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let stdout = String::from_utf8(run.stdout).unwrap();
     assert!(stdout.contains("Verdict: Synthesis-bound"), "{stdout}");
 }

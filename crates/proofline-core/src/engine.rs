@@ -1535,6 +1535,11 @@ impl Engine {
         (self.jobs.iter().flatten().count(), self.names.len())
     }
 
+    /// The newest TIMELINE offset of the current run, if any event came.
+    pub fn newest_offset(&self) -> Option<u64> {
+        self.max_offset
+    }
+
     /// Jobs ever seen, including those still in flight.
     pub fn jobs_seen(&self) -> u64 {
         self.jobs_seen

@@ -27,40 +27,46 @@ impl LineFeeder {
         Self::default()
     }
 
-    /// Feeds one complete line (with or without its `\n`).
-    pub fn feed_line(&mut self, line: &[u8], engine: &mut Engine, sink: &mut impl UpdateSink) {
+    /// Feeds one complete line (with or without its `\n`). Returns the error of a malformed
+    /// TIMELINE line (it is also counted, and kept if among the first few).
+    pub fn feed_line(
+        &mut self,
+        line: &[u8],
+        engine: &mut Engine,
+        sink: &mut impl UpdateSink,
+    ) -> Option<LineError> {
         self.stats.lines += 1;
-        let text = match std::str::from_utf8(line) {
-            Ok(t) => t,
-            Err(_) => {
-                if contains(line, MARKER.as_bytes()) {
-                    self.stats.timeline_lines += 1;
-                    self.malformed("the line is not valid UTF-8".to_owned());
-                }
-                return;
+        let Ok(text) = std::str::from_utf8(line) else {
+            if contains(line, MARKER.as_bytes()) {
+                self.stats.timeline_lines += 1;
+                return Some(self.malformed("the line is not valid UTF-8".to_owned()));
             }
+            return None;
         };
         match parse_line(text) {
-            Ok(None) => {}
+            Ok(None) => None,
             Ok(Some(ev)) => {
                 self.stats.timeline_lines += 1;
                 engine.ingest(&ev, sink);
+                None
             }
             Err(e) => {
                 self.stats.timeline_lines += 1;
-                self.malformed(e.to_string());
+                Some(self.malformed(e.to_string()))
             }
         }
     }
 
-    fn malformed(&mut self, error: String) {
+    fn malformed(&mut self, error: String) -> LineError {
         self.stats.malformed += 1;
+        let e = LineError {
+            line: self.stats.lines,
+            error,
+        };
         if self.stats.malformed_examples.len() < MAX_LINE_EXAMPLES {
-            self.stats.malformed_examples.push(LineError {
-                line: self.stats.lines,
-                error,
-            });
+            self.stats.malformed_examples.push(e.clone());
         }
+        e
     }
 
     /// Notes an unterminated last line, which is not used.

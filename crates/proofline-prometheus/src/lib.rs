@@ -424,6 +424,11 @@ impl PrometheusSink {
         }
     }
 
+    /// Changes the run key (for readers that learn the run's epoch from the first event).
+    pub fn set_run_key(&mut self, run_key: impl Into<String>) {
+        self.run_key = run_key.into();
+    }
+
     fn gpu(&mut self, gpu: u32) -> String {
         self.gpus.get(&gpu.to_string(), &self.m.folded)
     }

@@ -1,0 +1,440 @@
+//! `proofline watch` and `proofline demo` scraped by a real Prometheus server (Debian's
+//! `prometheus` package; scripts/test.sh installs it), queried through its HTTP API.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+fn proofline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proofline"))
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("proofline-prom-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Kills the process when dropped, so every test stops what it started.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A minimal HTTP/1.0 GET (no client library needed for loopback tests).
+fn http_get(
+    addr: &str,
+    path_and_query: &str,
+    accept: Option<&str>,
+) -> Option<(u16, String, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    write!(
+        s,
+        "GET {path_and_query} HTTP/1.0\r\nHost: {addr}\r\n{accept}\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_owned)
+        })
+        .unwrap_or_default();
+    Some((status, ctype, body.to_owned()))
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+struct Prometheus {
+    _proc: Proc,
+    api: String,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, targets: &[String]) -> Prometheus {
+        let port = free_port();
+        let cfg = dir.join("prometheus.yml");
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        std::fs::write(
+            &cfg,
+            format!(
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: proofline\n    static_configs:\n      - targets: [{}]\n",
+                targets.join(", ")
+            ),
+        )
+        .unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .arg("--log.level=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
+            );
+        let p = Prometheus {
+            _proc: Proc(child),
+            api: format!("127.0.0.1:{port}"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_get(&p.api, "/-/ready", None).is_none_or(|(s, ..)| s != 200) {
+            assert!(Instant::now() < deadline, "prometheus did not become ready");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// An instant query's first value, if any.
+    fn value(&self, expr: &str) -> Option<f64> {
+        let (status, _, body) = http_get(
+            &self.api,
+            &format!("/api/v1/query?query={}", urlencode(expr)),
+            None,
+        )?;
+        assert_eq!(status, 200, "{expr}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["data"]["result"].as_array()?.first()?["value"][1]
+            .as_str()?
+            .parse()
+            .ok()
+    }
+
+    /// Waits until `expr` has a value satisfying `ok`, returns it.
+    fn wait_for(&self, expr: &str, secs: u64, ok: impl Fn(f64) -> bool) -> f64 {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            if let Some(v) = self.value(expr) {
+                if ok(v) {
+                    return v;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{expr}: no satisfying value within {secs} s (last {:?})",
+                self.value(expr)
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    }
+}
+
+fn analyze_json(log: &Path) -> serde_json::Value {
+    let out = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Reads a child's stderr lines on a thread.
+fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+fn wait_line(rx: &mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return l,
+            Ok(_) => {}
+            Err(_) => panic!("no stderr line containing {needle:?}"),
+        }
+    }
+}
+
+#[test]
+fn prometheus_scrapes_watch_and_gets_the_engines_numbers() {
+    let dir = tmp("watch");
+    let log = dir.join("cuzk.log");
+    let st = proofline()
+        .args(["generate", "--jobs", "6", "--gpus", "2", "-o"])
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let expected = analyze_json(&log);
+
+    let port = free_port();
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on http://127.0.0.1:");
+    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+
+    let done = prom.wait_for("sum(proofline_proofs_completed_total)", 40, |v| v >= 6.0);
+    assert_eq!(done, expected["summary"]["jobs_complete"].as_f64().unwrap());
+    let spp = prom.wait_for("proofline_seconds_per_proof", 10, |v| v > 0.0);
+    let want = expected["summary"]["seconds_per_proof"].as_f64().unwrap();
+    assert!(
+        (spp - want).abs() < want * 0.01,
+        "seconds per proof: prometheus {spp}, analyze {want}"
+    );
+    for g in expected["gpus"].as_array().unwrap() {
+        let gpu = g["gpu"].as_u64().unwrap();
+        let busy = prom.wait_for(
+            &format!("proofline_gpu_busy_seconds_total{{gpu=\"{gpu}\"}}"),
+            10,
+            |_| true,
+        );
+        let want = g["busy_ms"].as_f64().unwrap() / 1000.0;
+        assert!(
+            (busy - want).abs() < 0.01,
+            "gpu {gpu} busy: prometheus {busy} s, analyze {want} s"
+        );
+    }
+    let cross = prom
+        .value("sum(proofline_gpu_idle_gap_seconds_count)")
+        .unwrap_or(0.0);
+    let want: f64 = expected["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["idle_total"]["count"].as_f64().unwrap())
+        .sum();
+    assert_eq!(cross, want);
+}
+
+#[test]
+fn prometheus_scrapes_the_demo_and_its_numbers_match_analyze_of_its_log() {
+    let dir = tmp("demo");
+    let port = free_port();
+    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let out = proofline()
+        .args([
+            "demo",
+            "--speed",
+            "50",
+            "--jobs",
+            "6",
+            "--linger",
+            "3",
+            "--instance",
+            "scraped",
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}"), "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected = analyze_json(&dir.join("scraped-timeline.log"));
+
+    let done = prom.wait_for(
+        "last_over_time(proofline_proofs_completed_total[2m])",
+        10,
+        |v| v >= 6.0,
+    );
+    assert_eq!(done, 6.0);
+    let spp = prom.wait_for("last_over_time(proofline_seconds_per_proof[2m])", 10, |v| {
+        v > 0.0
+    });
+    let want = expected["summary"]["seconds_per_proof"].as_f64().unwrap();
+    assert!(
+        (spp - want).abs() < want * 0.05,
+        "seconds per proof: prometheus {spp}, analyze {want}"
+    );
+    let busy = prom.wait_for(
+        "last_over_time(proofline_gpu_busy_seconds_total{gpu=\"0\"}[2m])",
+        10,
+        |v| v > 0.0,
+    );
+    let want_busy = expected["gpus"][0]["busy_ms"].as_f64().unwrap() / 1000.0;
+    assert!(
+        (busy - want_busy).abs() < want_busy * 0.02,
+        "busy: prometheus {busy} s, analyze {want_busy} s"
+    );
+    let ratio = prom.wait_for(
+        "max_over_time(proofline_gpu_busy_ratio{gpu=\"0\"}[2m])",
+        10,
+        |v| v > 0.0,
+    );
+    assert!(ratio > 0.5 && ratio <= 1.0, "busy ratio {ratio}");
+}
+
+#[test]
+fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
+    let dir = tmp("rotate");
+    let log = dir.join("cuzk.log");
+    let sample = dir.join("sample.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "2", "-o"])
+            .arg(&sample)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let text = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(&log, "daemon starting\n").unwrap();
+
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--poll-ms",
+            "50",
+            "--reorder-window-ms",
+            "0",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    let completed = || -> f64 {
+        let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+        body.lines()
+            .filter(|l| l.starts_with("proofline_proofs_completed_total"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let wait_completed = |n: f64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while completed() < n {
+            assert!(
+                Instant::now() < deadline,
+                "completed stayed at {} (want {n})",
+                completed()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+
+    // appended lines, one of them malformed (line 3 of the file)
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(f, "some log line\nTIMELINE,x,GPU_START,j,worker=1").unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    drop(f);
+    let bad = wait_line(&rx, "not an unsigned integer");
+    assert!(bad.contains("cuzk.log:3:"), "{bad}");
+    wait_completed(2.0);
+
+    // rotation: the log is moved away and a new one started (the daemon restarted: offsets from 0)
+    std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
+    std::fs::write(&log, text.replace("porep-1000-", "porep-2000-")).unwrap();
+    wait_line(&rx, "was rotated");
+    wait_completed(4.0);
+
+    // truncation in place
+    std::fs::write(&log, "").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&log, text.replace("porep-1000-", "porep-3000-")).unwrap();
+    wait_line(&rx, "was truncated");
+    wait_completed(6.0);
+
+    let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+    assert!(body.contains("proofline_malformed_lines_total 1"), "{body}");
+}
+
+#[test]
+fn the_endpoint_negotiates_formats_and_answers_health() {
+    let dir = tmp("negotiate");
+    let log = dir.join("empty.log");
+    std::fs::write(&log, "").unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args(["watch", "--metrics-addr", &addr])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    let (s, ctype, body) = http_get(
+        &addr,
+        "/metrics",
+        Some("application/openmetrics-text;version=1.0.0"),
+    )
+    .unwrap();
+    assert_eq!(s, 200);
+    assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
+    assert!(body.ends_with("# EOF\n"));
+    let (s, ctype, body) = http_get(&addr, "/metrics", Some("text/plain")).unwrap();
+    assert_eq!(s, 200);
+    assert!(ctype.starts_with("text/plain; version=0.0.4"), "{ctype}");
+    assert!(
+        !body.contains("# EOF") && body.contains("# TYPE proofline_events_dropped_total counter")
+    );
+    assert_eq!(http_get(&addr, "/healthz", None).unwrap().0, 200);
+    assert_eq!(http_get(&addr, "/nope", None).unwrap().0, 404);
+    // a second server on the same port is a clear error
+    let second = proofline()
+        .args(["watch", "--metrics-addr", &addr])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(!second.status.success());
+    let err = String::from_utf8(second.stderr).unwrap();
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
