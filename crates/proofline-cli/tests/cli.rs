@@ -246,7 +246,11 @@ fn demo_with_a_stall_reads_synthesis_bound() {
         .arg(&out)
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let stdout = String::from_utf8(run.stdout).unwrap();
     assert!(stdout.contains("Verdict: Synthesis-bound"), "{stdout}");
 }
