@@ -261,6 +261,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     let report = guard
         .shutdown(Duration::from_secs(10))
         .map_err(anyhow::Error::from)?;
+    let stats = guard.stats();
     if tty {
         eprintln!();
     }
@@ -283,6 +284,10 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         "Files: {} (TIMELINE log), {} (report)",
         log_path.display(),
         report_path.display()
+    );
+    println!(
+        "Telemetry: {} events taken in, {} dropped (queue full), {} TIMELINE lines written",
+        stats.received, stats.dropped, stats.written
     );
     println!(
         "Same numbers offline: proofline analyze {}",
