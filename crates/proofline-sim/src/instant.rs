@@ -219,12 +219,21 @@ impl<'a> Sim<'a> {
             self.schedule(arrival, Action::SynthFree(w));
             return;
         }
+        // a stall: the first partition of the stalled job starts, and synthesis hangs for
+        // `ms` (the dispatcher with it): the job is in flight while the GPU runs dry
+        let mut stall = 0;
         if let Some((stalled, ms)) = self.cfg.faults.stall_before_job {
-            if stalled == unit.job && self.next_unit.1 == 0 {
-                let release = *self.stall_release.get_or_insert(t + ms);
-                if release > t {
-                    self.schedule(release, Action::SynthFree(w));
-                    return;
+            if stalled == unit.job {
+                match self.stall_release {
+                    None if self.next_unit.1 == 0 => {
+                        self.stall_release = Some(t + ms);
+                        stall = ms;
+                    }
+                    Some(release) if release > t => {
+                        self.schedule(release, Action::SynthFree(w));
+                        return;
+                    }
+                    _ => {}
                 }
             }
         }
@@ -238,7 +247,7 @@ impl<'a> Sim<'a> {
             Some(_) => self.cfg.timings.synth_ms,
             None => self.cfg.timings.whole_synth_ms,
         };
-        let d = self.draw(mean);
+        let d = self.draw(mean) + stall;
         self.print(OutEv {
             t,
             kind: EventKind::SynthStart,

@@ -115,8 +115,9 @@ impl Timings {
 /// Faults to inject.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Faults {
-    /// Synthesis of job `.0` (index into the job list) is held back by `.1` ms: the GPU goes
-    /// idle between sectors.
+    /// Synthesis stalls for `.1` ms in the first partition of job `.0` (index into the job
+    /// list), holding the dispatcher: the job is in flight while the GPU runs dry, so the GPU
+    /// goes idle between sectors.
     pub stall_before_job: Option<(usize, u64)>,
     /// GPU `.0`'s kernels take `.1` times as long.
     pub slow_gpu: Option<(u32, f64)>,

@@ -299,33 +299,11 @@ fn synth_worker(sh: &Shared, w: u32) {
             break;
         }
         // the dispatcher hands units out in order; a stall holds it (and so every worker)
-        let unit = {
-            let mut d = sh.dispatcher.lock().unwrap_or_else(PoisonError::into_inner);
-            match d.next() {
-                None => None,
-                Some((unit, first)) => {
-                    if first {
-                        sh.progress.jobs_started.fetch_add(1, Ordering::Relaxed);
-                        // a job is not dispatched before it arrives
-                        let arrival = Duration::from_secs_f64(
-                            unit.seq as f64 * sh.cfg.arrival_interval_ms as f64 / sh.speed / 1000.0,
-                        );
-                        if let Some(wait) = arrival.checked_sub(sh.start.elapsed()) {
-                            thread::sleep(wait);
-                        }
-                        if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
-                            if job as u64 == unit.seq {
-                                thread::sleep(Duration::from_secs_f64(
-                                    ms as f64 / sh.speed / 1000.0,
-                                ));
-                            }
-                        }
-                    }
-                    Some(unit)
-                }
-            }
-        };
-        let Some(unit) = unit else {
+        // inside the synthesis of the stalled job's first partition: that job is in flight
+        // while the GPU runs dry
+        let mut d = sh.dispatcher.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some((unit, first)) = d.next() else {
+            drop(d);
             sh.budget.release();
             break;
         };
@@ -334,6 +312,24 @@ fn synth_worker(sh: &Shared, w: u32) {
             Some(p) => info_span!("synthesize_partition", job_id = %unit.job, partition = p),
             None => info_span!("synthesize_partition", job_id = %unit.job, proof_kind = %kind),
         };
+        if first {
+            sh.progress.jobs_started.fetch_add(1, Ordering::Relaxed);
+            // a job is not dispatched before it arrives
+            let arrival = Duration::from_secs_f64(
+                unit.seq as f64 * sh.cfg.arrival_interval_ms as f64 / sh.speed / 1000.0,
+            );
+            if let Some(wait) = arrival.checked_sub(sh.start.elapsed()) {
+                thread::sleep(wait);
+            }
+            if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
+                if job as u64 == unit.seq {
+                    span.in_scope(|| {
+                        thread::sleep(Duration::from_secs_f64(ms as f64 / sh.speed / 1000.0))
+                    });
+                }
+            }
+        }
+        drop(d);
         let mean = if unit.partition.is_some() {
             sh.cfg.timings.synth_ms
         } else {
