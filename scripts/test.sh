@@ -16,6 +16,9 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   fi
 fi
 
+# Python's jsonschema validates the Grafana dashboards against Grafana's schema.
+python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

@@ -412,6 +412,12 @@ impl PrometheusSink {
     /// A sink feeding `metrics`; `run_key` ([`proofline_core::ids::run_key`]) names the run
     /// in exemplar trace ids.
     pub fn new(metrics: Arc<Metrics>, run_key: impl Into<String>) -> Self {
+        // counters of known label values start at 0, so rates and alerts see them at once
+        for reason in ["evicted", "restarted", "in_flight_at_end"] {
+            drop(metrics.jobs_incomplete.get_or_create(&ReasonL {
+                reason: reason.to_owned(),
+            }));
+        }
         PrometheusSink {
             m: metrics,
             run_key: run_key.into(),

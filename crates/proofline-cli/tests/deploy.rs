@@ -1,0 +1,142 @@
+//! deploy/: the Prometheus config, rules and alert tests, and the Grafana dashboards, checked
+//! by the real tools (promtool from Debian's prometheus package; Python's jsonschema against
+//! Grafana's published dashboard schema).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e} (scripts/test.sh installs what the tests need)"));
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn prometheus_config_and_rules_pass_promtool() {
+    let d = deploy().join("prometheus");
+    let (ok, out) = run(Command::new("promtool")
+        .arg("check")
+        .arg("config")
+        .arg(d.join("prometheus.yml")));
+    assert!(ok, "{out}");
+    let (ok, out) = run(Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(d.join("rules.yml"))
+        .arg(d.join("alerts.yml")));
+    assert!(ok, "{out}");
+    assert!(out.contains("SUCCESS: 5 rules found"), "{out}");
+}
+
+#[test]
+fn every_alert_fires_where_it_must_and_not_elsewhere() {
+    let d = deploy().join("prometheus");
+    let (ok, out) = run(Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(d.join("tests/alerts_test.yml")));
+    assert!(ok, "{out}");
+    // every alert has a test
+    let alerts = std::fs::read_to_string(d.join("alerts.yml")).unwrap();
+    let tests = std::fs::read_to_string(d.join("tests/alerts_test.yml")).unwrap();
+    for line in alerts
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: "))
+    {
+        assert!(
+            tests.contains(&format!("alertname: {line}")),
+            "alert {line} has no promtool test"
+        );
+    }
+}
+
+#[test]
+fn the_dashboards_are_valid_and_their_queries_parse() {
+    let (ok, out) = run(Command::new("python3").arg(deploy().join("test/check_dashboards.py")));
+    assert!(ok, "{out}");
+    assert!(out.contains("2 dashboards"), "{out}");
+}
+
+/// A way to break a dashboard.
+type Breakage = (&'static str, fn(&mut serde_json::Value));
+
+/// The checker itself must fail on broken dashboards.
+#[test]
+fn the_dashboard_check_catches_broken_dashboards() {
+    let src = deploy();
+    let cases: [Breakage; 5] = [
+        ("duplicate panel id", |d| {
+            d["panels"][1]["id"] = d["panels"][0]["id"].clone()
+        }),
+        ("overlapping panels", |d| {
+            d["panels"][1]["gridPos"] = d["panels"][0]["gridPos"].clone()
+        }),
+        ("query that does not parse", |d| {
+            d["panels"][0]["targets"][0]["expr"] = "rate(proofline_gpu_busy_seconds_total[".into()
+        }),
+        ("not a Grafana dashboard", |d| {
+            d["panels"][0]["gridPos"]["w"] = "wide".into()
+        }),
+        ("repeated refId", |d| {
+            let t = d["panels"][0]["targets"][0].clone();
+            d["panels"][0]["targets"].as_array_mut().unwrap().push(t);
+        }),
+    ];
+    for (what, mutate) in cases {
+        let dir = std::env::temp_dir().join(format!(
+            "proofline-dash-{}-{}",
+            std::process::id(),
+            what.replace(' ', "-")
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("grafana/dashboards")).unwrap();
+        std::fs::create_dir_all(dir.join("grafana/schema")).unwrap();
+        std::fs::create_dir_all(dir.join("test")).unwrap();
+        std::fs::copy(
+            src.join("test/check_dashboards.py"),
+            dir.join("test/check_dashboards.py"),
+        )
+        .unwrap();
+        std::fs::copy(
+            src.join("grafana/schema/dashboard.schema.json"),
+            dir.join("grafana/schema/dashboard.schema.json"),
+        )
+        .unwrap();
+        let mut d: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(src.join("grafana/dashboards/prover.json")).unwrap(),
+        )
+        .unwrap();
+        mutate(&mut d);
+        std::fs::write(dir.join("grafana/dashboards/prover.json"), d.to_string()).unwrap();
+        let (ok, out) = run(Command::new("python3").arg(dir.join("test/check_dashboards.py")));
+        assert!(!ok, "the check passed a dashboard with a {what}:\n{out}");
+    }
+}
+
+#[test]
+fn the_committed_dashboards_are_what_the_generator_writes() {
+    let d = deploy().join("grafana/dashboards");
+    let out = std::env::temp_dir().join(format!("proofline-gen-{}", std::process::id()));
+    std::fs::create_dir_all(&out).unwrap();
+    let (ok, msg) = run(Command::new("python3")
+        .arg(deploy().join("grafana/gen_dashboards.py"))
+        .arg(&out));
+    assert!(ok, "{msg}");
+    for f in ["prover.json", "fleet.json"] {
+        assert_eq!(
+            std::fs::read_to_string(d.join(f)).unwrap(),
+            std::fs::read_to_string(out.join(f)).unwrap(),
+            "deploy/grafana/dashboards/{f} differs from gen_dashboards.py's output: run it and commit"
+        );
+    }
+}
