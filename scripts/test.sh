@@ -16,6 +16,17 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   fi
 fi
 
+# A real headless browser opens the HTML chart.
+if ! command -v chromium >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null
+  else
+    echo "scripts/test.sh: install Debian's chromium first" >&2
+    exit 1
+  fi
+fi
+
 # Python's jsonschema validates the Grafana dashboards against Grafana's schema.
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
 

@@ -187,6 +187,13 @@ impl UpdateSink for ProgressLine {
     }
 }
 
+fn engine_for_chart(cfg: &SimConfig) -> EngineConfig {
+    EngineConfig {
+        gpu_workers_per_device: cfg.workers_per_gpu,
+        ..EngineConfig::default()
+    }
+}
+
 pub fn demo(args: &DemoArgs) -> Result<()> {
     let cfg = args.sim_config()?;
     fs::create_dir_all(&args.out)
@@ -268,6 +275,23 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     fs::write(&report_path, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("cannot write {}", report_path.display()))?;
     print!("{}", proofline_core::text::render(&report));
+    // the chart of the log it wrote, next to it
+    let chart_path = args.out.join(format!("{}-timeline.html", args.instance));
+    let chart = crate::timeline::Timeline::from_log(
+        &log_path,
+        engine_for_chart(&cfg),
+        crate::timeline::DEFAULT_MAX_PARTITIONS,
+    )
+    .and_then(|t| {
+        crate::chart::write(
+            &t,
+            &format!("proofline demo: {}", args.instance),
+            &chart_path,
+        )
+    });
+    if let Err(e) = &chart {
+        eprintln!("proofline demo: no chart: {e:#}");
+    }
     println!();
     println!(
         "Simulated at {}x: multiply times by {} for cuzk's scale. {} partitions proved{}.",
@@ -285,6 +309,9 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         log_path.display(),
         report_path.display()
     );
+    if chart.is_ok() {
+        println!("Chart: {}", chart_path.display());
+    }
     println!(
         "Telemetry: {} events taken in, {} dropped (queue full), {} TIMELINE lines written",
         stats.received, stats.dropped, stats.written

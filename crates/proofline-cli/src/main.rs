@@ -4,7 +4,10 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
+mod chart;
 mod demo;
+mod export;
+mod timeline;
 mod watch;
 
 use anyhow::{Context, Result, bail};
@@ -27,6 +30,10 @@ enum Command {
     Analyze(AnalyzeArgs),
     /// Run a simulated cuzk prover with proofline inside it: live progress, TIMELINE log, report.
     Demo(demo::DemoArgs),
+    /// Draw the pipeline as a Gantt chart: SVG, or HTML that zooms and pans.
+    Chart(ChartArgs),
+    /// Export the pipeline for other viewers (Chrome/Perfetto trace-event JSON).
+    Export(ExportArgs),
     /// Follow a live log like `tail -F` and serve its metrics (for provers not instrumented yet).
     Watch(watch::WatchArgs),
     /// Write a simulated cuzk TIMELINE log (deterministic for a seed), for tests and benchmarks.
@@ -99,6 +106,72 @@ struct AnalyzeArgs {
 }
 
 #[derive(Debug, clap::Args)]
+struct ChartArgs {
+    /// The log: a file (plain or gzip) or `-` for stdin.
+    #[arg(value_name = "FILE|-")]
+    input: PathBuf,
+    /// Where to write the chart: `.svg`, or `.html` for a page that zooms and pans.
+    #[arg(short, long, default_value = "timeline.svg")]
+    output: PathBuf,
+    /// Draw at most this many partitions (the first ones).
+    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
+    max_partitions: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    /// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+    Perfetto,
+}
+
+#[derive(Debug, clap::Args)]
+struct ExportArgs {
+    /// The log: a file (plain or gzip) or `-` for stdin.
+    #[arg(value_name = "FILE|-")]
+    input: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
+    format: ExportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Export at most this many partitions (the first ones).
+    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
+    max_partitions: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+fn chart_cmd(args: &ChartArgs) -> Result<()> {
+    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
+    let title = format!("proofline timeline: {}", args.input.display());
+    chart::write(&t, &title, &args.output)?;
+    eprintln!("proofline: wrote {}", args.output.display());
+    Ok(())
+}
+
+fn export_cmd(args: &ExportArgs) -> Result<()> {
+    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
+    let ExportFormat::Perfetto = args.format;
+    let trace = export::perfetto(&t);
+    match &args.output {
+        Some(p) => {
+            let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+            serde_json::to_writer(io::BufWriter::new(f), &trace)?;
+        }
+        None => {
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            serde_json::to_writer(&mut out, &trace)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug, clap::Args)]
 struct GenerateArgs {
     /// Number of jobs.
     #[arg(long, default_value_t = 5)]
@@ -134,6 +207,8 @@ fn main() {
     let result = match cli.command {
         Command::Analyze(args) => analyze(&args),
         Command::Demo(args) => demo::demo(&args),
+        Command::Chart(args) => chart_cmd(&args),
+        Command::Export(args) => export_cmd(&args),
         Command::Watch(args) => watch::watch(&args),
         Command::Generate(args) => generate(&args),
     };

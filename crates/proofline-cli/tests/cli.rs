@@ -193,6 +193,12 @@ fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
     assert!(stdout.contains("Verdict:"), "{stdout}");
     assert!(stdout.contains("jobs complete 3"), "{stdout}");
     assert!(stdout.contains("t1-timeline.log"));
+    assert!(
+        stdout.contains("t1-timeline.html"),
+        "the demo draws its chart: {stdout}"
+    );
+    let chart = std::fs::read_to_string(out.join("t1-timeline.html")).unwrap();
+    assert_eq!(chart.matches("class=\"bar gpu\"").count(), 30);
     let stderr = String::from_utf8(run.stderr).unwrap();
     assert!(
         stderr.contains("sectors 3/3 done"),

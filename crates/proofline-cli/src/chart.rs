@@ -1,0 +1,485 @@
+//! `proofline chart`: a Gantt chart of the pipeline, as SVG or as an HTML page that zooms and
+//! pans.
+//!
+//! ```text
+//!  header: verdict and key numbers
+//!  axis (seconds)
+//!  Synthesis   slot 0..n    ███ sector-coloured synthesis bars
+//!  Queue       row 0..m     ░░░ synthesized, waiting for a GPU worker
+//!  GPU g       busy         ▇▇▇▇ merged busy ▕ idle gap (length) ▏  ┆ cross-sector transition
+//!              worker w     ▪███ lock wait + GPU bars (sub-rows where a worker's intervals overlap)
+//! ```
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use ::svg::Document;
+use ::svg::node::element::{Group, Line, Rectangle, Style, Text, Title};
+use anyhow::{Context, Result};
+
+use crate::timeline::{Timeline, rows};
+
+const LEFT: f64 = 170.0;
+const RIGHT: f64 = 30.0;
+const HEADER: f64 = 78.0;
+const AXIS: f64 = 26.0;
+const ROW: f64 = 16.0;
+const GROUP_GAP: f64 = 14.0;
+/// Rows of one lane group at most (more overlapping intervals share the last row).
+const MAX_ROWS: usize = 64;
+
+/// Sector colours (Tableau 10 and a few more), by order of first appearance.
+const PALETTE: [&str; 12] = [
+    "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#ff9da7",
+    "#af7aa1", "#17becf", "#8c564b", "#bcbd22",
+];
+
+const CSS: &str = "text{font-family:Helvetica,Arial,sans-serif;font-size:11px;fill:#222}\
+.h1{font-size:15px;font-weight:bold}.lane{fill:#555}.group{font-weight:bold;fill:#000}\
+.tick{stroke:#ddd;stroke-width:1}.ticklabel{fill:#777;font-size:10px}\
+.bar{stroke:none}.synthesis{opacity:0.95}.queue{opacity:0.35}.lock_wait{opacity:0.55}.gpu{opacity:0.9}\
+.busy{fill:#2ca02c;opacity:0.5}.gap{fill:#d62728}.gaplabel{fill:#d62728;font-size:10px}\
+.transition{stroke:#222;stroke-width:1;stroke-dasharray:3,2}.translabel{font-size:9px;fill:#222}";
+
+/// The chart's width in pixels for a run of `ms` milliseconds: ~5 px a second for short runs,
+/// capped so that 500 sectors stay drawable (the HTML page zooms).
+fn plot_width(ms: u64) -> f64 {
+    (ms as f64 / 1000.0 * 5.0).clamp(900.0, 24_000.0)
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+fn nice_step(span_s: f64, px: f64) -> f64 {
+    let target = span_s / (px / 90.0).max(1.0);
+    let mag = 10f64.powf(target.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= target)
+        .unwrap_or(10.0 * mag)
+}
+
+/// Builds the SVG document.
+pub fn svg(t: &Timeline, title: &str) -> Document {
+    let (t0, t1) = t.span();
+    let width = plot_width(t1 - t0);
+    let x = |ms: u64| LEFT + (ms.saturating_sub(t0)) as f64 / (t1 - t0) as f64 * width;
+    let w = |a: u64, b: u64| ((b.saturating_sub(a)) as f64 / (t1 - t0) as f64 * width).max(0.6);
+    let colour = t.job_index();
+    let col = |job: &str| PALETTE[colour.get(job).copied().unwrap_or(0) % PALETTE.len()];
+
+    let mut bars = Group::new().set("id", "bars");
+    let mut labels = Group::new().set("id", "labels");
+    let mut y = HEADER + AXIS;
+
+    // synthesis slots
+    let synth: Vec<(usize, (u64, u64))> = t
+        .parts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, (p.synth_start_ms?, p.synth_end_ms?))))
+        .collect();
+    let (srow, sn) = rows(&synth.iter().map(|s| s.1).collect::<Vec<_>>(), MAX_ROWS);
+    labels = labels.add(
+        Text::new("Synthesis")
+            .set("x", 8)
+            .set("y", y + 11.0)
+            .set("class", "group"),
+    );
+    for r in 0..sn {
+        labels = labels.add(
+            Text::new(format!("slot {r}"))
+                .set("x", 100)
+                .set("y", y + r as f64 * ROW + 11.0)
+                .set("class", "lane"),
+        );
+    }
+    for ((i, (s, e)), r) in synth.iter().zip(&srow) {
+        let p = &t.parts[*i];
+        bars = bars.add(bar(
+            x(*s),
+            y + *r as f64 * ROW,
+            w(*s, *e),
+            col(&p.job_id),
+            "synthesis",
+            &tip(p, "synthesis", *s, *e),
+        ));
+    }
+    y += sn as f64 * ROW + GROUP_GAP;
+
+    // the GPU queue
+    let queue: Vec<(usize, (u64, u64))> = t
+        .parts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| Some((i, (p.queue_start_ms?, p.pickup_ms.or(p.gpu_start_ms)?))))
+        .collect();
+    let (qrow, qn) = rows(&queue.iter().map(|s| s.1).collect::<Vec<_>>(), MAX_ROWS);
+    labels = labels.add(
+        Text::new("GPU queue")
+            .set("x", 8)
+            .set("y", y + 11.0)
+            .set("class", "group"),
+    );
+    for ((i, (s, e)), r) in queue.iter().zip(&qrow) {
+        let p = &t.parts[*i];
+        bars = bars.add(bar(
+            x(*s),
+            y + *r as f64 * ROW,
+            w(*s, *e),
+            col(&p.job_id),
+            "queue",
+            &tip(p, "queue", *s, *e),
+        ));
+    }
+    y += qn.max(1) as f64 * ROW + GROUP_GAP;
+
+    // GPUs: a busy row with gaps and transitions, then a row per worker
+    let mut by_gpu: BTreeMap<u32, BTreeMap<u32, Vec<usize>>> = BTreeMap::new();
+    for (i, p) in t.parts.iter().enumerate() {
+        if p.gpu_start_ms.is_some() && p.gpu_end_ms.is_some() {
+            by_gpu
+                .entry(t.gpu_of(p))
+                .or_default()
+                .entry(p.worker.unwrap_or(0))
+                .or_default()
+                .push(i);
+        }
+    }
+    for g in t
+        .busy
+        .iter()
+        .map(|b| b.0)
+        .chain(t.gaps.iter().map(|g| g.gpu))
+    {
+        by_gpu.entry(g).or_default();
+    }
+    let mut marks = Group::new().set("id", "marks");
+    for (gpu, workers) in &by_gpu {
+        labels = labels.add(
+            Text::new(format!("GPU {gpu}"))
+                .set("x", 8)
+                .set("y", y + 11.0)
+                .set("class", "group"),
+        );
+        labels = labels.add(
+            Text::new("busy")
+                .set("x", 100)
+                .set("y", y + 11.0)
+                .set("class", "lane"),
+        );
+        let mut open: Option<u64> = None;
+        for &(g, busy, at) in t.busy.iter().filter(|b| b.0 == *gpu) {
+            match (busy, open) {
+                (true, None) => open = Some(at),
+                (false, Some(s)) => {
+                    bars = bars.add(
+                        Rectangle::new()
+                            .set("x", x(s))
+                            .set("y", y + 2.0)
+                            .set("width", w(s, at))
+                            .set("height", ROW - 4.0)
+                            .set("class", "busy")
+                            .add(Title::new(format!("GPU {g} busy {}", secs(at - s)))),
+                    );
+                    open = None;
+                }
+                _ => {}
+            }
+        }
+        for gap in t.gaps.iter().filter(|g| g.gpu == *gpu) {
+            let gx = x(gap.start_ms);
+            let gw = w(gap.start_ms, gap.end_ms);
+            marks = marks.add(
+                Rectangle::new()
+                    .set("x", gx)
+                    .set("y", y)
+                    .set("width", gw.max(1.5))
+                    .set("height", ROW)
+                    .set("class", format!("gap {}", gap.boundary.as_str()))
+                    .add(Title::new(format!(
+                        "GPU {gpu} idle {} ({}) before {}",
+                        secs(gap.len_ms()),
+                        gap.boundary.as_str().replace('_', "-"),
+                        gap.next_job
+                    ))),
+            );
+            if gw > 28.0 || gap.len_ms() >= 500 {
+                marks = marks.add(
+                    Text::new(secs(gap.len_ms()))
+                        .set("x", gx + gw / 2.0)
+                        .set("y", y - 2.0)
+                        .set("text-anchor", "middle")
+                        .set("class", "gaplabel"),
+                );
+            }
+        }
+        let rows_here: usize = workers
+            .values()
+            .map(|idx| rows(&idx.iter().map(|&i| interval(t, i)).collect::<Vec<_>>(), 4).1)
+            .sum::<usize>()
+            .max(1);
+        let lanes_h = ROW + rows_here as f64 * ROW;
+        for tr in t.transitions.iter().filter(|tr| tr.gpu == *gpu) {
+            let tx = x(tr.to_first_gpu_start_ms);
+            marks = marks.add(
+                Line::new()
+                    .set("x1", tx)
+                    .set("x2", tx)
+                    .set("y1", y - 4.0)
+                    .set("y2", y + lanes_h)
+                    .set("class", "transition")
+                    .add(Title::new(format!(
+                        "{} -> {}: gap {} ms, hand-off {}, synthesis lead {}",
+                        tr.from_job,
+                        tr.to_job,
+                        tr.gap_ms,
+                        tr.handoff_ms.map_or("-".into(), |h| format!("{h} ms")),
+                        tr.synthesis_lead_ms
+                            .map_or("-".into(), |l| format!("{l} ms"))
+                    ))),
+            );
+            marks = marks.add(
+                Text::new(format!("{:+.1} s", tr.gap_ms as f64 / 1000.0))
+                    .set("x", tx + 2.0)
+                    .set("y", y + lanes_h - 2.0)
+                    .set("class", "translabel"),
+            );
+        }
+        y += ROW;
+        for (worker, idx) in workers {
+            let iv: Vec<(u64, u64)> = idx.iter().map(|&i| interval(t, i)).collect();
+            let (r, n) = rows(&iv, 4);
+            labels = labels.add(
+                Text::new(format!("worker {worker}"))
+                    .set("x", 100)
+                    .set("y", y + 11.0)
+                    .set("class", "lane"),
+            );
+            for (k, &i) in idx.iter().enumerate() {
+                let p = &t.parts[i];
+                let row_y = y + r[k] as f64 * ROW;
+                if let (Some(pick), Some(start)) = (p.pickup_ms, p.gpu_start_ms) {
+                    bars = bars.add(bar(
+                        x(pick),
+                        row_y,
+                        w(pick, start),
+                        col(&p.job_id),
+                        "lock_wait",
+                        &tip(p, "lock wait", pick, start),
+                    ));
+                }
+                let (s, e) = (p.gpu_start_ms.unwrap_or(0), p.gpu_end_ms.unwrap_or(0));
+                bars = bars.add(bar(
+                    x(s),
+                    row_y,
+                    w(s, e),
+                    col(&p.job_id),
+                    "gpu",
+                    &tip(p, "gpu", s, e),
+                ));
+            }
+            y += n.max(1) as f64 * ROW;
+        }
+        y += GROUP_GAP;
+    }
+
+    // axis and header
+    let height = y + 10.0;
+    let total_w = LEFT + width + RIGHT;
+    let mut axis = Group::new().set("id", "axis");
+    let span_s = (t1 - t0) as f64 / 1000.0;
+    let step = nice_step(span_s, width);
+    let mut s = 0.0;
+    while s <= span_s + 1e-9 {
+        let tx = LEFT + s / span_s * width;
+        axis = axis
+            .add(
+                Line::new()
+                    .set("x1", tx)
+                    .set("x2", tx)
+                    .set("y1", HEADER + AXIS - 6.0)
+                    .set("y2", height)
+                    .set("class", "tick"),
+            )
+            .add(
+                Text::new(format!("{s:.0} s"))
+                    .set("x", tx)
+                    .set("y", HEADER + AXIS - 10.0)
+                    .set("text-anchor", "middle")
+                    .set("class", "ticklabel"),
+            );
+        s += step;
+    }
+    let mut header = Group::new().set("id", "header");
+    header = header.add(Text::new(title).set("x", 8).set("y", 20).set("class", "h1"));
+    if let Some(r) = &t.report {
+        header = header.add(
+            Text::new(r.verdict.sentence.clone())
+                .set("x", 8)
+                .set("y", 40),
+        );
+        let s = &r.summary;
+        header = header.add(
+            Text::new(format!(
+                "{} jobs complete, {} incomplete · {} per proof (steady state) · GPU busy {} (merged intervals) · cold start {} · {} idle gaps, {} cross-sector",
+                s.jobs_complete,
+                s.jobs_incomplete,
+                s.seconds_per_proof.map_or("-".into(), |v| format!("{v:.2} s")),
+                s.steady_busy_ratio.or(s.busy_ratio).map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
+                s.cold_start_ms.map_or("-".into(), secs),
+                r.gpus.iter().map(|g| g.idle_total.count).sum::<u64>(),
+                r.gpus.iter().map(|g| g.idle_cross_sector.count).sum::<u64>(),
+            ))
+            .set("x", 8)
+            .set("y", 58),
+        );
+    }
+    Document::new()
+        .set("width", total_w)
+        .set("height", height)
+        .set("viewBox", (0, 0, total_w, height))
+        .add(Style::new(CSS))
+        .add(
+            Rectangle::new()
+                .set("width", total_w)
+                .set("height", height)
+                .set("fill", "#fff"),
+        )
+        .add(axis)
+        .add(header)
+        .add(labels)
+        .add(bars)
+        .add(marks)
+}
+
+fn interval(t: &Timeline, i: usize) -> (u64, u64) {
+    let p = &t.parts[i];
+    (
+        p.pickup_ms.or(p.gpu_start_ms).unwrap_or(0),
+        p.gpu_end_ms.unwrap_or(0),
+    )
+}
+
+fn tip(p: &proofline_core::report::PartitionRecord, stage: &str, s: u64, e: u64) -> String {
+    let part = p
+        .partition
+        .map_or_else(|| "whole proof".to_owned(), |p| format!("partition {p}"));
+    let worker = p
+        .worker
+        .map(|w| format!(", worker {w}"))
+        .unwrap_or_default();
+    format!(
+        "{} {part}{worker}: {stage} {} ({} ms .. {} ms)",
+        p.job_id,
+        secs(e.saturating_sub(s)),
+        s,
+        e
+    )
+}
+
+fn bar(x: f64, y: f64, w: f64, colour: &str, stage: &str, tip: &str) -> Rectangle {
+    let (top, h) = if stage == "lock_wait" {
+        (y + 5.0, ROW - 10.0)
+    } else {
+        (y + 1.0, ROW - 2.0)
+    };
+    Rectangle::new()
+        .set("x", x)
+        .set("y", top)
+        .set("width", w)
+        .set("height", h)
+        .set("fill", colour)
+        .set("class", format!("bar {stage}"))
+        .add(Title::new(tip))
+}
+
+/// An HTML page around the SVG: drag to pan, wheel (or the buttons) to zoom the time axis.
+pub fn html(doc: &Document, title: &str) -> String {
+    let svg = doc.to_string();
+    let mut out = String::with_capacity(svg.len() + 4096);
+    let esc = title
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;");
+    let _ = write!(
+        out,
+        r#"<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{esc}</title>
+<style>
+body{{margin:0;font-family:Helvetica,Arial,sans-serif;background:#fafafa}}
+#bar{{position:sticky;top:0;background:#fff;border-bottom:1px solid #ddd;padding:6px 10px;z-index:1}}
+#bar button{{margin-right:4px}} #hint{{color:#777;font-size:12px;margin-left:8px}}
+#view{{overflow:hidden;cursor:grab}} #view.drag{{cursor:grabbing}} svg{{display:block}}
+</style></head><body>
+<div id="bar"><button id="zin">zoom in</button><button id="zout">zoom out</button><button id="reset">reset</button>
+<span id="hint">wheel: zoom time · drag: pan · hover a bar for its numbers</span></div>
+<div id="view">
+{svg}
+</div>
+<script>
+(function () {{
+  var svg = document.querySelector('#view svg');
+  var full = svg.viewBox.baseVal;
+  var W = full.width, H = full.height;
+  var vx = 0, vw = W;
+  svg.setAttribute('width', '100%');
+  svg.removeAttribute('height');
+  function apply() {{
+    vw = Math.min(W, Math.max(W / 400, vw));
+    vx = Math.min(W - vw, Math.max(0, vx));
+    svg.setAttribute('viewBox', vx + ' 0 ' + vw + ' ' + H);
+    svg.setAttribute('preserveAspectRatio', 'none');
+    svg.style.height = (H * Math.max(1, window.innerWidth / W)) + 'px';
+  }}
+  function zoom(f, cx) {{
+    var at = vx + vw * cx;
+    vw = vw / f;
+    vx = at - vw * cx;
+    apply();
+  }}
+  svg.addEventListener('wheel', function (e) {{
+    e.preventDefault();
+    var r = svg.getBoundingClientRect();
+    zoom(e.deltaY < 0 ? 1.25 : 0.8, (e.clientX - r.left) / r.width);
+  }}, {{ passive: false }});
+  var view = document.getElementById('view'), drag = null;
+  view.addEventListener('mousedown', function (e) {{ drag = {{ x: e.clientX, vx: vx }}; view.classList.add('drag'); }});
+  window.addEventListener('mouseup', function () {{ drag = null; view.classList.remove('drag'); }});
+  window.addEventListener('mousemove', function (e) {{
+    if (!drag) return;
+    var r = svg.getBoundingClientRect();
+    vx = drag.vx - (e.clientX - drag.x) / r.width * vw;
+    apply();
+  }});
+  document.getElementById('zin').onclick = function () {{ zoom(2, 0.5); }};
+  document.getElementById('zout').onclick = function () {{ zoom(0.5, 0.5); }};
+  document.getElementById('reset').onclick = function () {{ vx = 0; vw = W; apply(); }};
+  // a long run opens on its first quarter; a short one whole
+  vw = W > 8000 ? W / 4 : W;
+  apply();
+  console.log('proofline-chart-ready ' + document.querySelectorAll('rect.bar').length + ' bars');
+}})();
+</script>
+</body></html>
+"#
+    );
+    out
+}
+
+/// Writes the chart to `out`: HTML when the name ends in `.html`/`.htm`, else SVG.
+pub fn write(t: &Timeline, title: &str, out: &Path) -> Result<()> {
+    let doc = svg(t, title);
+    let is_html = out
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
+    let body = if is_html {
+        html(&doc, title)
+    } else {
+        doc.to_string()
+    };
+    std::fs::write(out, body).with_context(|| format!("cannot write {}", out.display()))
+}
