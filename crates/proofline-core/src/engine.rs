@@ -190,6 +190,7 @@ impl Job {
 #[derive(Debug, Clone)]
 struct PrevJob {
     name: Arc<str>,
+    attempt: u32,
     last_end: u64,
     second_last_end: Option<u64>,
 }
@@ -1359,8 +1360,9 @@ impl Engine {
         } else {
             self.jobs_omitted += 1;
         }
-        sink.update(Update::Job(Arc::new(rec)));
+        // transitions into this job first, so that a sink sees them before the job's record
         self.drain_chains_of(idx, sink);
+        sink.update(Update::Job(Arc::new(rec)));
     }
 
     fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
@@ -1404,14 +1406,31 @@ impl Engine {
                 job.unobserved_gpu = true;
             }
         }
+        // the partitions that never finished, for charts and traces (not in the stage stats)
+        let unfinished: Vec<usize> = self.jobs[idx]
+            .as_ref()
+            .map(|j| {
+                j.parts
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| !p.done && p.t.iter().any(Option::is_some))
+                    .map(|(i, _)| i)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pidx in unfinished {
+            let rec = self.partition_record(idx, pidx);
+            sink.update(Update::Partition(Arc::new(rec)));
+        }
         let job = self.jobs[idx].as_ref().expect("job exists");
         let rec = self.job_record(job, status);
         self.jobs_incomplete += 1;
         if self.incomplete_rows.len() < self.cfg.max_rows {
             self.incomplete_rows.push(rec.clone());
         }
-        sink.update(Update::Job(Arc::new(rec)));
+        // transitions into this job first, so that a sink sees them before the job's record
         self.drain_chains_of(idx, sink);
+        sink.update(Update::Job(Arc::new(rec)));
     }
 
     fn drain_chains_of(&mut self, idx: usize, sink: &mut impl UpdateSink) {
@@ -1453,6 +1472,7 @@ impl Engine {
             let (run, to_attempt) = (job.run, job.attempt);
             let cur = PrevJob {
                 name: name.clone(),
+                attempt: to_attempt,
                 last_end,
                 second_last_end: dj.second_last_end,
             };
@@ -1461,6 +1481,7 @@ impl Engine {
                 let rec = TransitionRecord {
                     gpu,
                     from_job: prev.name,
+                    from_attempt: prev.attempt,
                     to_job: name,
                     run,
                     to_attempt,

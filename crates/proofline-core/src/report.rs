@@ -56,6 +56,20 @@ pub struct TelemetryCounts {
     pub malformed_lines: u64,
 }
 
+/// Counters of an exporter that pushes traces (OTLP), shared with the sinks that publish
+/// them (Prometheus) without the two depending on each other.
+#[derive(Debug, Default)]
+pub struct ExportCounters {
+    /// Traces handed to the exporter's queue.
+    pub traces_queued: std::sync::atomic::AtomicU64,
+    /// Traces dropped because the export queue was full.
+    pub traces_dropped: std::sync::atomic::AtomicU64,
+    /// Spans the collector accepted.
+    pub spans_exported: std::sync::atomic::AtomicU64,
+    /// Spans whose export failed (collector down, refused, timed out).
+    pub spans_failed: std::sync::atomic::AtomicU64,
+}
+
 /// Receives the engine's updates.
 pub trait UpdateSink {
     /// Called once per update, on the engine's thread.
@@ -246,6 +260,8 @@ pub struct TransitionRecord {
     pub gpu: u32,
     /// Job N.
     pub from_job: Arc<str>,
+    /// Attempt of job N.
+    pub from_attempt: u32,
     /// Job N+1.
     pub to_job: Arc<str>,
     /// Run of the log.

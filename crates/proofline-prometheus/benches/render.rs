@@ -68,6 +68,7 @@ fn populated() -> Arc<Metrics> {
         sink.update(Update::Transition(Arc::new(TransitionRecord {
             gpu,
             from_job: job.clone(),
+            from_attempt: 0,
             to_job: job.clone(),
             run: 0,
             to_attempt: 0,

@@ -1,0 +1,798 @@
+//! OTLP traces for proofline: one trace per job (sector), built when the job completes or is
+//! given up on, and sent to a collector (Jaeger, Tempo, an OpenTelemetry Collector).
+//!
+//! ```text
+//!  engine ─► Update::Partition (kept per job) ─┐
+//!           Update::Transition (into the job) ─┼─► Update::Job ─► trace ─try_send─► queue ─► exporter thread ─► OTLP
+//!                                              │                (bounded: full = dropped, counted)
+//! ```
+//!
+//! A trace: a root span for the job (its totals, cold start and transition numbers as
+//! attributes, a link to the root of the job before it on the GPU), a span per partition, and
+//! under each the stages `synthesis`, `queue`, `lock_wait` and `gpu` with their real start and
+//! end (the run's epoch + the TIMELINE offset). Trace ids come from
+//! [`proofline_core::ids::trace_id`], the ids of the Prometheus exemplars; span ids are derived
+//! from the trace id too, so replaying a log sends the very traces the live layer sent.
+//!
+//! The exporter runs on its own thread: a collector that is down, slow or hanging costs the
+//! prover nothing; traces that do not fit are dropped and counted
+//! ([`ExportCounters`]), and [`OtlpHandle::shutdown`] returns within its timeout, saying what
+//! was not delivered.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use opentelemetry::trace::{
+    Link, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
+};
+use opentelemetry::{InstrumentationScope, KeyValue};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
+use proofline_core::ids::trace_id;
+use proofline_core::report::{
+    ExportCounters, JobRecord, JobStatus, PartitionRecord, TransitionRecord, Update, UpdateSink,
+};
+
+/// Traces the export queue holds before new ones are dropped.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
+/// How long `shutdown` waits for the queue to drain by default.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// `service.name` when `OTEL_SERVICE_NAME` does not say.
+pub const DEFAULT_SERVICE_NAME: &str = "cuzk";
+
+/// How traces travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    /// OTLP/HTTP with protobuf bodies (default; `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`).
+    #[default]
+    HttpProtobuf,
+    /// OTLP/gRPC (the `grpc` feature).
+    #[cfg(feature = "grpc")]
+    Grpc,
+}
+
+/// Why the exporter could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum OtlpError {
+    /// The OTLP exporter could not be built (a bad endpoint or header in the `OTEL_*` variables).
+    #[error(
+        "cannot build the OTLP exporter: {0} (check OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables)"
+    )]
+    Build(String),
+    /// The exporter thread could not start.
+    #[error("cannot start the OTLP exporter thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// Why a shutdown did not deliver everything.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the OTLP exporter did not finish within {waited:?}: {queued} traces queued, {exported} spans exported, {failed} spans failed, {dropped} traces dropped; the rest was not delivered"
+)]
+pub struct ShutdownError {
+    /// How long we waited.
+    pub waited: Duration,
+    /// Traces handed to the queue.
+    pub queued: u64,
+    /// Spans the collector accepted.
+    pub exported: u64,
+    /// Spans whose export failed.
+    pub failed: u64,
+    /// Traces dropped, queue full.
+    pub dropped: u64,
+}
+
+/// Settings of the OTLP exporter. Unset endpoint, headers, timeout and resource come from
+/// the standard `OTEL_*` variables.
+#[derive(Debug, Clone)]
+pub struct OtlpConfig {
+    /// The run key of trace ids ([`proofline_core::ids::run_key`]).
+    pub run_key: String,
+    /// Wall-clock instant (Unix ms) that TIMELINE offsets count from.
+    pub epoch_unix_ms: u64,
+    /// Transport.
+    pub transport: Transport,
+    /// Collector endpoint; `None`: the `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables.
+    pub endpoint: Option<String>,
+    /// Export timeout; `None`: `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT`, else 10 s.
+    pub timeout: Option<Duration>,
+    /// Traces the queue holds.
+    pub queue_capacity: usize,
+    /// `service.name` when `OTEL_SERVICE_NAME`/`OTEL_RESOURCE_ATTRIBUTES` do not set one.
+    pub default_service_name: String,
+}
+
+impl OtlpConfig {
+    /// Defaults for a run.
+    pub fn new(run_key: impl Into<String>, epoch_unix_ms: u64) -> Self {
+        OtlpConfig {
+            run_key: run_key.into(),
+            epoch_unix_ms,
+            transport: Transport::default(),
+            endpoint: None,
+            timeout: None,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
+        }
+    }
+}
+
+/// Whether the environment configures an OTLP endpoint for traces.
+pub fn endpoint_from_env() -> Option<String> {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+}
+
+/// The resource: the `OTEL_*` detectors, with `service.name` defaulting to `cuzk`.
+pub fn resource(default_service_name: &str) -> Resource {
+    let env_sets_name = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|s| !s.is_empty())
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|s| s.contains("service.name="));
+    let b = Resource::builder();
+    if env_sets_name {
+        b.build()
+    } else {
+        b.with_service_name(default_service_name.to_owned()).build()
+    }
+}
+
+/// A trace: the spans of one job.
+type Trace = Vec<SpanData>;
+
+/// Builds traces from engine updates and queues them for export.
+#[derive(Debug)]
+pub struct OtlpSink {
+    builder: TraceBuilder,
+    tx: SyncSender<Trace>,
+    counters: Arc<ExportCounters>,
+    parts: HashMap<(u32, Arc<str>), Vec<Arc<PartitionRecord>>>,
+    transitions: HashMap<(u32, Arc<str>, u32), Vec<Arc<TransitionRecord>>>,
+}
+
+/// Controls the exporter thread.
+#[derive(Debug)]
+pub struct OtlpHandle {
+    counters: Arc<ExportCounters>,
+    done: Receiver<()>,
+    thread: Option<JoinHandle<()>>,
+    result: Option<Result<(), ShutdownError>>,
+    /// the sink's sender is dropped to close the queue; keep a way to close it if the sink is
+    /// still alive (shutdown before the engine finished)
+    closer: Arc<Mutex<bool>>,
+}
+
+/// Starts the exporter thread; returns the sink to add to the layer (or any engine) and the
+/// handle that shuts the exporter down.
+pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
+    let mut exporter = build_exporter(&cfg)?;
+    exporter.set_resource(&resource(&cfg.default_service_name));
+    let counters = Arc::new(ExportCounters::default());
+    let (tx, rx) = mpsc::sync_channel::<Trace>(cfg.queue_capacity.max(1));
+    let (done_tx, done_rx) = mpsc::channel();
+    let c = counters.clone();
+    let closer = Arc::new(Mutex::new(false));
+    let closed = closer.clone();
+    let thread = std::thread::Builder::new()
+        .name("proofline-otlp".into())
+        .spawn(move || {
+            for trace in rx {
+                if *closed
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                {
+                    break;
+                }
+                let n = trace.len() as u64;
+                match exporter.export_blocking(trace) {
+                    Ok(()) => c.spans_exported.fetch_add(n, Ordering::Relaxed),
+                    Err(_) => c.spans_failed.fetch_add(n, Ordering::Relaxed),
+                };
+            }
+            let _ = exporter.shutdown();
+            let _ = done_tx.send(());
+        })
+        .map_err(OtlpError::Thread)?;
+    let sink = OtlpSink {
+        builder: TraceBuilder {
+            run_key: cfg.run_key,
+            epoch_unix_ms: cfg.epoch_unix_ms,
+        },
+        tx,
+        counters: counters.clone(),
+        parts: HashMap::new(),
+        transitions: HashMap::new(),
+    };
+    let handle = OtlpHandle {
+        counters,
+        done: done_rx,
+        thread: Some(thread),
+        result: None,
+        closer,
+    };
+    Ok((sink, handle))
+}
+
+impl OtlpSink {
+    /// The exporter's counters (share them with the Prometheus sink).
+    pub fn counters(&self) -> Arc<ExportCounters> {
+        self.counters.clone()
+    }
+
+    /// The trace builder (for tests and replays that want the spans themselves).
+    pub fn builder(&self) -> &TraceBuilder {
+        &self.builder
+    }
+}
+
+impl UpdateSink for OtlpSink {
+    fn update(&mut self, update: Update) {
+        match update {
+            Update::Partition(p) => self
+                .parts
+                .entry((p.run, p.job_id.clone()))
+                .or_default()
+                .push(p),
+            Update::Transition(t) => self
+                .transitions
+                .entry((t.run, t.to_job.clone(), t.to_attempt))
+                .or_default()
+                .push(t),
+            Update::Job(j) => {
+                let parts = self
+                    .parts
+                    .remove(&(j.run, j.job_id.clone()))
+                    .unwrap_or_default();
+                let trs = self
+                    .transitions
+                    .remove(&(j.run, j.job_id.clone(), j.attempt))
+                    .unwrap_or_default();
+                let trace = self.builder.trace(&j, &parts, &trs);
+                self.counters.traces_queued.fetch_add(1, Ordering::Relaxed);
+                match self.tx.try_send(trace) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                        self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
+                        self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            Update::NewRun { .. } => {
+                self.parts.clear();
+                self.transitions.clear();
+            }
+            Update::IdleGap(_) | Update::GpuBusy { .. } => {}
+        }
+    }
+}
+
+impl OtlpHandle {
+    /// The exporter's counters.
+    pub fn counters(&self) -> Arc<ExportCounters> {
+        self.counters.clone()
+    }
+
+    /// Waits, at most `timeout`, for the queue to be exported. Call it after the engine has
+    /// finished (the layer's guard shut down, or the replay read to its end) and the sink was
+    /// dropped. Safe to call twice: later calls return the first result.
+    pub fn shutdown(&mut self, timeout: Duration) -> Result<(), ShutdownError> {
+        if let Some(r) = &self.result {
+            return r.clone();
+        }
+        let started = Instant::now();
+        let result = match self.done.recv_timeout(timeout) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if let Some(t) = self.thread.take() {
+                    let _ = t.join();
+                }
+                Ok(())
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                // stop exporting what is left; the thread ends when its current export does
+                *self
+                    .closer
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+                let c = &self.counters;
+                Err(ShutdownError {
+                    waited: started.elapsed(),
+                    queued: c.traces_queued.load(Ordering::Relaxed),
+                    exported: c.spans_exported.load(Ordering::Relaxed),
+                    failed: c.spans_failed.load(Ordering::Relaxed),
+                    dropped: c.traces_dropped.load(Ordering::Relaxed),
+                })
+            }
+        };
+        self.result = Some(result.clone());
+        result
+    }
+}
+
+impl Drop for OtlpHandle {
+    fn drop(&mut self) {
+        if self.result.is_none() {
+            if let Err(e) = self.shutdown(DEFAULT_SHUTDOWN_TIMEOUT) {
+                eprintln!("proofline: {e}");
+            }
+        }
+    }
+}
+
+/// Turns job records into spans.
+#[derive(Debug, Clone)]
+pub struct TraceBuilder {
+    /// The run key of trace ids.
+    pub run_key: String,
+    /// Unix ms of TIMELINE offset 0.
+    pub epoch_unix_ms: u64,
+}
+
+/// A span id derived from the trace id and a name (never zero).
+fn span_id(trace: &[u8; 16], what: &str) -> SpanId {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in trace.iter().chain(what.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    SpanId::from_bytes(if h == 0 { 1u64 } else { h }.to_be_bytes())
+}
+
+impl TraceBuilder {
+    fn time(&self, ms: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_millis(self.epoch_unix_ms + ms)
+    }
+
+    fn context(&self, trace: TraceId, span: SpanId) -> SpanContext {
+        SpanContext::new(
+            trace,
+            span,
+            TraceFlags::SAMPLED,
+            false,
+            TraceState::default(),
+        )
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn span(
+        &self,
+        trace: TraceId,
+        id: SpanId,
+        parent: SpanId,
+        name: String,
+        start: u64,
+        end: u64,
+        attributes: Vec<KeyValue>,
+        links: Vec<Link>,
+        status: Status,
+    ) -> SpanData {
+        SpanData {
+            span_context: self.context(trace, id),
+            parent_span_id: parent,
+            parent_span_is_remote: false,
+            span_kind: SpanKind::Internal,
+            name: Cow::Owned(name),
+            start_time: self.time(start),
+            end_time: self.time(end.max(start)),
+            attributes,
+            dropped_attributes_count: 0,
+            events: SpanEvents::default(),
+            links: {
+                let mut l = SpanLinks::default();
+                l.links = links;
+                l
+            },
+            status,
+            instrumentation_scope: InstrumentationScope::builder("proofline")
+                .with_version(env!("CARGO_PKG_VERSION"))
+                .build(),
+        }
+    }
+
+    /// The trace id of a job.
+    pub fn trace_id(&self, run: u32, job: &str, attempt: u32) -> TraceId {
+        TraceId::from_bytes(trace_id(&self.run_key, run, job, attempt).0)
+    }
+
+    /// The root span id of a job's trace.
+    pub fn root_id(&self, run: u32, job: &str, attempt: u32) -> SpanId {
+        span_id(&trace_id(&self.run_key, run, job, attempt).0, "root")
+    }
+
+    /// The spans of one job: root, partitions, stages.
+    pub fn trace(
+        &self,
+        job: &JobRecord,
+        parts: &[Arc<PartitionRecord>],
+        transitions: &[Arc<TransitionRecord>],
+    ) -> Trace {
+        let raw = trace_id(&self.run_key, job.run, &job.job_id, job.attempt).0;
+        let tid = TraceId::from_bytes(raw);
+        let root = span_id(&raw, "root");
+        let mut spans = Vec::with_capacity(1 + parts.len() * 5);
+
+        let edges = |p: &PartitionRecord| {
+            [
+                p.synth_start_ms,
+                p.synth_end_ms,
+                p.queue_start_ms,
+                p.pickup_ms,
+                p.gpu_start_ms,
+                p.gpu_end_ms,
+            ]
+        };
+        let first = parts.iter().flat_map(|p| edges(p)).flatten().min();
+        let last = parts.iter().flat_map(|p| edges(p)).flatten().max();
+        let start = job.first_synth_start_ms.or(first).unwrap_or(0);
+        let end = job
+            .last_gpu_end_ms
+            .or(last)
+            .unwrap_or(start)
+            .max(last.unwrap_or(0));
+
+        let kind = job.proof_kind.as_deref().unwrap_or("unknown");
+        let mut attrs = vec![
+            KeyValue::new("job.id", job.job_id.to_string()),
+            KeyValue::new("proof.kind", kind.to_owned()),
+            KeyValue::new("job.attempt", i64::from(job.attempt)),
+            KeyValue::new("job.run", i64::from(job.run)),
+            KeyValue::new("job.status", format!("{:?}", job.status).to_lowercase()),
+            KeyValue::new("job.incomplete", job.status != JobStatus::Complete),
+            KeyValue::new("partitions.done", i64::from(job.partitions_done)),
+            KeyValue::new("synthesis.total_ms", job.synthesis_total_ms as i64),
+            KeyValue::new("gpu.total_ms", job.gpu_total_ms as i64),
+        ];
+        if let Some(n) = job.partitions_expected {
+            attrs.push(KeyValue::new("partitions.expected", i64::from(n)));
+        }
+        if let Some(w) = job.wall_ms {
+            attrs.push(KeyValue::new("wall_ms", w as i64));
+        }
+        if let Some(c) = job.cold_start_ms {
+            attrs.push(KeyValue::new("cold_start_ms", c as i64));
+        }
+        if job.unobserved_gpu {
+            attrs.push(KeyValue::new("gpu.unobserved", true));
+        }
+        let mut links = Vec::new();
+        // the transition into this job (the first GPU's, when it ran on several)
+        let mut trs: Vec<&Arc<TransitionRecord>> = transitions.iter().collect();
+        trs.sort_by_key(|t| t.gpu);
+        if let Some(t) = trs.first() {
+            attrs.push(KeyValue::new("transition.from_job", t.from_job.to_string()));
+            attrs.push(KeyValue::new("transition.gpu", i64::from(t.gpu)));
+            attrs.push(KeyValue::new("transition.gap_ms", t.gap_ms));
+            attrs.push(KeyValue::new("transition.overlap_ms", t.overlap_ms as i64));
+            if let Some(h) = t.handoff_ms {
+                attrs.push(KeyValue::new("transition.handoff_ms", h));
+            }
+            if let Some(l) = t.synthesis_lead_ms {
+                attrs.push(KeyValue::new("synthesis.lead_ms", l));
+            }
+        }
+        for t in &trs {
+            // the root of the job before this one on that GPU
+            let prev_tid = self.trace_id(t.run, &t.from_job, t.from_attempt);
+            let prev_root = self.root_id(t.run, &t.from_job, t.from_attempt);
+            links.push(Link::new(
+                self.context(prev_tid, prev_root),
+                vec![
+                    KeyValue::new("link.kind", "previous_sector"),
+                    KeyValue::new("gpu", i64::from(t.gpu)),
+                ],
+                0,
+            ));
+        }
+        let status = match job.status {
+            JobStatus::Complete => Status::Unset,
+            other => Status::error(format!("incomplete: {other:?}").to_lowercase()),
+        };
+        spans.push(self.span(
+            tid,
+            root,
+            SpanId::INVALID,
+            format!("{kind} {}", job.job_id),
+            start,
+            end,
+            attrs,
+            links,
+            status,
+        ));
+
+        for p in parts {
+            let name = p
+                .partition
+                .map_or_else(|| "proof".to_owned(), |n| format!("partition {n}"));
+            let pid = span_id(&raw, &name);
+            let (Some(ps), Some(pe)) = (
+                edges(p).into_iter().flatten().min(),
+                edges(p).into_iter().flatten().max(),
+            ) else {
+                continue;
+            };
+            let mut pattrs = Vec::new();
+            if let Some(n) = p.partition {
+                pattrs.push(KeyValue::new("partition", i64::from(n)));
+            }
+            if let Some(w) = p.worker {
+                pattrs.push(KeyValue::new("gpu.worker", i64::from(w)));
+            }
+            if let Some(g) = p.gpu {
+                pattrs.push(KeyValue::new("gpu.id", i64::from(g)));
+            }
+            let done = p.gpu_end_ms.is_some();
+            let pstatus = if done {
+                Status::Unset
+            } else {
+                Status::error("unfinished")
+            };
+            spans.push(self.span(
+                tid,
+                pid,
+                root,
+                name.clone(),
+                ps,
+                pe,
+                pattrs.clone(),
+                Vec::new(),
+                pstatus,
+            ));
+            let stage = |stage: &str, s: Option<u64>, e: Option<u64>, extra: Vec<KeyValue>| {
+                let (Some(s), Some(e)) = (s, e) else {
+                    return None;
+                };
+                let mut a = pattrs.clone();
+                a.extend(extra);
+                Some(self.span(
+                    tid,
+                    span_id(&raw, &format!("{name}/{stage}")),
+                    pid,
+                    stage.to_owned(),
+                    s,
+                    e,
+                    a,
+                    Vec::new(),
+                    Status::Unset,
+                ))
+            };
+            let synth_extra = p
+                .synth_reported_ms
+                .map(|v| vec![KeyValue::new("synth_ms.reported", v as i64)])
+                .unwrap_or_default();
+            let gpu_extra = p
+                .gpu_reported_ms
+                .map(|v| vec![KeyValue::new("gpu_ms.reported", v as i64)])
+                .unwrap_or_default();
+            spans.extend(
+                [
+                    stage("synthesis", p.synth_start_ms, p.synth_end_ms, synth_extra),
+                    stage(
+                        "queue",
+                        p.queue_start_ms,
+                        p.pickup_ms.or(p.gpu_start_ms),
+                        Vec::new(),
+                    ),
+                    stage("lock_wait", p.pickup_ms, p.gpu_start_ms, Vec::new()),
+                    stage("gpu", p.gpu_start_ms, p.gpu_end_ms, gpu_extra),
+                ]
+                .into_iter()
+                .flatten(),
+            );
+        }
+        spans
+    }
+}
+
+/// The exporter behind one interface, whatever its transport.
+enum Exporter {
+    Http(opentelemetry_otlp::SpanExporter),
+    #[cfg(feature = "grpc")]
+    Grpc(opentelemetry_otlp::SpanExporter, tokio::runtime::Runtime),
+}
+
+impl Exporter {
+    fn set_resource(&mut self, r: &Resource) {
+        match self {
+            Exporter::Http(e) => e.set_resource(r),
+            #[cfg(feature = "grpc")]
+            Exporter::Grpc(e, _) => e.set_resource(r),
+        }
+    }
+
+    fn export_blocking(&self, trace: Trace) -> opentelemetry_sdk::error::OTelSdkResult {
+        match self {
+            // the blocking reqwest client runs the request inside the future: poll it here
+            Exporter::Http(e) => block_on(e.export(trace)),
+            #[cfg(feature = "grpc")]
+            Exporter::Grpc(e, rt) => rt.block_on(e.export(trace)),
+        }
+    }
+
+    fn shutdown(&mut self) -> opentelemetry_sdk::error::OTelSdkResult {
+        match self {
+            Exporter::Http(e) => e.shutdown(),
+            #[cfg(feature = "grpc")]
+            Exporter::Grpc(e, rt) => {
+                let _g = rt.enter();
+                e.shutdown()
+            }
+        }
+    }
+}
+
+fn build_exporter(cfg: &OtlpConfig) -> Result<Exporter, OtlpError> {
+    use opentelemetry_otlp::WithExportConfig;
+    match cfg.transport {
+        Transport::HttpProtobuf => {
+            let mut b = opentelemetry_otlp::SpanExporter::builder()
+                .with_http()
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+            if let Some(e) = &cfg.endpoint {
+                b = b.with_endpoint(e.clone());
+            }
+            if let Some(t) = cfg.timeout {
+                b = b.with_timeout(t);
+            }
+            // reqwest's blocking client starts its own runtime: build it off any tokio runtime
+            let exporter = std::thread::scope(|s| s.spawn(move || b.build()).join())
+                .map_err(|_| OtlpError::Build("the exporter builder panicked".into()))?
+                .map_err(|e| OtlpError::Build(e.to_string()))?;
+            Ok(Exporter::Http(exporter))
+        }
+        #[cfg(feature = "grpc")]
+        Transport::Grpc => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| OtlpError::Build(e.to_string()))?;
+            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            if let Some(e) = &cfg.endpoint {
+                b = b.with_endpoint(e.clone());
+            }
+            if let Some(t) = cfg.timeout {
+                b = b.with_timeout(t);
+            }
+            let exporter = {
+                let _g = rt.enter();
+                b.build().map_err(|e| OtlpError::Build(e.to_string()))?
+            };
+            Ok(Exporter::Grpc(exporter, rt))
+        }
+    }
+}
+
+impl std::fmt::Debug for Exporter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Exporter")
+    }
+}
+
+/// Polls a future to completion on this thread, parking between polls.
+fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        match fut.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park_timeout(Duration::from_millis(50)),
+        }
+    }
+}
+
+/// Unix milliseconds of a wall-clock time.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Parses an RFC 3339 timestamp (`2026-11-30T01:31:00Z`, `...T01:31:00.250+01:00`) to Unix ms.
+pub fn parse_rfc3339(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let b = s.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't' | b' ')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
+    let (y, mo, d, h, mi, sec) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+        num(17..19)?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
+        return None;
+    }
+    let mut rest = &s[19..];
+    let mut ms = 0i64;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return None;
+        }
+        let f = &frac[..digits];
+        ms = format!("{:0<3}", &f[..f.len().min(3)]).parse().ok()?;
+        rest = &frac[digits..];
+    }
+    let offset_min = match rest {
+        "Z" | "z" => 0,
+        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) && &r[3..4] == ":" => {
+            let sign = if r.starts_with('-') { -1 } else { 1 };
+            sign * (r[1..3].parse::<i64>().ok()? * 60 + r[4..6].parse::<i64>().ok()?)
+        }
+        _ => return None,
+    };
+    // days from civil (Howard Hinnant)
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let total = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
+    u64::try_from(total * 1000 + ms).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339("2026-11-30T01:31:00Z"),
+            Some(1_795_995_060_000)
+        );
+        assert_eq!(
+            parse_rfc3339("2026-11-30T02:31:00.25+01:00"),
+            Some(1_795_995_060_250)
+        );
+        assert_eq!(
+            parse_rfc3339("2024-02-29T12:00:00-05:30"),
+            Some(1_709_227_800_000)
+        );
+        for bad in [
+            "2026-11-30",
+            "2026-13-01T00:00:00Z",
+            "2026-11-30T01:31:00",
+            "yesterday",
+            "2026-11-30T01:31:00.Z",
+        ] {
+            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn span_ids_are_stable_and_distinct() {
+        let t = [7u8; 16];
+        assert_eq!(span_id(&t, "root"), span_id(&t, "root"));
+        assert_ne!(span_id(&t, "root"), span_id(&t, "partition 0"));
+        assert_ne!(
+            span_id(&t, "partition 1/gpu"),
+            span_id(&t, "partition 1/queue")
+        );
+    }
+}
