@@ -24,7 +24,7 @@ use proofline_core::{Engine, EngineConfig, parse_line};
 use proofline_otlp::{OtlpConfig, Transport};
 use prost::Message;
 
-const EPOCH_MS: u64 = 1_795_995_060_000; // 2026-11-30T01:31:00Z
+const EPOCH_MS: u64 = 1_796_002_260_000; // 2026-11-30T01:31:00Z
 
 /// The known-answer log: four jobs of two partitions on one GPU (see known_answers.rs).
 const LOG: &str = include_str!("data/four_jobs.log");
@@ -239,7 +239,7 @@ mod tokio_stream_like {
 }
 
 fn cfg(endpoint: String) -> OtlpConfig {
-    let mut c = OtlpConfig::new("test@1795995060000", EPOCH_MS);
+    let mut c = OtlpConfig::new("test@1796002260000", EPOCH_MS);
     c.endpoint = Some(endpoint);
     c.timeout = Some(Duration::from_secs(2));
     c
@@ -363,7 +363,7 @@ fn check_known_log(spans: &[Span]) {
     assert_eq!(int(gpu, "gpu.id"), Some(0));
     assert_eq!(int(gpu, "gpu_ms.reported"), Some(2300));
     // the exemplar ids of the Prometheus exporter are these trace ids
-    let want = proofline_core::ids::trace_id("test@1795995060000", 0, "a", 0);
+    let want = proofline_core::ids::trace_id("test@1796002260000", 0, "a", 0);
     assert_eq!(a.trace_id, want.0.to_vec());
 }
 
