@@ -212,6 +212,21 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     };
     let mut builder = TimelineLayer::builder();
     let mut server = None;
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let key = run_key(&args.instance, epoch);
+    // OTLP traces when the standard variables name a collector
+    let mut otlp_handle = None;
+    let mut export_counters = None;
+    if proofline_otlp::endpoint_from_env().is_some() {
+        let (sink, handle) =
+            proofline_otlp::start(proofline_otlp::OtlpConfig::new(key.clone(), epoch))?;
+        eprintln!("proofline demo: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
+        export_counters = Some(sink.counters());
+        builder = builder.sink(sink);
+        otlp_handle = Some(handle);
+    }
     if !args.no_metrics {
         let mut addr = args.metrics_addr;
         if let Some(p) = args.port {
@@ -223,10 +238,11 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
             "proofline demo: metrics on http://{}/metrics",
             srv.local_addr()
         );
-        let epoch = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
-        builder = builder.sink(PrometheusSink::new(metrics, run_key(&args.instance, epoch)));
+        let mut prom = PrometheusSink::new(metrics, key.clone());
+        if let Some(c) = &export_counters {
+            prom = prom.with_export_counters(c.clone());
+        }
+        builder = builder.sink(prom);
         server = Some(srv);
     }
     let (layer, mut guard) = builder
@@ -269,6 +285,11 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         .shutdown(Duration::from_secs(10))
         .map_err(anyhow::Error::from)?;
     let stats = guard.stats();
+    if let Some(mut h) = otlp_handle.take() {
+        if let Err(e) = h.shutdown(Duration::from_secs(10)) {
+            eprintln!("proofline demo: {e}");
+        }
+    }
     if tty {
         eprintln!();
     }

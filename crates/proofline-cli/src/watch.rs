@@ -38,6 +38,25 @@ pub struct WatchArgs {
     engine: EngineArgs,
 }
 
+/// The sinks `watch` feeds.
+struct WatchSinks {
+    prom: PrometheusSink,
+    otlp: Option<proofline_otlp::OtlpSink>,
+}
+
+impl UpdateSink for WatchSinks {
+    fn update(&mut self, update: proofline_core::Update) {
+        if let Some(s) = &mut self.otlp {
+            s.update(update.clone());
+        }
+        self.prom.update(update);
+    }
+
+    fn tick(&mut self, live: &proofline_core::LiveState, counts: &TelemetryCounts) {
+        self.prom.tick(live, counts);
+    }
+}
+
 /// A file followed like `tail -F`.
 struct Tail {
     path: PathBuf,
@@ -208,7 +227,21 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     let server = proofline_prometheus::serve(metrics.clone(), args.metrics_addr)?;
     let mut engine = Engine::new(args.engine.config());
     let mut feeder = LineFeeder::new();
-    let mut sink = PrometheusSink::new(metrics.clone(), run_key(&args.instance, unix_ms()));
+    let mut prom = PrometheusSink::new(metrics.clone(), run_key(&args.instance, unix_ms()));
+    // OTLP traces when the standard variables name a collector
+    let mut otlp = None;
+    let mut _otlp_handle = None;
+    if proofline_otlp::endpoint_from_env().is_some() {
+        let (s, h) = proofline_otlp::start(proofline_otlp::OtlpConfig::new(
+            run_key(&args.instance, unix_ms()),
+            unix_ms(),
+        ))?;
+        eprintln!("proofline watch: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
+        prom = prom.with_export_counters(s.counters());
+        otlp = Some(s);
+        _otlp_handle = Some(h);
+    }
+    let mut sink = WatchSinks { prom, otlp };
     let mut epoch_known = false;
     let mut tail = Tail::new(&args.log);
     let mut first_open = true;
@@ -272,7 +305,11 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             }
             if !epoch_known {
                 // the run's epoch: now minus the newest offset when reading starts
-                sink.set_run_key(run_key(&args.instance, unix_ms().saturating_sub(o)));
+                let epoch = unix_ms().saturating_sub(o);
+                sink.prom.set_run_key(run_key(&args.instance, epoch));
+                if let Some(s) = &mut sink.otlp {
+                    s.set_run(run_key(&args.instance, epoch), epoch);
+                }
                 epoch_known = true;
             }
         }

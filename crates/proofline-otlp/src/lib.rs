@@ -105,6 +105,8 @@ pub struct OtlpConfig {
     pub queue_capacity: usize,
     /// `service.name` when `OTEL_SERVICE_NAME`/`OTEL_RESOURCE_ATTRIBUTES` do not set one.
     pub default_service_name: String,
+    /// Wait for room in the queue instead of dropping (for replays, never for a live prover).
+    pub block_when_full: bool,
 }
 
 impl OtlpConfig {
@@ -118,6 +120,7 @@ impl OtlpConfig {
             timeout: None,
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
+            block_when_full: false,
         }
     }
 }
@@ -155,6 +158,7 @@ pub struct OtlpSink {
     counters: Arc<ExportCounters>,
     parts: HashMap<(u32, Arc<str>), Vec<Arc<PartitionRecord>>>,
     transitions: HashMap<(u32, Arc<str>, u32), Vec<Arc<TransitionRecord>>>,
+    block_when_full: bool,
 }
 
 /// Controls the exporter thread.
@@ -209,6 +213,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         counters: counters.clone(),
         parts: HashMap::new(),
         transitions: HashMap::new(),
+        block_when_full: cfg.block_when_full,
     };
     let handle = OtlpHandle {
         counters,
@@ -229,6 +234,14 @@ impl OtlpSink {
     /// The trace builder (for tests and replays that want the spans themselves).
     pub fn builder(&self) -> &TraceBuilder {
         &self.builder
+    }
+
+    /// Changes the run (for readers that learn the epoch from the first event they read).
+    pub fn set_run(&mut self, run_key: impl Into<String>, epoch_unix_ms: u64) {
+        self.builder = TraceBuilder {
+            run_key: run_key.into(),
+            epoch_unix_ms,
+        };
     }
 }
 
@@ -256,6 +269,13 @@ impl UpdateSink for OtlpSink {
                     .unwrap_or_default();
                 let trace = self.builder.trace(&j, &parts, &trs);
                 self.counters.traces_queued.fetch_add(1, Ordering::Relaxed);
+                if self.block_when_full {
+                    if self.tx.send(trace).is_err() {
+                        self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
+                        self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return;
+                }
                 match self.tx.try_send(trace) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {

@@ -152,6 +152,9 @@ pub struct Metrics {
     jobs_incomplete: Family<ReasonL, Counter>,
     events_dropped: Counter,
     malformed_lines: Counter,
+    otlp_traces_dropped: Counter,
+    otlp_spans_exported: Counter,
+    otlp_spans_failed: Counter,
     folded: Family<LabelL, Counter>,
 }
 
@@ -178,6 +181,9 @@ impl Metrics {
             jobs_incomplete: Family::default(),
             events_dropped: Counter::default(),
             malformed_lines: Counter::default(),
+            otlp_traces_dropped: Counter::default(),
+            otlp_spans_exported: Counter::default(),
+            otlp_spans_failed: Counter::default(),
             folded: Family::default(),
             registry: Registry::default(),
         };
@@ -406,6 +412,7 @@ pub struct PrometheusSink {
     completions: VecDeque<u64>,
     dropped_seen: u64,
     malformed_seen: u64,
+    export: Option<(Arc<proofline_core::report::ExportCounters>, [u64; 3])>,
 }
 
 impl PrometheusSink {
@@ -427,7 +434,17 @@ impl PrometheusSink {
             completions: VecDeque::new(),
             dropped_seen: 0,
             malformed_seen: 0,
+            export: None,
         }
+    }
+
+    /// Publishes an OTLP exporter's counters too (`proofline_otlp_*`).
+    pub fn with_export_counters(
+        mut self,
+        counters: Arc<proofline_core::report::ExportCounters>,
+    ) -> Self {
+        self.export = Some((counters, [0; 3]));
+        self
     }
 
     /// Changes the run key (for readers that learn the run's epoch from the first event).
@@ -609,6 +626,25 @@ impl UpdateSink for PrometheusSink {
                 .events_dropped
                 .inc_by(counts.events_dropped - self.dropped_seen);
             self.dropped_seen = counts.events_dropped;
+        }
+        if let Some((c, seen)) = &mut self.export {
+            use std::sync::atomic::Ordering::Relaxed;
+            let now = [
+                c.traces_dropped.load(Relaxed),
+                c.spans_exported.load(Relaxed),
+                c.spans_failed.load(Relaxed),
+            ];
+            let metrics = [
+                &self.m.otlp_traces_dropped,
+                &self.m.otlp_spans_exported,
+                &self.m.otlp_spans_failed,
+            ];
+            for i in 0..3 {
+                if now[i] > seen[i] {
+                    metrics[i].inc_by(now[i] - seen[i]);
+                    seen[i] = now[i];
+                }
+            }
         }
         if counts.malformed_lines > self.malformed_seen {
             self.m

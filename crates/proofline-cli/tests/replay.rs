@@ -1,0 +1,213 @@
+//! `proofline replay` sends an old log's traces to a real OTLP/HTTP endpoint on 127.0.0.1
+//! (a plain socket server here, decoding the protobuf body with opentelemetry-proto).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::Command;
+use std::sync::mpsc;
+
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+
+fn proofline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proofline"))
+}
+
+/// Accepts OTLP/HTTP posts, answers 200, and hands every span over.
+fn receiver() -> (String, mpsc::Receiver<Span>) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in l.incoming() {
+            let Ok(stream) = stream else { continue };
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(stream.try_clone().unwrap());
+                let mut w = stream;
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    let mut first = true;
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if first {
+                            assert!(line.starts_with("POST /v1/traces "), "{line}");
+                            first = false;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap();
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    r.read_exact(&mut body).unwrap();
+                    let req =
+                        ExportTraceServiceRequest::decode(body.as_slice()).expect("OTLP protobuf");
+                    for rs in req.resource_spans {
+                        for ss in rs.scope_spans {
+                            for s in ss.spans {
+                                let _ = tx.send(s);
+                            }
+                        }
+                    }
+                    let resp = ExportTraceServiceResponse {
+                        partial_success: None,
+                    }
+                    .encode_to_vec();
+                    let _ = write!(
+                        w,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+                        resp.len()
+                    );
+                    let _ = w.write_all(&resp);
+                }
+            });
+        }
+    });
+    (format!("http://{addr}"), rx)
+}
+
+#[test]
+fn replay_sends_one_trace_per_job_at_the_epoch_given() {
+    let dir = std::env::temp_dir().join(format!("proofline-replay-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "5", "-o"])
+            .arg(&log)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (endpoint, rx) = receiver();
+    let out = proofline()
+        .args([
+            "replay",
+            "--endpoint",
+            &endpoint,
+            "--epoch",
+            "2026-11-30T01:31:00Z",
+            "--instance",
+            "old",
+        ])
+        .arg(&log)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("255 spans exported, 0 spans failed"), "{err}");
+    let spans: Vec<Span> = rx.try_iter().collect();
+    assert_eq!(
+        spans.len(),
+        255,
+        "5 jobs x (1 root + 10 partitions x 5 spans)"
+    );
+    let epoch_ns = 1_796_002_260_000u64 * 1_000_000;
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(roots.len(), 5);
+    // job 0 starts at offset 0: its root starts at the epoch
+    let first = roots
+        .iter()
+        .find(|s| s.name == "porep-c2 porep-1000-0")
+        .unwrap();
+    assert_eq!(first.start_time_unix_nano, epoch_ns);
+    // its trace id is the one the Prometheus exemplars of that run carry
+    let want = proofline_core::ids::trace_id(
+        &proofline_core::ids::run_key("old", 1_796_002_260_000),
+        0,
+        "porep-1000-0",
+        0,
+    );
+    assert_eq!(first.trace_id, want.0.to_vec());
+    // every later sector links to the one before it
+    assert_eq!(roots.iter().filter(|s| s.links.len() == 1).count(), 4);
+}
+
+#[test]
+fn replay_without_a_collector_or_with_a_bad_epoch_says_what_is_wrong() {
+    let out = proofline()
+        .args(["replay", "some.log"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no collector: pass --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT")
+    );
+    let out = proofline()
+        .args([
+            "replay",
+            "--endpoint",
+            "http://127.0.0.1:9",
+            "--epoch",
+            "yesterday",
+            "some.log",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("--epoch `yesterday` is not an RFC 3339 time")
+    );
+}
+
+#[test]
+fn the_demo_sends_traces_when_the_otel_variables_name_a_collector() {
+    let dir = std::env::temp_dir().join(format!("proofline-demo-otlp-{}", std::process::id()));
+    let (endpoint, rx) = receiver();
+    let out = proofline()
+        .args([
+            "demo",
+            "--speed",
+            "100",
+            "--jobs",
+            "2",
+            "--no-metrics",
+            "--instance",
+            "traced",
+            "--out",
+        ])
+        .arg(&dir)
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env("OTEL_SERVICE_NAME", "cuzk-demo")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spans: Vec<Span> = rx.try_iter().collect();
+    assert_eq!(
+        spans.len(),
+        2 * 51,
+        "2 jobs x (1 root + 10 partitions x 5 spans)"
+    );
+    assert_eq!(
+        spans.iter().filter(|s| s.parent_span_id.is_empty()).count(),
+        2
+    );
+}
