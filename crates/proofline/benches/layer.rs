@@ -76,11 +76,56 @@ where
         .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
 }
 
+/// A layer that does nothing: the floor of any layer's cost.
+struct Noop;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Noop {}
+
+/// A layer that looks at every callback (new, enter, close) and returns at once: what a
+/// layer pays just to be called.
+struct Touch;
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Touch {
+    fn on_new_span(
+        &self,
+        a: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        black_box(a.metadata());
+    }
+    fn on_enter(&self, id: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        black_box(id);
+    }
+    fn on_close(&self, id: tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+        black_box(id);
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("span_lifecycle");
     let registry = || Dispatch::new(tracing_subscriber::registry());
     run(&mut g, "registry/mapped", registry(), mapped!());
     run(&mut g, "registry/unmapped", registry(), unmapped!());
+    run(
+        &mut g,
+        "noop_layer/unmapped",
+        Dispatch::new(tracing_subscriber::registry().with(Noop)),
+        unmapped!(),
+    );
+    run(
+        &mut g,
+        "touch_layer/unmapped",
+        Dispatch::new(tracing_subscriber::registry().with(Touch)),
+        unmapped!(),
+    );
+    {
+        let (layer, _guard) = TimelineLayer::builder().no_timeline().build();
+        run(
+            &mut g,
+            "timeline_fresh/unmapped",
+            Dispatch::new(tracing_subscriber::registry().with(layer)),
+            unmapped!(),
+        );
+    }
 
     let (layer, guard) = TimelineLayer::builder().no_timeline().build();
     let timeline = Dispatch::new(tracing_subscriber::registry().with(layer));

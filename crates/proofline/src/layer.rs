@@ -182,6 +182,14 @@ impl LayerStats {
     }
 }
 
+/// A queue entry: an event, and whether a GPU_QUEUE at the same instant follows it (one
+/// entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub ev: Event,
+    pub then_queue: bool,
+}
+
 /// Per-span state, kept in the span's extensions.
 #[derive(Debug)]
 struct SpanState {
@@ -197,7 +205,7 @@ struct SpanState {
 #[derive(Debug)]
 pub struct TimelineLayer {
     pub(crate) cfg: Arc<LayerConfig>,
-    pub(crate) queue: Arc<ArrayQueue<Event>>,
+    pub(crate) queue: Arc<ArrayQueue<Queued>>,
     pub(crate) closed: Arc<AtomicBool>,
     pub(crate) stats: Arc<LayerStats>,
     pub(crate) epoch: Instant,
@@ -314,10 +322,13 @@ impl TimelineLayer {
             .unwrap_or_else(|| self.cfg.interesting(meta))
     }
 
-    fn send(&self, ev: Event) {
-        let pushed = !self.closed.load(Ordering::Relaxed) && self.queue.push(ev).is_ok();
+    fn send(&self, ev: Event, then_queue: bool) {
+        let pushed = !self.closed.load(Ordering::Relaxed)
+            && self.queue.push(Queued { ev, then_queue }).is_ok();
         if !pushed {
-            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .dropped
+                .fetch_add(1 + u64::from(then_queue), Ordering::Relaxed);
             if !self.stats.warned.load(Ordering::Relaxed)
                 && !self.stats.warned.swap(true, Ordering::Relaxed)
             {
@@ -364,16 +375,11 @@ impl TimelineLayer {
             if mask & (1 << kind.index()) == 0 {
                 continue;
             }
-            if let Some(ev) = self.make(kind, f, at, ms) {
-                self.send(ev);
-            }
-            if kind == EventKind::SynthEnd
+            let then_queue = kind == EventKind::SynthEnd
                 && self.cfg.gpu_queue_on_synth_end
-                && mask & (1 << EventKind::GpuQueue.index()) == 0
-            {
-                if let Some(ev) = self.make(EventKind::GpuQueue, f, at, None) {
-                    self.send(ev);
-                }
+                && mask & (1 << EventKind::GpuQueue.index()) == 0;
+            if let Some(ev) = self.make(kind, f, at, ms) {
+                self.send(ev, then_queue);
             }
         }
     }
@@ -484,6 +490,9 @@ where
     }
 
     fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+        if !self.live.maybe(&id) {
+            return;
+        }
         let Some(span) = ctx.span(&id) else { return };
         let Some(st) = span.extensions_mut().remove::<SpanState>() else {
             return;
@@ -557,7 +566,7 @@ where
             ev.synth_ms = v.synth_ms;
             ev.gpu_ms = v.gpu_ms;
         }
-        self.send(ev);
+        self.send(ev, false);
     }
 }
 

@@ -214,7 +214,7 @@ impl Builder {
             event_target: self.event_target,
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
-        let queue = Arc::new(ArrayQueue::new(self.channel_capacity));
+        let queue = Arc::new(ArrayQueue::<layer::Queued>::new(self.channel_capacity));
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let stats = Arc::new(LayerStats::default());

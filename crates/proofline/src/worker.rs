@@ -20,12 +20,12 @@ use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use proofline_core::Event;
 use proofline_core::engine::LiveState;
 use proofline_core::report::{TelemetryCounts, Update, UpdateSink};
 use proofline_core::{Engine, Report, codec};
+use proofline_core::{Event, EventKind, TimelineEvent};
 
-use crate::layer::LayerStats;
+use crate::layer::{LayerStats, Queued};
 
 /// Events handled between two ticks at most, so gauges stay fresh under load.
 const MAX_BATCH: usize = 4096;
@@ -51,7 +51,7 @@ impl UpdateSink for Sinks {
 }
 
 pub(crate) struct Worker {
-    pub queue: Arc<ArrayQueue<Event>>,
+    pub queue: Arc<ArrayQueue<Queued>>,
     pub shutdown: Arc<AtomicBool>,
     pub poll: Duration,
     pub engine: Engine,
@@ -75,9 +75,9 @@ impl Worker {
             let stop = self.shutdown.load(Ordering::Acquire);
             let mut n = 0;
             while n < MAX_BATCH {
-                let Some(ev) = self.queue.pop() else { break };
-                self.handle(ev, &mut line);
-                n += 1;
+                let Some(q) = self.queue.pop() else { break };
+                n += 1 + usize::from(q.then_queue);
+                self.handle_queued(q, &mut line);
             }
             if n > 0 {
                 self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
@@ -109,6 +109,20 @@ impl Worker {
         };
         let live = self.engine.live();
         self.sinks.tick(&live, &counts);
+    }
+
+    fn handle_queued(&mut self, q: Queued, line: &mut String) {
+        let queue_ev = q.then_queue.then(|| {
+            let mut g =
+                TimelineEvent::new(q.ev.offset_ms, EventKind::GpuQueue, q.ev.job_id.clone());
+            g.partition = q.ev.partition;
+            g.monolithic = q.ev.partition.is_none();
+            g
+        });
+        self.handle(q.ev, line);
+        if let Some(g) = queue_ev {
+            self.handle(g, line);
+        }
     }
 
     fn handle(&mut self, ev: Event, line: &mut String) {
