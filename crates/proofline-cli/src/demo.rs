@@ -21,15 +21,12 @@ use tracing_subscriber::prelude::*;
 
 use crate::parse_pair;
 
-/// Runs a simulated cuzk prover with proofline inside it and shows where its time goes.
+/// The simulated prover's shape and faults, shared by `demo` and `generate`.
 #[derive(Debug, clap::Args)]
-pub struct DemoArgs {
+pub struct SimArgs {
     /// Jobs (sectors) to prove.
     #[arg(long, default_value_t = 8)]
     jobs: usize,
-    /// Simulated time runs this many times faster than cuzk (6: a 37 s proof takes 6 s).
-    #[arg(long, default_value_t = 6.0)]
-    speed: f64,
     /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
     #[arg(long)]
     mixed: bool,
@@ -45,7 +42,7 @@ pub struct DemoArgs {
     /// Seed of the random durations.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Fault: hold back synthesis of job N (0-based) for MS milliseconds of cuzk time.
+    /// Fault: synthesis hangs MS milliseconds (cuzk time) in job N's first partition (0-based).
     #[arg(long, value_name = "N:MS")]
     stall: Option<String>,
     /// Fault: GPU G's kernels take FACTOR times as long.
@@ -57,31 +54,11 @@ pub struct DemoArgs {
     /// Fault: GPU worker W panics during its N-th partition (0-based).
     #[arg(long, value_name = "W:N")]
     panic_worker: Option<String>,
-    /// Keep proving new jobs until the process is stopped (for dashboards).
-    #[arg(long)]
-    forever: bool,
-    /// Name of this prover, used in file names (run several side by side).
-    #[arg(long, default_value = "demo")]
-    instance: String,
-    /// Folder for the TIMELINE log and the report.
-    #[arg(long, default_value = "out")]
-    out: PathBuf,
-    /// Where to serve Prometheus /metrics and /healthz (loopback unless told otherwise).
-    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
-    metrics_addr: SocketAddr,
-    /// Shorthand: serve /metrics on this port (of --metrics-addr's address).
-    #[arg(long)]
-    port: Option<u16>,
-    /// Serve no metrics.
-    #[arg(long)]
-    no_metrics: bool,
-    /// Keep serving metrics this many seconds after the last job (so a scraper sees the end).
-    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
-    linger: u64,
 }
 
-impl DemoArgs {
-    fn sim_config(&self) -> Result<SimConfig> {
+impl SimArgs {
+    /// The simulator's configuration.
+    pub fn sim_config(&self) -> Result<SimConfig> {
         let mut cfg = if self.mixed {
             SimConfig::mixed(self.jobs)
         } else {
@@ -105,6 +82,37 @@ impl DemoArgs {
         }
         Ok(cfg)
     }
+}
+
+/// Runs a simulated cuzk prover with proofline inside it and shows where its time goes.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    sim: SimArgs,
+    /// Simulated time runs this many times faster than cuzk (6: a 37 s proof takes 6 s).
+    #[arg(long, default_value_t = 6.0)]
+    speed: f64,
+    /// Keep proving new jobs until the process is stopped (for dashboards).
+    #[arg(long)]
+    forever: bool,
+    /// Name of this prover, used in file names (run several side by side).
+    #[arg(long, default_value = "demo")]
+    instance: String,
+    /// Folder for the TIMELINE log and the report.
+    #[arg(long, default_value = "out")]
+    out: PathBuf,
+    /// Where to serve Prometheus /metrics and /healthz (loopback unless told otherwise).
+    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
+    metrics_addr: SocketAddr,
+    /// Shorthand: serve /metrics on this port (of --metrics-addr's address).
+    #[arg(long)]
+    port: Option<u16>,
+    /// Serve no metrics.
+    #[arg(long)]
+    no_metrics: bool,
+    /// Keep serving metrics this many seconds after the last job (so a scraper sees the end).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    linger: u64,
 }
 
 /// Prints a progress line to stderr once a second.
@@ -195,7 +203,7 @@ fn engine_for_chart(cfg: &SimConfig) -> EngineConfig {
 }
 
 pub fn demo(args: &DemoArgs) -> Result<()> {
-    let cfg = args.sim_config()?;
+    let cfg = args.sim.sim_config()?;
     fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let log_path = args.out.join(format!("{}-timeline.log", args.instance));
@@ -263,7 +271,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     eprintln!(
         "proofline demo: {} {} job(s) on {} GPU(s) x {} workers, {} synthesis workers, {}x cuzk speed; TIMELINE log: {}",
         cfg.jobs.len(),
-        if args.mixed { "mixed" } else { "PoRep" },
+        if args.sim.mixed { "mixed" } else { "PoRep" },
         cfg.gpus,
         cfg.workers_per_gpu,
         cfg.synth_workers,

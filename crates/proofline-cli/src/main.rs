@@ -278,30 +278,11 @@ fn export_cmd(args: &ExportArgs) -> Result<()> {
 
 #[derive(Debug, clap::Args)]
 struct GenerateArgs {
-    /// Number of jobs.
-    #[arg(long, default_value_t = 5)]
-    jobs: usize,
-    /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
-    #[arg(long)]
-    mixed: bool,
-    /// GPUs.
-    #[arg(long, default_value_t = 1)]
-    gpus: u32,
-    /// GPU workers per GPU.
-    #[arg(long, default_value_t = 2)]
-    workers_per_gpu: u32,
-    /// Synthesis workers.
-    #[arg(long, default_value_t = 10)]
-    synth_workers: u32,
-    /// Seed of the random durations.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
+    #[command(flatten)]
+    sim: demo::SimArgs,
     /// Print lines up to this many ms out of time order, as concurrent threads do.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     shuffle_ms: u64,
-    /// Hold back synthesis of job N (0-based) for MS milliseconds: `N:MS`.
-    #[arg(long, value_name = "N:MS")]
-    stall: Option<String>,
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -496,23 +477,8 @@ fn parse_pair<A: std::str::FromStr, B: std::str::FromStr>(s: &str, flag: &str) -
 }
 
 fn generate(args: &GenerateArgs) -> Result<()> {
-    let mut cfg = if args.mixed {
-        proofline_sim::SimConfig::mixed(args.jobs)
-    } else {
-        proofline_sim::SimConfig::porep(args.jobs)
-    };
-    cfg.gpus = args.gpus.max(1);
-    cfg.workers_per_gpu = args.workers_per_gpu.max(1);
-    cfg.synth_workers = args.synth_workers.max(1);
-    cfg.seed = args.seed;
+    let mut cfg = args.sim.sim_config()?;
     cfg.shuffle_ms = args.shuffle_ms;
-    if let Some(s) = &args.stall {
-        let (n, ms) = s.split_once(':').context("--stall takes N:MS")?;
-        cfg.faults.stall_before_job = Some((
-            n.parse().context("--stall N")?,
-            ms.parse().context("--stall MS")?,
-        ));
-    }
     match &args.output {
         Some(p) => {
             let mut w = io::BufWriter::new(

@@ -5,58 +5,20 @@
 //! deploy/'s config and rules are used as they are, except that the clock is compressed: the
 //! demos run 20x faster than cuzk, so the thresholds marked in alerts.yml are scaled.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+use common::{Proc, free_port, http_get, urlencode};
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
 }
 
-/// Kills the process when dropped: the test stops everything it started.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    Some((head.split(' ').nth(1)?.parse().ok()?, body.to_owned()))
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
 fn wait_ready(addr: &str, path: &str, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(addr, path).is_none_or(|(s, _)| s != 200) {
+    while http_get(addr, path, None).is_none_or(|(s, ..)| s != 200) {
         assert!(
             Instant::now() < deadline,
             "{what} did not become ready on {addr}"
@@ -179,7 +141,8 @@ fn the_gpu_idle_alert_reaches_alertmanager_for_the_stalled_prover_only() {
     // the GPU-idle alert reaches Alertmanager, for the stalled prover
     let deadline = Instant::now() + Duration::from_secs(60);
     let idle_instances = loop {
-        let (_, body) = http_get(&am_addr, "/api/v2/alerts").unwrap_or((0, "[]".into()));
+        let (_, _, body) =
+            http_get(&am_addr, "/api/v2/alerts", None).unwrap_or((0, String::new(), "[]".into()));
         let alerts: serde_json::Value =
             serde_json::from_str(&body).unwrap_or(serde_json::json!([]));
         let idle: Vec<String> = alerts
@@ -226,9 +189,10 @@ fn the_gpu_idle_alert_reaches_alertmanager_for_the_stalled_prover_only() {
         empty.clear();
         for q in queries {
             let expr = q["expr"].as_str().unwrap();
-            let (status, body) = http_get(
+            let (status, _, body) = http_get(
                 &prom_addr,
                 &format!("/api/v1/query?query={}", urlencode(expr)),
+                None,
             )
             .unwrap();
             assert_eq!(status, 200, "{expr}: {body}");
@@ -249,7 +213,7 @@ fn the_gpu_idle_alert_reaches_alertmanager_for_the_stalled_prover_only() {
     );
 
     // still no alert for any other prover
-    let (_, body) = http_get(&am_addr, "/api/v2/alerts").unwrap();
+    let (_, _, body) = http_get(&am_addr, "/api/v2/alerts", None).unwrap();
     let alerts: serde_json::Value = serde_json::from_str(&body).unwrap();
     for a in alerts.as_array().unwrap() {
         if a["labels"]["alertname"] == "ProoflineGpuIdleBetweenSectors" {

@@ -912,10 +912,7 @@ impl Engine {
                 }
             }
             EventKind::SynthEnd => {
-                if part.in_synth {
-                    part.in_synth = false;
-                    self.synthesizing -= 1;
-                }
+                leave(&mut part.in_synth, &mut self.synthesizing);
                 job.first_synth_end = Some(job.first_synth_end.map_or(e.t, |v| v.min(e.t)));
                 part.synth_reported = e.synth_ms;
                 if let Some(s) = part.t[EventKind::SynthStart.index()] {
@@ -932,24 +929,15 @@ impl Engine {
                 Self::enqueue(part, e.t, &mut self.queue_depth, &mut self.max_queue);
             }
             EventKind::GpuPickup => {
-                if part.queued {
-                    part.queued = false;
-                    self.queue_depth -= 1;
-                }
+                leave(&mut part.queued, &mut self.queue_depth);
                 if part.t[EventKind::GpuStart.index()].is_none() {
                     part.picked = true;
                     self.picked_up += 1;
                 }
             }
             EventKind::GpuStart => {
-                if part.queued {
-                    part.queued = false;
-                    self.queue_depth -= 1;
-                }
-                if part.picked {
-                    part.picked = false;
-                    self.picked_up -= 1;
-                }
+                leave(&mut part.queued, &mut self.queue_depth);
+                leave(&mut part.picked, &mut self.picked_up);
                 if part.t[EventKind::GpuEnd.index()].is_some() {
                     // GPU_END came first (late GPU_START): close the interval now
                     let end = part.t[EventKind::GpuEnd.index()].unwrap_or(e.t);
@@ -1074,14 +1062,8 @@ impl Engine {
                     Self::dev_end(dev, at, uid, self.cfg.busy_window_ms, sink);
                 } else if part.t[EventKind::GpuStart.index()].is_none() {
                     // GPU_END without GPU_START: the GPU time is unobserved
-                    if part.picked {
-                        part.picked = false;
-                        self.picked_up -= 1;
-                    }
-                    if part.queued {
-                        part.queued = false;
-                        self.queue_depth -= 1;
-                    }
+                    leave(&mut part.picked, &mut self.picked_up);
+                    leave(&mut part.queued, &mut self.queue_depth);
                     job.unobserved_gpu = true;
                 }
                 let rec = self.partition_record(idx, pidx);
@@ -1374,18 +1356,9 @@ impl Engine {
         let uid = job.uid;
         self.next_sweep = self.next_sweep.min(retain.max(now + 1));
         for part in &mut job.parts {
-            if part.in_synth {
-                part.in_synth = false;
-                self.synthesizing -= 1;
-            }
-            if part.queued {
-                part.queued = false;
-                self.queue_depth -= 1;
-            }
-            if part.picked {
-                part.picked = false;
-                self.picked_up -= 1;
-            }
+            leave(&mut part.in_synth, &mut self.synthesizing);
+            leave(&mut part.queued, &mut self.queue_depth);
+            leave(&mut part.picked, &mut self.picked_up);
             if part.gpu_open {
                 // close at the latest instant observed on the device: unobserved, not busy
                 part.gpu_open = false;
@@ -1700,6 +1673,13 @@ impl Engine {
             transitions_omitted: self.tr_omitted,
             incomplete: self.incomplete_rows.clone(),
         }
+    }
+}
+
+/// Clears an in-flight flag and the gauge that counts it.
+fn leave(flag: &mut bool, gauge: &mut u32) {
+    if std::mem::take(flag) {
+        *gauge -= 1;
     }
 }
 

@@ -11,44 +11,13 @@ use proofline_prometheus::{Metrics, PrometheusSink};
 
 /// Four jobs of two partitions on one GPU (the known-answer log of the core tests), plus a
 /// proof kind that needs escaping.
-const LOG: &str = "\
-TIMELINE,0,SYNTH_START,a,partition=0
-TIMELINE,0,SYNTH_START,a,partition=1
-TIMELINE,1000,SYNTH_END,a,partition=0,synth_ms=1000
-TIMELINE,1000,GPU_START,a,worker=0,partition=0
-TIMELINE,1200,SYNTH_END,a,partition=1,synth_ms=1200
-TIMELINE,1200,GPU_START,a,worker=1,partition=1
-TIMELINE,1500,SYNTH_START,b,partition=0
-TIMELINE,1500,SYNTH_START,b,partition=1
-TIMELINE,2000,SYNTH_START,c,partition=0
-TIMELINE,2000,SYNTH_START,c,partition=1
-TIMELINE,2500,SYNTH_END,b,partition=0,synth_ms=1000
-TIMELINE,3000,GPU_END,a,worker=0,partition=0,gpu_ms=2000
-TIMELINE,3000,GPU_START,b,worker=0,partition=0
-TIMELINE,3000,SYNTH_START,d,partition=0
-TIMELINE,3000,SYNTH_START,d,partition=1
-TIMELINE,3500,GPU_END,a,worker=1,partition=1,gpu_ms=2300
-TIMELINE,4000,SYNTH_END,b,partition=1,synth_ms=2500
-TIMELINE,5000,GPU_END,b,worker=0,partition=0,gpu_ms=2000
-TIMELINE,6000,GPU_START,b,worker=1,partition=1
-TIMELINE,6500,SYNTH_END,c,partition=0,synth_ms=4500
-TIMELINE,6500,SYNTH_END,c,partition=1,synth_ms=4500
-TIMELINE,7000,GPU_END,b,worker=1,partition=1,gpu_ms=1000
-TIMELINE,8000,GPU_START,c,worker=0,partition=0
-TIMELINE,9000,GPU_END,c,worker=0,partition=0,gpu_ms=1000
-TIMELINE,9000,GPU_START,c,worker=1,partition=1
-TIMELINE,9000,GPU_END,c,worker=1,partition=1,gpu_ms=0
-TIMELINE,9200,SYNTH_END,d,partition=0,synth_ms=6200
-TIMELINE,9400,SYNTH_END,d,partition=1,synth_ms=6400
-TIMELINE,9500,GPU_START,d,worker=0,partition=0
-TIMELINE,10000,GPU_END,d,worker=0,partition=0,gpu_ms=500
-TIMELINE,10000,GPU_START,d,worker=1,partition=1
-TIMELINE,10500,GPU_END,d,worker=1,partition=1,gpu_ms=500
-TIMELINE,11000,SYNTH_START,winpost-1-x,kind=winning \"post\"
-TIMELINE,11500,SYNTH_END,winpost-1-x,synth_ms=500
-TIMELINE,11500,GPU_START,winpost-1-x,worker=2
-TIMELINE,11800,GPU_END,winpost-1-x,worker=2,gpu_ms=300
-";
+const LOG: &str = concat!(
+    include_str!("../../../tests/tests/data/four_jobs.log"),
+    "TIMELINE,11000,SYNTH_START,winpost-1-x,kind=winning \"post\"\n",
+    "TIMELINE,11500,SYNTH_END,winpost-1-x,synth_ms=500\n",
+    "TIMELINE,11500,GPU_START,winpost-1-x,worker=2\n",
+    "TIMELINE,11800,GPU_END,winpost-1-x,worker=2,gpu_ms=300\n",
+);
 
 fn rendered() -> std::sync::Arc<Metrics> {
     let metrics = Metrics::new();
