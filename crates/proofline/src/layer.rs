@@ -16,6 +16,7 @@ use std::time::Instant;
 
 use crossbeam_queue::ArrayQueue;
 use proofline_core::{Event, EventKind, TimelineEvent, codec};
+use rustc_hash::FxHashMap as HashMap;
 use tracing::field::{Field, Visit};
 use tracing::span;
 use tracing::subscriber::Interest;
@@ -182,6 +183,44 @@ impl LayerStats {
     }
 }
 
+/// The layer's per-span state, by span id, in shards of its own: a span's edges cost a
+/// short uncontended lock here instead of a registry lookup plus its extension map (the
+/// extension map's boxed insert and remove were a third of a mapped span's cost).
+#[derive(Debug)]
+pub(crate) struct SpanTable {
+    shards: Box<[Mutex<HashMap<u64, SpanState>>]>,
+}
+
+impl SpanTable {
+    const SHARDS: usize = 64;
+
+    pub fn new() -> Self {
+        SpanTable {
+            shards: (0..Self::SHARDS)
+                .map(|_| Mutex::new(HashMap::default()))
+                .collect(),
+        }
+    }
+
+    fn shard(&self, id: &span::Id) -> std::sync::MutexGuard<'_, HashMap<u64, SpanState>> {
+        self.shards[id.into_u64() as usize % Self::SHARDS]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn insert(&self, id: &span::Id, st: SpanState) {
+        self.shard(id).insert(id.into_u64(), st);
+    }
+
+    fn with<R>(&self, id: &span::Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
+        self.shard(id).get_mut(&id.into_u64()).map(f)
+    }
+
+    fn remove(&self, id: &span::Id) -> Option<SpanState> {
+        self.shard(id).remove(&id.into_u64())
+    }
+}
+
 /// A queue entry: an event, and whether a GPU_QUEUE at the same instant follows it (one
 /// entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
 #[derive(Debug)]
@@ -211,6 +250,7 @@ pub struct TimelineLayer {
     pub(crate) epoch: Instant,
     pub(crate) callsites: CallsiteSet,
     pub(crate) live: LiveSpans,
+    pub(crate) spans: SpanTable,
 }
 
 /// A lock-free set of the callsites the layer wants (their metadata addresses): written
@@ -385,20 +425,42 @@ impl TimelineLayer {
     }
 }
 
-/// The fields of the nearest ancestor that carries any, merged with what it inherited
-/// (one lookup per ancestor up to the first one of ours; usually the direct parent).
-fn inherited<S>(span: &tracing_subscriber::registry::SpanRef<'_, S>) -> SpanFields
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
-    let mut parent = span.parent();
-    while let Some(p) = parent {
-        if let Some(st) = p.extensions().get::<SpanState>() {
-            return st.merged();
+impl TimelineLayer {
+    /// What the nearest ancestor that carries fields knew (its own merged with what it
+    /// inherited). The parent is looked up in the layer's table; the registry is walked only
+    /// when the parent is not one of the layer's spans.
+    fn inherited<S>(&self, attrs: &span::Attributes<'_>, ctx: &Context<'_, S>) -> SpanFields
+    where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let parent = if let Some(p) = attrs.parent() {
+            Some(p.clone())
+        } else if attrs.is_contextual() {
+            ctx.current_span().id().cloned()
+        } else {
+            None
+        };
+        let Some(parent) = parent else {
+            return SpanFields::default();
+        };
+        if self.live.maybe(&parent) {
+            if let Some(f) = self.spans.with(&parent, |st| st.merged()) {
+                return f;
+            }
         }
-        parent = p.parent();
+        let Some(span) = ctx.span(&parent) else {
+            return SpanFields::default();
+        };
+        for ancestor in span.scope() {
+            let aid = ancestor.id();
+            if self.live.maybe(&aid) {
+                if let Some(f) = self.spans.with(&aid, |st| st.merged()) {
+                    return f;
+                }
+            }
+        }
+        SpanFields::default()
     }
-    SpanFields::default()
 }
 
 impl SpanState {
@@ -425,7 +487,6 @@ where
         if !self.wants(attrs.metadata()) {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
         let mut fields = SpanFields::default();
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
@@ -434,7 +495,7 @@ where
         let inherited = if fields.complete() {
             SpanFields::default()
         } else {
-            inherited(&span)
+            self.inherited(attrs, &ctx)
         };
         let rules = self.cfg.rules_for(attrs.metadata().name());
         let state = SpanState {
@@ -445,56 +506,48 @@ where
         };
         let created = rules[Edge::Created.index()];
         let emit = (created != 0).then(|| state.merged());
-        span.extensions_mut().insert(state);
+        self.spans.insert(id, state);
         self.live.add(id);
         if let Some(f) = emit {
             self.emit_mask(created, &f, Instant::now(), None);
         }
     }
 
-    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, ctx: Context<'_, S>) {
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, _ctx: Context<'_, S>) {
         if !self.live.maybe(id) {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        let mut ext = span.extensions_mut();
-        if let Some(st) = ext.get_mut::<SpanState>() {
+        self.spans.with(id, |st| {
             values.record(&mut FieldVisitor {
                 names: &self.cfg.fields,
                 out: &mut st.fields,
-            });
-        }
+            })
+        });
     }
 
-    fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+    fn on_enter(&self, id: &span::Id, _ctx: Context<'_, S>) {
         if !self.live.maybe(id) {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        let (mask, fields, at) = {
-            let mut ext = span.extensions_mut();
-            let Some(st) = ext.get_mut::<SpanState>() else {
-                return;
-            };
+        let found = self.spans.with(id, |st| {
             if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
-                return;
+                return None;
             }
             let at = Instant::now();
             st.first_enter = Some(at);
             let mask = st.rules[Edge::FirstEnter.index()];
-            (mask, (mask != 0).then(|| st.merged()), at)
-        };
-        if let Some(f) = fields {
+            Some((mask, (mask != 0).then(|| st.merged()), at))
+        });
+        if let Some(Some((mask, Some(f), at))) = found {
             self.emit_mask(mask, &f, at, None);
         }
     }
 
-    fn on_close(&self, id: span::Id, ctx: Context<'_, S>) {
+    fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
         if !self.live.maybe(&id) {
             return;
         }
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(st) = span.extensions_mut().remove::<SpanState>() else {
+        let Some(st) = self.spans.remove(&id) else {
             return;
         };
         self.live.remove(&id);
@@ -539,8 +592,12 @@ where
         if !f.complete() {
             if let Some(scope) = ctx.event_scope(event) {
                 for span in scope {
-                    if let Some(st) = span.extensions().get::<SpanState>() {
-                        f.inherit(&st.fields);
+                    let sid = span.id();
+                    if self.live.maybe(&sid) {
+                        if let Some(m) = self.spans.with(&sid, |st| st.merged()) {
+                            f.inherit(&m);
+                            break;
+                        }
                     }
                 }
             }

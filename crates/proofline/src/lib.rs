@@ -21,7 +21,7 @@ use crossbeam_queue::ArrayQueue;
 use proofline_core::report::UpdateSink;
 use proofline_core::{Engine, EngineConfig};
 
-use crate::layer::{CallsiteSet, LayerConfig, LiveSpans};
+use crate::layer::{CallsiteSet, LayerConfig, LiveSpans, SpanTable};
 use crate::worker::{Sinks, Worker};
 
 /// Events the queue between the prover and the worker holds before it drops.
@@ -248,6 +248,7 @@ impl Builder {
             epoch,
             callsites: CallsiteSet::new(),
             live: LiveSpans::new(),
+            spans: SpanTable::new(),
         };
         let guard = TimelineGuard {
             shutdown,
