@@ -18,7 +18,7 @@ use ::svg::Document;
 use ::svg::node::element::{Group, Line, Rectangle, Style, Text, Title};
 use anyhow::{Context, Result};
 
-use crate::timeline::{Timeline, rows};
+use crate::timeline::{Lanes, Timeline};
 
 const LEFT: f64 = 170.0;
 const RIGHT: f64 = 30.0;
@@ -75,79 +75,45 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
     let mut labels = Group::new().set("id", "labels");
     let mut y = HEADER + AXIS;
 
-    // synthesis slots
-    let synth: Vec<(usize, (u64, u64))> = t
-        .parts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, (p.synth_start_ms?, p.synth_end_ms?))))
-        .collect();
-    let (srow, sn) = rows(&synth.iter().map(|s| s.1).collect::<Vec<_>>(), MAX_ROWS);
-    labels = labels.add(
-        Text::new("Synthesis")
-            .set("x", 8)
-            .set("y", y + 11.0)
-            .set("class", "group"),
-    );
-    for r in 0..sn {
+    // synthesis slots, then the GPU queue
+    for (group, stage, lanes, min_rows) in [
+        ("Synthesis", "synthesis", t.synthesis_lanes(MAX_ROWS), 0),
+        ("GPU queue", "queue", t.queue_lanes(MAX_ROWS), 1),
+    ] {
         labels = labels.add(
-            Text::new(format!("slot {r}"))
-                .set("x", 100)
-                .set("y", y + r as f64 * ROW + 11.0)
-                .set("class", "lane"),
+            Text::new(group)
+                .set("x", 8)
+                .set("y", y + 11.0)
+                .set("class", "group"),
         );
+        if stage == "synthesis" {
+            for r in 0..lanes.rows {
+                labels = labels.add(
+                    Text::new(format!("slot {r}"))
+                        .set("x", 100)
+                        .set("y", y + r as f64 * ROW + 11.0)
+                        .set("class", "lane"),
+                );
+            }
+        }
+        for &(i, s, e, r) in &lanes.items {
+            let p = &t.parts[i];
+            bars = bars.add(bar(
+                x(s),
+                y + r as f64 * ROW,
+                w(s, e),
+                col(&p.job_id),
+                stage,
+                &tip(p, stage, s, e),
+            ));
+        }
+        y += lanes.rows.max(min_rows) as f64 * ROW + GROUP_GAP;
     }
-    for ((i, (s, e)), r) in synth.iter().zip(&srow) {
-        let p = &t.parts[*i];
-        bars = bars.add(bar(
-            x(*s),
-            y + *r as f64 * ROW,
-            w(*s, *e),
-            col(&p.job_id),
-            "synthesis",
-            &tip(p, "synthesis", *s, *e),
-        ));
-    }
-    y += sn as f64 * ROW + GROUP_GAP;
-
-    // the GPU queue
-    let queue: Vec<(usize, (u64, u64))> = t
-        .parts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, (p.queue_start_ms?, p.pickup_ms.or(p.gpu_start_ms)?))))
-        .collect();
-    let (qrow, qn) = rows(&queue.iter().map(|s| s.1).collect::<Vec<_>>(), MAX_ROWS);
-    labels = labels.add(
-        Text::new("GPU queue")
-            .set("x", 8)
-            .set("y", y + 11.0)
-            .set("class", "group"),
-    );
-    for ((i, (s, e)), r) in queue.iter().zip(&qrow) {
-        let p = &t.parts[*i];
-        bars = bars.add(bar(
-            x(*s),
-            y + *r as f64 * ROW,
-            w(*s, *e),
-            col(&p.job_id),
-            "queue",
-            &tip(p, "queue", *s, *e),
-        ));
-    }
-    y += qn.max(1) as f64 * ROW + GROUP_GAP;
 
     // GPUs: a busy row with gaps and transitions, then a row per worker
-    let mut by_gpu: BTreeMap<u32, BTreeMap<u32, Vec<usize>>> = BTreeMap::new();
-    for (i, p) in t.parts.iter().enumerate() {
-        if p.gpu_start_ms.is_some() && p.gpu_end_ms.is_some() {
-            by_gpu
-                .entry(t.gpu_of(p))
-                .or_default()
-                .entry(p.worker.unwrap_or(0))
-                .or_default()
-                .push(i);
-        }
+    let mut by_gpu: BTreeMap<u32, Vec<(u32, Lanes)>> = BTreeMap::new();
+    for ((gpu, worker), lanes) in t.worker_lanes(4) {
+        by_gpu.entry(gpu).or_default().push((worker, lanes));
     }
     for g in t
         .busy
@@ -217,11 +183,7 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
                 );
             }
         }
-        let rows_here: usize = workers
-            .values()
-            .map(|idx| rows(&idx.iter().map(|&i| interval(t, i)).collect::<Vec<_>>(), 4).1)
-            .sum::<usize>()
-            .max(1);
+        let rows_here: usize = workers.iter().map(|(_, l)| l.rows).sum::<usize>().max(1);
         let lanes_h = ROW + rows_here as f64 * ROW;
         for tr in t.transitions.iter().filter(|tr| tr.gpu == *gpu) {
             let tx = x(tr.to_first_gpu_start_ms);
@@ -250,18 +212,16 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
             );
         }
         y += ROW;
-        for (worker, idx) in workers {
-            let iv: Vec<(u64, u64)> = idx.iter().map(|&i| interval(t, i)).collect();
-            let (r, n) = rows(&iv, 4);
+        for (worker, lanes) in workers {
             labels = labels.add(
                 Text::new(format!("worker {worker}"))
                     .set("x", 100)
                     .set("y", y + 11.0)
                     .set("class", "lane"),
             );
-            for (k, &i) in idx.iter().enumerate() {
+            for &(i, _, _, r) in &lanes.items {
                 let p = &t.parts[i];
-                let row_y = y + r[k] as f64 * ROW;
+                let row_y = y + r as f64 * ROW;
                 if let (Some(pick), Some(start)) = (p.pickup_ms, p.gpu_start_ms) {
                     bars = bars.add(bar(
                         x(pick),
@@ -282,7 +242,7 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
                     &tip(p, "gpu", s, e),
                 ));
             }
-            y += n.max(1) as f64 * ROW;
+            y += lanes.rows.max(1) as f64 * ROW;
         }
         y += GROUP_GAP;
     }
@@ -354,14 +314,6 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
         .add(labels)
         .add(bars)
         .add(marks)
-}
-
-fn interval(t: &Timeline, i: usize) -> (u64, u64) {
-    let p = &t.parts[i];
-    (
-        p.pickup_ms.or(p.gpu_start_ms).unwrap_or(0),
-        p.gpu_end_ms.unwrap_or(0),
-    )
 }
 
 fn tip(p: &proofline_core::report::PartitionRecord, stage: &str, s: u64, e: u64) -> String {

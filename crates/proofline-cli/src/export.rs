@@ -3,11 +3,9 @@
 //! worker's intervals overlap, so that slices nest properly), a process for synthesis with a
 //! thread per slot, one for the queue, and counters for queue depth and GPU busy.
 
-use std::collections::BTreeMap;
-
 use serde_json::{Value, json};
 
-use crate::timeline::{Timeline, rows};
+use crate::timeline::Timeline;
 
 const PID_SYNTH: u32 = 1;
 const PID_QUEUE: u32 = 2;
@@ -35,14 +33,8 @@ pub fn perfetto(t: &Timeline) -> Value {
     let args = |p: &proofline_core::report::PartitionRecord| json!({"job_id": &*p.job_id, "partition": p.partition, "worker": p.worker, "proof_kind": p.proof_kind.as_deref()});
 
     ev.push(meta("process_name", PID_SYNTH, 0, "Synthesis".into()));
-    let synth: Vec<(usize, (u64, u64))> = t
-        .parts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, (p.synth_start_ms?, p.synth_end_ms?))))
-        .collect();
-    let (srow, sn) = rows(&synth.iter().map(|s| s.1).collect::<Vec<_>>(), usize::MAX);
-    for r in 0..sn {
+    let synth = t.synthesis_lanes(usize::MAX);
+    for r in 0..synth.rows {
         ev.push(meta(
             "thread_name",
             PID_SYNTH,
@@ -50,28 +42,22 @@ pub fn perfetto(t: &Timeline) -> Value {
             format!("slot {r}"),
         ));
     }
-    for ((i, (s, e)), r) in synth.iter().zip(&srow) {
-        let p = &t.parts[*i];
+    for &(i, s, e, r) in &synth.items {
+        let p = &t.parts[i];
         ev.push(slice(
             label(p),
             "synthesis",
             PID_SYNTH,
-            *r as u32,
-            *s,
-            *e,
+            r as u32,
+            s,
+            e,
             args(p),
         ));
     }
 
     ev.push(meta("process_name", PID_QUEUE, 0, "GPU queue".into()));
-    let queue: Vec<(usize, (u64, u64))> = t
-        .parts
-        .iter()
-        .enumerate()
-        .filter_map(|(i, p)| Some((i, (p.queue_start_ms?, p.pickup_ms.or(p.gpu_start_ms)?))))
-        .collect();
-    let (qrow, qn) = rows(&queue.iter().map(|s| s.1).collect::<Vec<_>>(), usize::MAX);
-    for r in 0..qn {
+    let queue = t.queue_lanes(usize::MAX);
+    for r in 0..queue.rows {
         ev.push(meta(
             "thread_name",
             PID_QUEUE,
@@ -80,19 +66,19 @@ pub fn perfetto(t: &Timeline) -> Value {
         ));
     }
     let mut depth: Vec<(u64, i64)> = Vec::new();
-    for ((i, (s, e)), r) in queue.iter().zip(&qrow) {
-        let p = &t.parts[*i];
+    for &(i, s, e, r) in &queue.items {
+        let p = &t.parts[i];
         ev.push(slice(
             label(p),
             "queue",
             PID_QUEUE,
-            *r as u32 + 1,
-            *s,
-            *e,
+            r as u32 + 1,
+            s,
+            e,
             args(p),
         ));
-        depth.push((*s, 1));
-        depth.push((*e, -1));
+        depth.push((s, 1));
+        depth.push((e, -1));
     }
     depth.sort();
     let mut d = 0i64;
@@ -101,16 +87,8 @@ pub fn perfetto(t: &Timeline) -> Value {
         ev.push(json!({"name": "queue depth", "ph": "C", "ts": us(at), "pid": PID_QUEUE, "args": {"partitions": d}}));
     }
 
-    let mut by_worker: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
-    for (i, p) in t.parts.iter().enumerate() {
-        if p.gpu_start_ms.is_some() && p.gpu_end_ms.is_some() {
-            by_worker
-                .entry((t.gpu_of(p), p.worker.unwrap_or(0)))
-                .or_default()
-                .push(i);
-        }
-    }
-    let mut gpus: Vec<u32> = by_worker
+    let workers = t.worker_lanes(usize::MAX);
+    let mut gpus: Vec<u32> = workers
         .keys()
         .map(|k| k.0)
         .chain(t.busy.iter().map(|b| b.0))
@@ -120,19 +98,8 @@ pub fn perfetto(t: &Timeline) -> Value {
     for g in &gpus {
         ev.push(meta("process_name", PID_GPU0 + g, 0, format!("GPU {g}")));
     }
-    for ((g, w), idx) in &by_worker {
-        let iv: Vec<(u64, u64)> = idx
-            .iter()
-            .map(|&i| {
-                let p = &t.parts[i];
-                (
-                    p.pickup_ms.or(p.gpu_start_ms).unwrap_or(0),
-                    p.gpu_end_ms.unwrap_or(0),
-                )
-            })
-            .collect();
-        let (r, n) = rows(&iv, usize::MAX);
-        for k in 0..n {
+    for ((g, w), lanes) in &workers {
+        for k in 0..lanes.rows {
             let name = if k == 0 {
                 format!("worker {w}")
             } else {
@@ -145,9 +112,9 @@ pub fn perfetto(t: &Timeline) -> Value {
                 name,
             ));
         }
-        for (k, &i) in idx.iter().enumerate() {
+        for &(i, _, _, r) in &lanes.items {
             let p = &t.parts[i];
-            let tid = w * 100 + r[k] as u32 + 1;
+            let tid = w * 100 + r as u32 + 1;
             if let (Some(pick), Some(start)) = (p.pickup_ms, p.gpu_start_ms) {
                 if start > pick {
                     ev.push(slice(

@@ -112,6 +112,74 @@ impl Timeline {
     }
 }
 
+/// Intervals laid out in rows: (partition index, start, end, row), and the number of rows.
+#[derive(Debug, Default)]
+pub struct Lanes {
+    pub items: Vec<(usize, u64, u64, usize)>,
+    pub rows: usize,
+}
+
+impl Timeline {
+    fn lanes(
+        &self,
+        idx: impl Iterator<Item = usize>,
+        max_rows: usize,
+        edges: impl Fn(&PartitionRecord) -> Option<(u64, u64)>,
+    ) -> Lanes {
+        let iv: Vec<(usize, (u64, u64))> = idx
+            .filter_map(|i| Some((i, edges(&self.parts[i])?)))
+            .collect();
+        let (row, rows) = self::rows(&iv.iter().map(|x| x.1).collect::<Vec<_>>(), max_rows);
+        Lanes {
+            items: iv
+                .into_iter()
+                .zip(row)
+                .map(|((i, (s, e)), r)| (i, s, e, r))
+                .collect(),
+            rows,
+        }
+    }
+
+    /// Synthesis intervals in slots.
+    pub fn synthesis_lanes(&self, max_rows: usize) -> Lanes {
+        self.lanes(0..self.parts.len(), max_rows, |p| {
+            Some((p.synth_start_ms?, p.synth_end_ms?))
+        })
+    }
+
+    /// Queue intervals (queued .. picked up) in rows.
+    pub fn queue_lanes(&self, max_rows: usize) -> Lanes {
+        self.lanes(0..self.parts.len(), max_rows, |p| {
+            Some((p.queue_start_ms?, p.pickup_ms.or(p.gpu_start_ms)?))
+        })
+    }
+
+    /// Per (GPU, worker): its partitions' lock wait + GPU intervals in rows (a worker's
+    /// intervals overlap with cuzk's split finalizer).
+    pub fn worker_lanes(&self, max_rows: usize) -> BTreeMap<(u32, u32), Lanes> {
+        let mut by_worker: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
+        for (i, p) in self.parts.iter().enumerate() {
+            if p.gpu_start_ms.is_some() && p.gpu_end_ms.is_some() {
+                by_worker
+                    .entry((self.gpu_of(p), p.worker.unwrap_or(0)))
+                    .or_default()
+                    .push(i);
+            }
+        }
+        by_worker
+            .into_iter()
+            .map(|(k, idx)| {
+                (
+                    k,
+                    self.lanes(idx.into_iter(), max_rows, |p| {
+                        Some((p.pickup_ms.or(p.gpu_start_ms)?, p.gpu_end_ms?))
+                    }),
+                )
+            })
+            .collect()
+    }
+}
+
 /// Assigns intervals to the fewest rows so that none overlap in a row (greedy, by start).
 /// Returns each interval's row and the number of rows.
 pub fn rows(intervals: &[(u64, u64)], max_rows: usize) -> (Vec<usize>, usize) {
