@@ -118,3 +118,63 @@ proptest! {
         prop_assert_eq!(&shuffled.verdict, &sorted.verdict);
     }
 }
+
+/// Any stream of events, however wrong (missing edges, repeats, out of order, restarts),
+/// goes through the engine without a panic (debug builds check every counter for
+/// underflow) and leaves a consistent report.
+fn chaos() -> impl Strategy<Value = Vec<(u8, u8, u8, u8, u32)>> {
+    prop::collection::vec((0u8..6, 0u8..4, 0u8..4, 0u8..4, 0u32..20_000), 0..200)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+
+    #[test]
+    fn arbitrary_event_streams_never_panic(events in chaos(), window in 0u64..3000, timeout in 1u64..5000) {
+        use proofline_core::{Engine, EventKind, TimelineEvent};
+        let cfg = EngineConfig {
+            reorder_window_ms: window,
+            completion_grace_ms: window,
+            job_timeout_ms: timeout,
+            restart_after_ms: 8_000,
+            ..EngineConfig::default()
+        };
+        let mut engine = Engine::new(cfg);
+        let jobs = ["porep-1-1", "porep-1-2", "uuid-a", "winpost-1-b"];
+        let mut updates = Vec::new();
+        for (k, job, part, worker, t) in events {
+            let mut ev = TimelineEvent::new(u64::from(t), EventKind::ALL[k as usize], jobs[job as usize]);
+            if job != 3 {
+                ev.partition = Some(u32::from(part));
+            }
+            if k >= 3 {
+                ev.worker = Some(u32::from(worker));
+            }
+            engine.ingest(&ev, &mut updates);
+            let live = engine.live();
+            prop_assert!(live.gpus.iter().all(|g| (0.0..=1.0).contains(&g.1)));
+        }
+        engine.finish(&mut updates);
+        let r = engine.report();
+        check_invariants_loose(&r);
+        prop_assert_eq!(engine.tracked().0, 0, "every job is closed after finish");
+        prop_assert_eq!(r.summary.jobs_complete + r.summary.jobs_incomplete, r.summary.jobs_seen);
+    }
+}
+
+/// The invariants that hold even for broken input.
+fn check_invariants_loose(r: &Report) {
+    for g in &r.gpus {
+        assert!(
+            g.busy_ms <= g.serial_sum_ms,
+            "union {} > sum {}",
+            g.busy_ms,
+            g.serial_sum_ms
+        );
+        assert!(g.steady_busy_ms <= g.steady_elapsed_ms.max(g.busy_ms));
+        assert_eq!(
+            g.idle_cross_sector.count + g.idle_intra_sector.count,
+            g.idle_total.count
+        );
+    }
+}

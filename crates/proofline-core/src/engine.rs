@@ -1057,7 +1057,10 @@ impl Engine {
                         .devices
                         .get_mut(&gpu)
                         .expect("device of an open interval");
-                    dev.serial += len;
+                    // a late GPU_END closes the device's busy time at the present (the sweep
+                    // cannot go back): count the same stretch in the serial sum, so that the
+                    // union never exceeds the sum whatever the input
+                    dev.serial += at.saturating_sub(start).max(len);
                     dev.intervals += 1;
                     Self::dev_end(dev, at, uid, self.cfg.busy_window_ms, sink);
                 } else if part.t[EventKind::GpuStart.index()].is_none() {
@@ -1365,6 +1368,14 @@ impl Engine {
                 self.on_gpu -= 1;
                 let gpu = part.gpu.unwrap_or(0);
                 if let Some(dev) = self.devices.get_mut(&gpu) {
+                    // what the busy time keeps of this interval counts in the serial sum too,
+                    // so that the union never exceeds the sum: up to now while other workers
+                    // keep the GPU busy, else up to the segment's last observed end
+                    let start = part.t[EventKind::GpuStart.index()]
+                        .unwrap_or(now)
+                        .max(dev.seg_start);
+                    let kept_until = if dev.active > 1 { now } else { dev.seg_max_end };
+                    dev.serial += kept_until.saturating_sub(start);
                     dev.active -= 1;
                     if dev.active == 0 {
                         let end = dev.seg_max_end;
