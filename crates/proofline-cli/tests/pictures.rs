@@ -257,7 +257,12 @@ fn chromium_renders_the_html_chart_without_console_errors() {
         std::fs::File::open(&png).expect("no screenshot"),
     ));
     let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size()];
+    let mut buf = vec![
+        0;
+        reader
+            .output_buffer_size()
+            .expect("a screenshot of sane size")
+    ];
     let info = reader.next_frame(&mut buf).unwrap();
     let bpp = info.color_type.samples();
     let mut colours = std::collections::HashSet::new();
