@@ -1,7 +1,7 @@
 //! The `tracing` layer: span edges in, TIMELINE events onto a bounded queue.
 //!
 //! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
-//! exporter can hold (only the registry's per-span extension locks), reads the clock only at
+//! exporter can hold (only the short locks of its own per-span table), reads the clock only at
 //! mapped edges, and pushes onto a bounded lock-free queue without waking anyone: a full
 //! queue drops and counts.
 //!
@@ -229,7 +229,7 @@ pub(crate) struct Queued {
     pub then_queue: bool,
 }
 
-/// Per-span state, kept in the span's extensions.
+/// Per-span state, kept in the layer's span table.
 #[derive(Debug)]
 struct SpanState {
     /// This span's own fields (updated by `record`).
