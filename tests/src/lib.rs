@@ -21,3 +21,25 @@ pub fn analyze_bytes(mut log: &[u8], cfg: EngineConfig) -> Report {
     r.lines = feeder.stats;
     r
 }
+
+/// A writer for TIMELINE lines that the test can read back.
+#[derive(Clone, Default, Debug)]
+pub struct SharedBuf(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuf {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("not poisoned").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl SharedBuf {
+    /// What was written so far.
+    pub fn text(&self) -> String {
+        String::from_utf8(self.0.lock().expect("not poisoned").clone())
+            .expect("TIMELINE lines are UTF-8")
+    }
+}

@@ -422,17 +422,7 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
 
     let live_rx = HttpReceiver::start(Mode::Answer);
     let (otlp, mut handle) = proofline_otlp::start(cfg(live_rx.endpoint())).unwrap();
-    let buf = Arc::new(Mutex::new(Vec::<u8>::new()));
-    struct W(Arc<Mutex<Vec<u8>>>);
-    impl std::io::Write for W {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    let buf = proofline_tests::SharedBuf::default();
     let ecfg = EngineConfig {
         reorder_window_ms: 1000,
         completion_grace_ms: 1000,
@@ -440,7 +430,7 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     };
     let (layer, mut guard) = TimelineLayer::builder()
         .engine_config(ecfg.clone())
-        .timeline_to_writer(W(buf.clone()))
+        .timeline_to_writer(buf.clone())
         .sink(otlp)
         .build();
     let mut sim = proofline_sim::SimConfig::porep(3);
@@ -460,7 +450,7 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     // 3 jobs x (1 + 10 x 5)
     assert_eq!(live.len(), 153);
 
-    let log = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    let log = buf.text();
     let replay_rx = HttpReceiver::start(Mode::Answer);
     let (mut sink, mut h2) = proofline_otlp::start(cfg(replay_rx.endpoint())).unwrap();
     replay(&log, ecfg, &mut sink);

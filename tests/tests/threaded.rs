@@ -18,24 +18,14 @@ const SPEED: f64 = 100.0;
 /// Runs the threaded prover under the layer; returns the live report, the TIMELINE text and
 /// the run summary.
 fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot) {
-    let buf = Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
-    struct W(Arc<std::sync::Mutex<Vec<u8>>>);
-    impl std::io::Write for W {
-        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(b);
-            Ok(b.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
+    let buf = proofline_tests::SharedBuf::default();
     let (layer, mut guard) = TimelineLayer::builder()
         .engine_config(EngineConfig {
             reorder_window_ms: 1000,
             completion_grace_ms: 1000,
             ..EngineConfig::default()
         })
-        .timeline_to_writer(W(buf.clone()))
+        .timeline_to_writer(buf.clone())
         .build();
     let summary =
         tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
@@ -48,7 +38,7 @@ fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot
             )
         });
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
-    let text = String::from_utf8(buf.lock().unwrap().clone()).unwrap();
+    let text = buf.text();
     (report, text, summary, guard.stats())
 }
 

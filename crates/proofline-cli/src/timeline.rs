@@ -33,18 +33,20 @@ impl Timeline {
             ..Timeline::default()
         };
         let mut too_many = false;
-        let report = crate::run_log(path, cfg, |u| match u {
-            Update::Partition(p) => {
-                if t.parts.len() < max_partitions {
-                    t.parts.push(p);
-                } else {
-                    too_many = true;
-                }
+        let report = crate::run_log(path, cfg, |u| {
+            // past the cap nothing more is kept (busy edges, gaps and transitions included),
+            // so that memory stays bounded however long the log
+            if too_many {
+                return;
             }
-            Update::IdleGap(g) => t.gaps.push(g),
-            Update::Transition(x) => t.transitions.push(x),
-            Update::GpuBusy { gpu, busy, t_ms } => t.busy.push((gpu, busy, t_ms)),
-            Update::Job(_) | Update::NewRun { .. } => {}
+            match u {
+                Update::Partition(p) if t.parts.len() < max_partitions => t.parts.push(p),
+                Update::Partition(_) => too_many = true,
+                Update::IdleGap(g) => t.gaps.push(g),
+                Update::Transition(x) => t.transitions.push(x),
+                Update::GpuBusy { gpu, busy, t_ms } => t.busy.push((gpu, busy, t_ms)),
+                Update::Job(_) | Update::NewRun { .. } => {}
+            }
         })?;
         if too_many {
             eprintln!(

@@ -276,3 +276,24 @@ fn chromium_renders_the_html_chart_without_console_errors() {
         colours.len()
     );
 }
+
+#[test]
+fn the_partition_cap_bounds_what_is_drawn() {
+    let dir = tmp("cap");
+    let (log, _) = log(&dir);
+    let svg = dir.join("capped.svg");
+    let out = proofline()
+        .args(["chart", "--max-partitions", "12"])
+        .arg(&log)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("more than 12 partitions; only the first are drawn")
+    );
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(text.matches("class=\"bar gpu\"").count(), 12);
+}

@@ -209,6 +209,25 @@ pub enum JobStatus {
     InFlightAtEnd,
 }
 
+impl JobStatus {
+    /// Snake-case name, as in the JSON report, labels and span attributes.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            JobStatus::Complete => "complete",
+            JobStatus::Evicted => "evicted",
+            JobStatus::Restarted => "restarted",
+            JobStatus::InFlightAtEnd => "in_flight_at_end",
+        }
+    }
+
+    /// Every way a job can end without completing.
+    pub const INCOMPLETE: [JobStatus; 3] = [
+        JobStatus::Evicted,
+        JobStatus::Restarted,
+        JobStatus::InFlightAtEnd,
+    ];
+}
+
 /// One job (a sector, or a whole-proof request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {

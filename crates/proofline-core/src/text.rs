@@ -98,7 +98,7 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
             None => j.partitions_done.to_string(),
         };
         let mut status = if with_status {
-            format!("{:?}", j.status).to_lowercase()
+            j.status.as_str().replace('_', " ")
         } else {
             String::new()
         };

@@ -462,7 +462,7 @@ impl TraceBuilder {
             KeyValue::new("proof.kind", kind.to_owned()),
             KeyValue::new("job.attempt", i64::from(job.attempt)),
             KeyValue::new("job.run", i64::from(job.run)),
-            KeyValue::new("job.status", format!("{:?}", job.status).to_lowercase()),
+            KeyValue::new("job.status", job.status.as_str()),
             KeyValue::new("job.incomplete", job.status != JobStatus::Complete),
             KeyValue::new("partitions.done", i64::from(job.partitions_done)),
             KeyValue::new("synthesis.total_ms", job.synthesis_total_ms as i64),
@@ -511,7 +511,7 @@ impl TraceBuilder {
         }
         let status = match job.status {
             JobStatus::Complete => Status::Unset,
-            other => Status::error(format!("incomplete: {other:?}").to_lowercase()),
+            other => Status::error(format!("incomplete: {}", other.as_str())),
         };
         spans.push(self.span(
             tid,

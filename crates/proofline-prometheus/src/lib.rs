@@ -420,9 +420,9 @@ impl PrometheusSink {
     /// in exemplar trace ids.
     pub fn new(metrics: Arc<Metrics>, run_key: impl Into<String>) -> Self {
         // counters of known label values start at 0, so rates and alerts see them at once
-        for reason in ["evicted", "restarted", "in_flight_at_end"] {
+        for status in JobStatus::INCOMPLETE {
             drop(metrics.jobs_incomplete.get_or_create(&ReasonL {
-                reason: reason.to_owned(),
+                reason: status.as_str().to_owned(),
             }));
         }
         PrometheusSink {
@@ -560,11 +560,7 @@ impl UpdateSink for PrometheusSink {
                         }
                     }
                 } else {
-                    let reason = match j.status {
-                        JobStatus::Evicted => "evicted",
-                        JobStatus::Restarted => "restarted",
-                        _ => "in_flight_at_end",
-                    };
+                    let reason = j.status.as_str();
                     self.m
                         .jobs_incomplete
                         .get_or_create(&ReasonL {
@@ -669,6 +665,13 @@ mod tests {
             "# HELP a_seconds_total Busy.\n# TYPE a_seconds_total counter\na_seconds_total{gpu=\"0\"} 1.5\n\
 # HELP h Gaps.\n# TYPE h histogram\nh_bucket{le=\"1.0\"} 1\nh_sum 0.5\nh_count 1\n"
         );
+    }
+
+    #[test]
+    fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
+        let addr: std::net::SocketAddr = DEFAULT_ADDR.parse().unwrap();
+        assert!(addr.ip().is_loopback());
+        assert_eq!(addr.port(), 9464);
     }
 
     #[test]

@@ -451,7 +451,8 @@ impl TimelineLayer {
         let Some(span) = ctx.span(&parent) else {
             return SpanFields::default();
         };
-        for ancestor in span.scope() {
+        // the parent itself was looked up above
+        for ancestor in span.scope().skip(1) {
             let aid = ancestor.id();
             if self.live.maybe(&aid) {
                 if let Some(f) = self.spans.with(&aid, |st| st.merged()) {

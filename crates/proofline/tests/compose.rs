@@ -1,8 +1,6 @@
 //! The layer in a realistic subscriber: fmt, EnvFilter, a per-layer filter and
 //! tracing-opentelemetry side by side.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
@@ -12,24 +10,8 @@ use tracing::info_span;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, filter_fn};
 use tracing_subscriber::prelude::*;
 
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedBuf {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
+mod common;
+use common::SharedBuf;
 
 #[test]
 fn composes_with_fmt_env_filter_per_layer_filters_and_opentelemetry() {

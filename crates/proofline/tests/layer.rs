@@ -15,25 +15,8 @@ use proofline_core::{Engine, parse_line};
 use tracing::{Instrument as _, info_span};
 use tracing_subscriber::prelude::*;
 
-/// A writer the test can read back.
-#[derive(Clone, Default)]
-struct SharedBuf(Arc<Mutex<Vec<u8>>>);
-
-impl Write for SharedBuf {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl SharedBuf {
-    fn text(&self) -> String {
-        String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
-    }
-}
+mod common;
+use common::SharedBuf;
 
 fn engine_cfg() -> EngineConfig {
     EngineConfig {
