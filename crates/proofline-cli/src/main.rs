@@ -306,10 +306,13 @@ fn main() {
 }
 
 /// Opens a log: `-` is stdin; gzip is detected by its magic bytes.
-fn open_log(path: &Path, progress: Option<&indicatif::ProgressBar>) -> Result<Box<dyn BufRead>> {
+fn open_log(
+    path: &Path,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Result<Box<dyn BufRead + Send>> {
     const BUF: usize = 256 * 1024;
-    let raw: Box<dyn Read> = if path.as_os_str() == "-" {
-        Box::new(io::stdin().lock())
+    let raw: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+        Box::new(io::stdin())
     } else {
         let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
         if let Some(pb) = progress {
@@ -348,11 +351,12 @@ fn run_log(path: &Path, cfg: EngineConfig, mut on_update: impl FnMut(Update)) ->
         );
         pb
     });
-    let mut input = open_log(path, progress.as_ref())?;
+    let input = open_log(path, progress.as_ref())?;
     let mut engine = Engine::new(cfg);
     let mut feeder = LineFeeder::new();
+    // read and parse on one thread, run the engine (and `on_update`) on this one
     feeder
-        .feed_all(&mut input, &mut engine, &mut on_update, |_| {})
+        .feed_all_parallel(input, &mut engine, &mut on_update)
         .with_context(|| format!("reading {}", path.display()))?;
     engine.finish(&mut on_update);
     if let Some(pb) = progress {

@@ -83,12 +83,148 @@ pub fn find_timeline(line: &str) -> Option<&str> {
 /// `CUZK_TIMING:` lines), `Ok(Some(event))` for a TIMELINE line, and an error naming what is
 /// wrong for a malformed one. A trailing `\n` or `\r\n` is ignored.
 pub fn parse_line(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
+    if let Some(ev) = parse_canonical(line) {
+        return Ok(Some(ev));
+    }
+    parse_general(line)
+}
+
+/// The general parser: every variant, and the error of a malformed line.
+fn parse_general(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
     let line = line.strip_suffix('\n').unwrap_or(line);
     let line = line.strip_suffix('\r').unwrap_or(line);
     match find_timeline(line) {
         None => Ok(None),
         Some(tl) => parse_timeline(&tl[MARKER.len()..]).map(Some),
     }
+}
+
+/// The fast path for the lines cuzk and proofline write: `TIMELINE,` at the start of the line,
+/// the known event names and keys, each key once, numbers that fit. Anything else (a log
+/// prefix, `CHAN_SEND`, unknown keys, repeated keys, overflow, any error) returns `None`
+/// and goes to [`parse_general`], so that the fast path never decides a case differently
+/// (a property test checks the two agree). One pass: each numeric field is parsed while it
+/// is scanned for its end.
+#[inline]
+fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
+    let mut b = line.as_bytes();
+    if let [rest @ .., b'\n'] = b {
+        b = rest;
+    }
+    if let [rest @ .., b'\r'] = b {
+        b = rest;
+    }
+    if !b.starts_with(MARKER.as_bytes()) {
+        return None;
+    }
+    let mut i = MARKER.len();
+    let (offset_ms, after) = digits(b, i)?;
+    if b.get(after) != Some(&b',') {
+        return None;
+    }
+    i = after + 1;
+    let (kind, name_len) = canonical_name(&b[i..])?;
+    i += name_len;
+    let job_len = memchr::memchr(b',', &b[i..])?;
+    if job_len == 0 {
+        return None;
+    }
+    // Every index used to slice `line` is at an ASCII byte or its end: a char boundary.
+    let job_id = &line[i..i + job_len];
+    i += job_len + 1;
+    let mut ev = TimelineEvent::new(offset_ms, kind, job_id);
+    let mut seen = 0u8;
+    let mut once = |bit: u8| {
+        let repeat = seen & bit != 0;
+        seen |= bit;
+        (!repeat).then_some(())
+    };
+    while i < b.len() {
+        let item = &b[i..];
+        if item.starts_with(b"partition=") {
+            once(1)?;
+            let (v, at) = digits(b, i + 10)?;
+            ev.partition = Some(u32::try_from(v).ok()?);
+            i = at;
+        } else if item.starts_with(b"worker=") {
+            once(2)?;
+            let (v, at) = digits(b, i + 7)?;
+            ev.worker = Some(u32::try_from(v).ok()?);
+            i = at;
+        } else if item.starts_with(b"gpu=") {
+            once(4)?;
+            let (v, at) = digits(b, i + 4)?;
+            ev.gpu = Some(u32::try_from(v).ok()?);
+            i = at;
+        } else if item.starts_with(b"synth_ms=") {
+            once(8)?;
+            let (v, at) = digits(b, i + 9)?;
+            ev.synth_ms = Some(v);
+            i = at;
+        } else if item.starts_with(b"gpu_ms=") {
+            once(16)?;
+            let (v, at) = digits(b, i + 7)?;
+            ev.gpu_ms = Some(v);
+            i = at;
+        } else if item.starts_with(b"kind=") {
+            once(32)?;
+            let from = i + 5;
+            let len = memchr::memchr(b',', &b[from..]).unwrap_or(b.len() - from);
+            ev.proof_kind = Some(&line[from..from + len]);
+            i = from + len;
+        } else if item.starts_with(b"monolithic") {
+            once(64)?;
+            ev.monolithic = true;
+            i += 10;
+        } else {
+            return None;
+        }
+        match b.get(i) {
+            None => break,
+            // (a trailing comma, an empty item, goes to the general parser)
+            Some(b',') if i + 1 < b.len() => i += 1,
+            Some(_) => return None,
+        }
+    }
+    Some(ev)
+}
+
+/// Parses the digits at `b[from..]` up to the next non-digit: 1 to 19 of them (so no
+/// overflow check is needed); returns the value and where the digits end.
+#[inline]
+fn digits(b: &[u8], from: usize) -> Option<(u64, usize)> {
+    let mut v: u64 = 0;
+    let mut i = from;
+    while let Some(&c) = b.get(i) {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        if i - from == 19 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+        i += 1;
+    }
+    (i > from).then_some((v, i))
+}
+
+/// Matches an event name and its comma at the start of `b`; returns the kind and the length
+/// taken. `CHAN_SEND` is left to the general parser.
+#[inline]
+fn canonical_name(b: &[u8]) -> Option<(EventKind, usize)> {
+    const NAMES: [(&[u8], EventKind); 6] = [
+        (b"GPU_START,", EventKind::GpuStart),
+        (b"GPU_END,", EventKind::GpuEnd),
+        (b"SYNTH_START,", EventKind::SynthStart),
+        (b"SYNTH_END,", EventKind::SynthEnd),
+        (b"GPU_QUEUE,", EventKind::GpuQueue),
+        (b"GPU_PICKUP,", EventKind::GpuPickup),
+    ];
+    NAMES
+        .iter()
+        .find(|(name, _)| b.starts_with(name))
+        .map(|&(name, kind)| (kind, name.len()))
 }
 
 /// Splits at the first comma (a byte loop: faster than the generic pattern search on the
@@ -297,6 +433,29 @@ mod tests {
     }
 
     #[test]
+    fn what_cuzk_writes_takes_the_fast_path() {
+        for line in CUZK_LINES {
+            assert_eq!(
+                parse_canonical(line).as_ref(),
+                parse_general(line).unwrap().as_ref(),
+                "{line}"
+            );
+            assert!(parse_canonical(line).is_some(), "{line}");
+        }
+        for odd in [
+            "TIMELINE,10,CHAN_SEND,j,partition=4",
+            "TIMELINE,10,GPU_END,j,worker=1,mystery=7",
+            "TIMELINE,10,GPU_END,j,worker=1,worker=1",
+            "TIMELINE,99999999999999999999,GPU_END,j,worker=1",
+            "TIMELINE,10,GPU_END,j,partition=4294967296",
+            "TIMELINE,10,GPU_END,j,partition=1,",
+            "x TIMELINE,10,GPU_END,j,worker=1",
+        ] {
+            assert!(parse_canonical(odd).is_none(), "{odd}");
+        }
+    }
+
+    #[test]
     fn fields_are_read() {
         let ev = parse_line(CUZK_LINES[5]).unwrap().unwrap();
         assert_eq!(ev.offset_ms, 219_950);
@@ -466,6 +625,36 @@ mod proptests {
             let mut again = String::new();
             write_line(&mut again, &parsed);
             prop_assert_eq!(again, line);
+        }
+
+        /// Lines built from the pieces real and broken logs contain: where the fast path
+        /// takes a line, it must read it exactly as the general parser does.
+        #[test]
+        fn the_fast_path_agrees_with_the_general_parser(
+            offset in prop_oneof!["[0-9]{1,3}", "[0-9]{18,21}", "[0-9+a-]{0,3}"],
+            name in prop_oneof![
+                Just("SYNTH_START"), Just("SYNTH_END"), Just("GPU_QUEUE"), Just("CHAN_SEND"),
+                Just("GPU_PICKUP"), Just("GPU_START"), Just("GPU_END"), Just("GPU_STAR"), Just(""),
+            ],
+            job in "[a-z0-9=-]{0,6}",
+            items in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("partition="), Just("snap_partition="), Just("worker="),
+                        Just("worker_id="), Just("gpu="), Just("gpu_ms="), Just("synth_ms="),
+                        Just("kind="), Just("monolithic"), Just("mystery="), Just(""),
+                    ],
+                    prop_oneof!["[0-9]{1,2}", "[0-9]{10,21}", "[a-z0-9=]{0,3}", Just(String::new())],
+                ),
+                0..5,
+            ),
+            tail in prop_oneof![Just(""), Just(","), Just("\n"), Just("\r\n"), Just("\r"), Just(",\n")],
+        ) {
+            let detail: Vec<String> = items.iter().map(|(k, v)| format!("{k}{v}")).collect();
+            let line = format!("TIMELINE,{offset},{name},{job},{}{tail}", detail.join(","));
+            if let Some(fast) = parse_canonical(&line) {
+                prop_assert_eq!(Ok(Some(fast)), parse_general(&line), "{:?}", line);
+            }
         }
 
         #[test]

@@ -121,6 +121,22 @@ impl<S> TimelineEvent<S> {
         }
     }
 
+    /// The same event with its strings mapped by `f`.
+    pub fn map_str<T>(self, mut f: impl FnMut(S) -> T) -> TimelineEvent<T> {
+        TimelineEvent {
+            offset_ms: self.offset_ms,
+            kind: self.kind,
+            job_id: f(self.job_id),
+            partition: self.partition,
+            worker: self.worker,
+            gpu: self.gpu,
+            synth_ms: self.synth_ms,
+            gpu_ms: self.gpu_ms,
+            proof_kind: self.proof_kind.map(f),
+            monolithic: self.monolithic,
+        }
+    }
+
     /// Sets the partition.
     pub fn with_partition(mut self, partition: u32) -> Self {
         self.partition = Some(partition);
