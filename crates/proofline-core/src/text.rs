@@ -1,63 +1,149 @@
 //! The text form of a [`Report`]: the tables cuzk's engineers wrote by hand.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
 use crate::dist::DistSummary;
 use crate::report::{JobRecord, Report};
 
 /// A table with right-aligned columns (the first left-aligned).
+///
+/// Cells are written into one string, not one `String` each: a report of 10 000 jobs has
+/// some 200 000 cells, and their allocations were most of the time it took to render.
 #[derive(Debug, Default)]
 struct Table {
-    rows: Vec<Vec<String>>,
+    /// Every cell's text, one after another.
+    text: String,
+    /// Where each cell ends in `text`, and its width in characters.
+    cells: Vec<(usize, usize)>,
+    /// Where each row ends in `cells`.
+    rows: Vec<usize>,
 }
 
 impl Table {
     fn new(header: &[&str]) -> Self {
-        Table {
-            rows: vec![header.iter().map(|s| (*s).to_owned()).collect()],
-        }
+        let mut t = Table::default();
+        t.row(header);
+        t
     }
 
-    fn row(&mut self, cells: Vec<String>) {
-        self.rows.push(cells);
+    /// Adds a cell to the row being written.
+    fn cell(&mut self, v: impl fmt::Display) {
+        let start = self.text.len();
+        let _ = write!(self.text, "{v}");
+        self.cells
+            .push((self.text.len(), width(&self.text[start..])));
+    }
+
+    /// Ends the row being written.
+    fn end_row(&mut self) {
+        self.rows.push(self.cells.len());
+    }
+
+    /// Adds a whole row.
+    fn row<S: AsRef<str>>(&mut self, cells: &[S]) {
+        for c in cells {
+            self.cell(c.as_ref());
+        }
+        self.end_row();
+    }
+
+    /// The rows, each a list of (text, width).
+    fn each_row(&self) -> impl Iterator<Item = impl Iterator<Item = (&str, usize)>> {
+        let mut cell_from = 0;
+        self.rows.iter().map(move |&row_end| {
+            let cells = &self.cells[cell_from..row_end];
+            let mut text_from = if cell_from == 0 {
+                0
+            } else {
+                self.cells[cell_from - 1].0
+            };
+            cell_from = row_end;
+            cells.iter().map(move |&(end, w)| {
+                let s = &self.text[text_from..end];
+                text_from = end;
+                (s, w)
+            })
+        })
     }
 
     fn render(&self, out: &mut String) {
-        let cols = self.rows.iter().map(Vec::len).max().unwrap_or(0);
-        let widths: Vec<usize> = (0..cols)
-            .map(|c| {
-                self.rows
-                    .iter()
-                    .filter_map(|r| r.get(c))
-                    .map(|s| s.chars().count())
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        for row in &self.rows {
-            let mut line = String::from("  ");
-            for (c, cell) in row.iter().enumerate() {
-                if c > 0 {
-                    line.push_str("  ");
+        let mut widths: Vec<usize> = Vec::new();
+        for row in self.each_row() {
+            for (c, (_, w)) in row.enumerate() {
+                if c == widths.len() {
+                    widths.push(0);
                 }
+                widths[c] = widths[c].max(w);
+            }
+        }
+        for row in self.each_row() {
+            let start = out.len();
+            out.push_str("  ");
+            for (c, (cell, w)) in row.enumerate() {
+                if c > 0 {
+                    out.push_str("  ");
+                }
+                let pad = widths[c].saturating_sub(w);
                 if c == 0 {
-                    let _ = write!(line, "{cell:<w$}", w = widths[c]);
+                    out.push_str(cell);
+                    out.extend(std::iter::repeat_n(' ', pad));
                 } else {
-                    let _ = write!(line, "{cell:>w$}", w = widths[c]);
+                    out.extend(std::iter::repeat_n(' ', pad));
+                    out.push_str(cell);
                 }
             }
-            out.push_str(line.trim_end());
+            let line = out[start..].trim_end().len();
+            out.truncate(start + line);
             out.push('\n');
         }
     }
 }
 
+/// The width of a cell in characters.
+fn width(s: &str) -> usize {
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().count()
+    }
+}
+
+/// Milliseconds as seconds with one decimal (`-` for none), as `{:.1}` of `ms / 1000.0`
+/// writes them, but in integers (float formatting was a visible share of a large report),
+/// except exactly halfway between two tenths, where the float's own rounding is kept.
+struct Secs(Option<u64>);
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("-"),
+            Some(v) if v % 100 != 50 => {
+                let tenths = v / 100 + u64::from(v % 100 > 50);
+                write!(f, "{}.{}", tenths / 10, tenths % 10)
+            }
+            Some(v) => write!(f, "{:.1}", v as f64 / 1000.0),
+        }
+    }
+}
+
 fn secs(ms: Option<u64>) -> String {
-    ms.map_or_else(|| "-".to_owned(), |v| format!("{:.1}", v as f64 / 1000.0))
+    Secs(ms).to_string()
+}
+
+/// Signed milliseconds, `-` for none.
+struct MsI(Option<i64>);
+
+impl fmt::Display for MsI {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            None => f.write_str("-"),
+            Some(v) => write!(f, "{v}"),
+        }
+    }
 }
 
 fn ms_i(v: Option<i64>) -> String {
-    v.map_or_else(|| "-".to_owned(), |v| v.to_string())
+    MsI(v).to_string()
 }
 
 fn pct(r: Option<f64>) -> String {
@@ -92,16 +178,28 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
         "cold start s",
         "status",
     ]);
+    let mut status = String::new();
     for j in jobs {
-        let parts = match j.partitions_expected {
-            Some(n) => format!("{}/{}", j.partitions_done, n),
-            None => j.partitions_done.to_string(),
-        };
-        let mut status = if with_status {
-            j.status.as_str().replace('_', " ")
-        } else {
-            String::new()
-        };
+        t.cell(&j.job_id);
+        t.cell(j.proof_kind.as_deref().unwrap_or("-"));
+        match j.partitions_expected {
+            Some(n) => t.cell(format_args!("{}/{}", j.partitions_done, n)),
+            None => t.cell(j.partitions_done),
+        }
+        t.cell(Secs(j.wall_ms));
+        t.cell(Secs(Some(j.synthesis_total_ms)));
+        t.cell(Secs(Some(j.gpu_total_ms)));
+        t.cell(Secs(j.first_synth_to_first_gpu_ms));
+        t.cell(Secs(j.cold_start_ms));
+        status.clear();
+        if with_status {
+            status.extend(
+                j.status
+                    .as_str()
+                    .chars()
+                    .map(|c| if c == '_' { ' ' } else { c }),
+            );
+        }
         if j.unobserved_gpu {
             status.push_str(if status.is_empty() {
                 "unobserved gpu"
@@ -110,19 +208,10 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
             });
         }
         if j.attempt > 0 {
-            status.push_str(&format!(" (attempt {})", j.attempt + 1));
+            let _ = write!(status, " (attempt {})", j.attempt + 1);
         }
-        t.row(vec![
-            j.job_id.to_string(),
-            j.proof_kind.as_deref().unwrap_or("-").to_owned(),
-            parts,
-            secs(j.wall_ms),
-            secs(Some(j.synthesis_total_ms)),
-            secs(Some(j.gpu_total_ms)),
-            secs(j.first_synth_to_first_gpu_ms),
-            secs(j.cold_start_ms),
-            status.trim().to_owned(),
-        ]);
+        t.cell(status.trim());
+        t.end_row();
     }
     t
 }
@@ -226,15 +315,14 @@ pub fn render(r: &Report) -> String {
             "synth lead",
         ]);
         for x in &r.transitions {
-            t.row(vec![
-                x.gpu.to_string(),
-                x.from_job.to_string(),
-                x.to_job.to_string(),
-                x.gap_ms.to_string(),
-                ms_i(x.handoff_ms),
-                x.overlap_ms.to_string(),
-                ms_i(x.synthesis_lead_ms),
-            ]);
+            t.cell(x.gpu);
+            t.cell(&x.from_job);
+            t.cell(&x.to_job);
+            t.cell(x.gap_ms);
+            t.cell(MsI(x.handoff_ms));
+            t.cell(x.overlap_ms);
+            t.cell(MsI(x.synthesis_lead_ms));
+            t.end_row();
         }
         t.render(&mut o);
         if r.transitions_omitted > 0 {
@@ -270,7 +358,7 @@ pub fn render(r: &Report) -> String {
                     format!("{} ({} s)", x.count, secs(Some(x.total_ms)))
                 })
             };
-            t.row(vec![
+            t.row(&[
                 g.gpu.to_string(),
                 g.workers
                     .iter()
@@ -324,7 +412,7 @@ pub fn render(r: &Report) -> String {
         ("synthesis lead", &r.transitions_summary.synthesis_lead),
         ("GPU idle gap", &r.idle_gaps),
     ] {
-        t.row(dist_row(name, d));
+        t.row(&dist_row(name, d));
     }
     t.render(&mut o);
 
@@ -355,4 +443,38 @@ pub fn render(r: &Report) -> String {
         }
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_read_as_the_float_formatting_writes_them() {
+        let float = |v: u64| format!("{:.1}", v as f64 / 1000.0);
+        for v in (0..200_000).chain([
+            999_949,
+            999_950,
+            999_951,
+            86_400_000,
+            u64::from(u32::MAX),
+            123_456_789_050,
+        ]) {
+            assert_eq!(secs(Some(v)), float(v), "{v} ms");
+        }
+        assert_eq!(secs(None), "-");
+    }
+
+    #[test]
+    fn tables_pad_columns_and_trim_lines() {
+        let mut t = Table::new(&["job", "s", "note"]);
+        t.row(&["a", "12.5", ""]);
+        t.row(&["long-id", "3.0", "é ok"]);
+        let mut out = String::new();
+        t.render(&mut out);
+        assert_eq!(
+            out,
+            "  job         s  note\n  a        12.5\n  long-id   3.0  é ok\n"
+        );
+    }
 }
