@@ -530,9 +530,10 @@ fn a_hanging_collector_blocks_nothing_and_shutdown_keeps_its_bound() {
         waited >= Duration::from_secs(2) && waited < Duration::from_secs(4),
         "{waited:?}"
     );
-    // one trace in flight, two queued, the other nine dropped and counted
+    // the queue's two, plus the one the exporter took if it woke before the rest came
+    // (scheduling decides): the others dropped and counted
     assert_eq!(err.queued + err.dropped, 12);
-    assert_eq!(err.dropped, 9, "{err}");
+    assert!((2..=3).contains(&err.queued), "{err}");
     assert_eq!(err.exported, 0);
     assert!(err.to_string().contains("not delivered"));
     // safe to call again
