@@ -1,5 +1,6 @@
 //! Parse + engine throughput on a generated log of at least 100 MB (issue: >= 300 MB/s on
-//! one core). Run: `cargo bench -p proofline-tests --bench analyze`.
+//! one core), and the same with reading+parsing on a second thread (what `proofline analyze`
+//! does). Run: `cargo bench -p proofline-tests --bench analyze`.
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use proofline_core::reader::LineFeeder;
@@ -41,6 +42,17 @@ fn bench(c: &mut Criterion) {
             let mut feeder = LineFeeder::new();
             feeder
                 .feed_all(&mut log.as_slice(), &mut engine, &mut NoUpdates, |_| {})
+                .expect("memory");
+            engine.finish(&mut NoUpdates);
+            engine.report().summary.jobs_complete
+        })
+    });
+    g.bench_function("parse_and_engine_two_threads", |b| {
+        b.iter(|| {
+            let mut engine = Engine::new(EngineConfig::default());
+            let mut feeder = LineFeeder::new();
+            feeder
+                .feed_all_parallel(log.as_slice(), &mut engine, &mut NoUpdates)
                 .expect("memory");
             engine.finish(&mut NoUpdates);
             engine.report().summary.jobs_complete

@@ -5,8 +5,6 @@ use std::io::{self, BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use proofline_core::report::UpdateSink as _;
-
 mod chart;
 mod demo;
 mod export;
@@ -17,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use proofline_core::engine::{self, Engine, EngineConfig};
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::{PartitionRecord, Report, Update};
+use proofline_core::report::{NoUpdates, PartitionRecord, Report, Update, UpdateSink};
 
 /// Shows where a GPU proving pipeline (cuzk and its kind) spends its time.
 #[derive(Debug, Parser)]
@@ -340,7 +338,7 @@ fn open_log(
 }
 
 /// Reads a whole log through the engine; `on_update` sees every update.
-fn run_log(path: &Path, cfg: EngineConfig, mut on_update: impl FnMut(Update)) -> Result<Report> {
+fn run_log(path: &Path, cfg: EngineConfig, mut sink: impl UpdateSink) -> Result<Report> {
     let progress = (io::stderr().is_terminal() && path.as_os_str() != "-").then(|| {
         let pb = indicatif::ProgressBar::new(0);
         pb.set_style(
@@ -356,9 +354,9 @@ fn run_log(path: &Path, cfg: EngineConfig, mut on_update: impl FnMut(Update)) ->
     let mut feeder = LineFeeder::new();
     // read and parse on one thread, run the engine (and `on_update`) on this one
     feeder
-        .feed_all_parallel(input, &mut engine, &mut on_update)
+        .feed_all_parallel(input, &mut engine, &mut sink)
         .with_context(|| format!("reading {}", path.display()))?;
-    engine.finish(&mut on_update);
+    engine.finish(&mut sink);
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
@@ -388,7 +386,7 @@ fn analyze(args: &AnalyzeArgs) -> Result<()> {
             report
         }
         Format::Text | Format::Json => {
-            let report = run_log(&args.input, args.engine.config(), |_| {})?;
+            let report = run_log(&args.input, args.engine.config(), NoUpdates)?;
             if args.format == Format::Json {
                 serde_json::to_writer_pretty(&mut out, &report)?;
                 writeln!(out)?;

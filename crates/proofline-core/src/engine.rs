@@ -206,6 +206,37 @@ struct PendingGap {
     next_attempt: u32,
 }
 
+/// The devices, sorted by GPU index: a handful, for which a sorted `Vec` is quicker to
+/// search and walk than a tree (the engine looks one up at most GPU events).
+#[derive(Debug, Default)]
+struct Devices(Vec<Device>);
+
+impl Devices {
+    fn get_mut(&mut self, gpu: &u32) -> Option<&mut Device> {
+        let i = self.0.binary_search_by_key(gpu, |d| d.gpu).ok()?;
+        Some(&mut self.0[i])
+    }
+
+    fn get_or_insert(&mut self, gpu: u32) -> &mut Device {
+        let i = match self.0.binary_search_by_key(&gpu, |d| d.gpu) {
+            Ok(i) => i,
+            Err(i) => {
+                self.0.insert(i, Device::new(gpu));
+                i
+            }
+        };
+        &mut self.0[i]
+    }
+
+    fn values(&self) -> std::slice::Iter<'_, Device> {
+        self.0.iter()
+    }
+
+    fn values_mut(&mut self) -> std::slice::IterMut<'_, Device> {
+        self.0.iter_mut()
+    }
+}
+
 #[derive(Debug)]
 struct Device {
     gpu: u32,
@@ -345,7 +376,7 @@ pub struct Engine {
     jobs: Vec<Option<Job>>,
     free_jobs: Vec<usize>,
     job_uid: u64,
-    devices: BTreeMap<u32, Device>,
+    devices: Devices,
     pending_gap_devs: Vec<u32>,
     queue_depth: u32,
     synthesizing: u32,
@@ -414,7 +445,7 @@ impl Engine {
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             job_uid: 0,
-            devices: BTreeMap::new(),
+            devices: Devices::default(),
             pending_gap_devs: Vec::new(),
             queue_depth: 0,
             synthesizing: 0,
@@ -949,7 +980,7 @@ impl Engine {
                     part.gpu = Some(gpu);
                     let len = end.saturating_sub(e.t);
                     job.gpu_total += len;
-                    let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
+                    let dev = self.devices.get_or_insert(gpu);
                     dev.serial += len;
                     dev.intervals += 1;
                 } else {
@@ -973,7 +1004,7 @@ impl Engine {
                     }
                     let (uid, attempt) = (job.uid, job.attempt);
                     let name = self.name_tab[job.name as usize].name.clone();
-                    let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
+                    let dev = self.devices.get_or_insert(gpu);
                     if let Some(w) = worker {
                         if !dev.workers.contains(&w) {
                             dev.workers.push(w);
@@ -1069,9 +1100,11 @@ impl Engine {
                     leave(&mut part.queued, &mut self.queue_depth);
                     job.unobserved_gpu = true;
                 }
-                let rec = self.partition_record(idx, pidx);
-                self.record_stages(&rec);
-                sink.update(Update::Partition(Arc::new(rec)));
+                self.record_stages(idx, pidx);
+                if sink.wants_partitions() {
+                    let rec = self.partition_record(idx, pidx);
+                    sink.update(Update::Partition(Arc::new(rec)));
+                }
                 let job = self.jobs[idx].as_ref().expect("job exists");
                 if job.expected.is_some_and(|n| job.done >= n) {
                     self.complete(idx, sink);
@@ -1229,12 +1262,7 @@ impl Engine {
         let job = self.jobs[idx].as_ref().expect("job exists");
         let p = &job.parts[pidx];
         let t = |k: EventKind| p.t[k.index()];
-        let span = |a: Option<u64>, b: Option<u64>| match (a, b) {
-            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
-            _ => None,
-        };
-        let pickup = t(EventKind::GpuPickup);
-        let start = t(EventKind::GpuStart);
+        let [synthesis_ms, queue_ms, lock_wait_ms, gpu_ms] = part_stages(p);
         PartitionRecord {
             job_id: self.name_tab[job.name as usize].name.clone(),
             run: job.run,
@@ -1245,28 +1273,31 @@ impl Engine {
             synth_start_ms: t(EventKind::SynthStart),
             synth_end_ms: t(EventKind::SynthEnd),
             queue_start_ms: p.queue_start,
-            pickup_ms: pickup,
-            gpu_start_ms: start,
+            pickup_ms: t(EventKind::GpuPickup),
+            gpu_start_ms: t(EventKind::GpuStart),
             gpu_end_ms: t(EventKind::GpuEnd),
-            synthesis_ms: span(t(EventKind::SynthStart), t(EventKind::SynthEnd)),
-            queue_ms: span(p.queue_start, pickup.or(start)),
-            lock_wait_ms: span(pickup, start),
-            gpu_ms: span(start, t(EventKind::GpuEnd)),
+            synthesis_ms,
+            queue_ms,
+            lock_wait_ms,
+            gpu_ms,
             synth_reported_ms: p.synth_reported,
             gpu_reported_ms: p.gpu_reported,
         }
     }
 
-    fn record_stages(&mut self, rec: &PartitionRecord) {
-        for (i, stage) in Stage::ALL.iter().enumerate() {
-            if let Some(v) = rec.stage_ms(*stage) {
-                self.stage[i].record(v as i64);
+    /// Records a finished partition's stages in the distributions.
+    fn record_stages(&mut self, idx: usize, pidx: usize) {
+        let p = &self.jobs[idx].as_ref().expect("job exists").parts[pidx];
+        let (stages, synth_rep, gpu_rep) = (part_stages(p), p.synth_reported, p.gpu_reported);
+        for (dist, v) in self.stage.iter_mut().zip(stages) {
+            if let Some(v) = v {
+                dist.record(v as i64);
             }
         }
-        if let Some(v) = rec.synth_reported_ms {
+        if let Some(v) = synth_rep {
             self.synth_rep.record(v as i64);
         }
-        if let Some(v) = rec.gpu_reported_ms {
+        if let Some(v) = gpu_rep {
             self.gpu_rep.record(v as i64);
         }
     }
@@ -1403,8 +1434,10 @@ impl Engine {
             })
             .unwrap_or_default();
         for pidx in unfinished {
-            let rec = self.partition_record(idx, pidx);
-            sink.update(Update::Partition(Arc::new(rec)));
+            if sink.wants_partitions() {
+                let rec = self.partition_record(idx, pidx);
+                sink.update(Update::Partition(Arc::new(rec)));
+            }
         }
         let job = self.jobs[idx].as_ref().expect("job exists");
         let rec = self.job_record(job, status);
@@ -1688,6 +1721,23 @@ impl Engine {
 }
 
 /// Clears an in-flight flag and the gauge that counts it.
+/// A partition's stage durations, in [`Stage::ALL`] order.
+fn part_stages(p: &Part) -> [Option<u64>; 4] {
+    let t = |k: EventKind| p.t[k.index()];
+    let span = |a: Option<u64>, b: Option<u64>| match (a, b) {
+        (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+        _ => None,
+    };
+    let pickup = t(EventKind::GpuPickup);
+    let start = t(EventKind::GpuStart);
+    [
+        span(t(EventKind::SynthStart), t(EventKind::SynthEnd)),
+        span(p.queue_start, pickup.or(start)),
+        span(pickup, start),
+        span(start, t(EventKind::GpuEnd)),
+    ]
+}
+
 fn leave(flag: &mut bool, gauge: &mut u32) {
     if std::mem::take(flag) {
         *gauge -= 1;

@@ -345,8 +345,21 @@ fn range_in(whole: &str, base: usize, part: &str) -> (usize, usize) {
 
 impl TimelineEvent<(usize, usize)> {
     /// The event with its strings in `text`.
+    #[inline]
     fn in_text<'a>(&self, text: &'a str) -> EventRef<'a> {
-        self.clone().map_str(|(from, to)| &text[from..to])
+        let s = |(from, to): (usize, usize)| text.get(from..to).unwrap_or_default();
+        TimelineEvent {
+            offset_ms: self.offset_ms,
+            kind: self.kind,
+            job_id: s(self.job_id),
+            partition: self.partition,
+            worker: self.worker,
+            gpu: self.gpu,
+            synth_ms: self.synth_ms,
+            gpu_ms: self.gpu_ms,
+            proof_kind: self.proof_kind.map(s),
+            monolithic: self.monolithic,
+        }
     }
 }
 

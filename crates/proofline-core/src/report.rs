@@ -80,6 +80,12 @@ pub trait UpdateSink {
     fn tick(&mut self, live: &crate::engine::LiveState, counts: &TelemetryCounts) {
         let _ = (live, counts);
     }
+
+    /// Whether this sink uses [`Update::Partition`], the most frequent update (one per
+    /// partition): a sink that says no is spared building them. The default is yes.
+    fn wants_partitions(&self) -> bool {
+        true
+    }
 }
 
 /// Discards every update.
@@ -89,6 +95,10 @@ pub struct NoUpdates;
 impl UpdateSink for NoUpdates {
     #[inline]
     fn update(&mut self, _: Update) {}
+
+    fn wants_partitions(&self) -> bool {
+        false
+    }
 }
 
 impl UpdateSink for Vec<Update> {
