@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_queue::ArrayQueue;
-use proofline_core::{Event, EventKind, TimelineEvent, codec};
+use proofline_core::{EventKind, EventRef, TimelineEvent, codec};
 use rustc_hash::FxHashMap as HashMap;
 use tracing::field::{Field, Visit};
 use tracing::span;
@@ -25,6 +25,7 @@ use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
 use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
+use crate::queued::Queued;
 
 /// When, in a span's life, a TIMELINE event is emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -221,14 +222,6 @@ impl SpanTable {
     }
 }
 
-/// A queue entry: an event, and whether a GPU_QUEUE at the same instant follows it (one
-/// entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
-#[derive(Debug)]
-pub(crate) struct Queued {
-    pub ev: Event,
-    pub then_queue: bool,
-}
-
 /// Per-span state, kept in the layer's span table.
 #[derive(Debug)]
 struct SpanState {
@@ -362,13 +355,11 @@ impl TimelineLayer {
             .unwrap_or_else(|| self.cfg.interesting(meta))
     }
 
-    fn send(&self, ev: Event, then_queue: bool) {
-        let pushed = !self.closed.load(Ordering::Relaxed)
-            && self.queue.push(Queued { ev, then_queue }).is_ok();
+    fn send(&self, q: Queued) {
+        let events = q.events();
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.queue.push(q).is_ok();
         if !pushed {
-            self.stats
-                .dropped
-                .fetch_add(1 + u64::from(then_queue), Ordering::Relaxed);
+            self.stats.dropped.fetch_add(events, Ordering::Relaxed);
             if !self.stats.warned.load(Ordering::Relaxed)
                 && !self.stats.warned.swap(true, Ordering::Relaxed)
             {
@@ -380,34 +371,39 @@ impl TimelineLayer {
         }
     }
 
-    /// Builds the event the way cuzk prints it for this edge.
-    fn make(&self, kind: EventKind, f: &SpanFields, at: Instant, ms: Option<u64>) -> Option<Event> {
-        let Some(job) = f.job_id.clone() else {
+    /// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
+    /// span's fields (no reference count is touched on the way to the queue).
+    fn make<'a>(
+        &self,
+        kind: EventKind,
+        f: View<'a>,
+        at: Instant,
+        ms: Option<u64>,
+    ) -> Option<EventRef<'a>> {
+        let Some(job) = f.job_id() else {
             self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
             return None;
         };
         let mut ev = TimelineEvent::new(self.offset_ms(at), kind, job);
-        ev.partition = f.partition;
+        ev.partition = f.partition();
         if matches!(
             kind,
             EventKind::GpuPickup | EventKind::GpuStart | EventKind::GpuEnd
         ) {
-            ev.worker = f.worker;
-            ev.gpu = f.gpu;
+            ev.worker = f.worker();
+            ev.gpu = f.gpu();
         }
         match kind {
-            EventKind::SynthStart if f.partition.is_none() => {
-                ev.proof_kind.clone_from(&f.proof_kind)
-            }
+            EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind(),
             EventKind::SynthEnd => ev.synth_ms = ms,
-            EventKind::GpuQueue => ev.monolithic = f.partition.is_none(),
+            EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
             EventKind::GpuEnd => ev.gpu_ms = ms,
             _ => {}
         }
         Some(ev)
     }
 
-    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Instant, ms: Option<u64>) {
+    fn emit_mask(&self, mask: u8, f: View<'_>, at: Instant, ms: Option<u64>) {
         if mask == 0 {
             return;
         }
@@ -419,9 +415,44 @@ impl TimelineLayer {
                 && self.cfg.gpu_queue_on_synth_end
                 && mask & (1 << EventKind::GpuQueue.index()) == 0;
             if let Some(ev) = self.make(kind, f, at, ms) {
-                self.send(ev, then_queue);
+                self.send(Queued::new(&ev, then_queue));
             }
         }
+    }
+}
+
+/// A span's fields as seen from it: its own, else what it inherited.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    own: &'a SpanFields,
+    inherited: &'a SpanFields,
+}
+
+impl<'a> View<'a> {
+    fn job_id(self) -> Option<&'a str> {
+        self.own
+            .job_id
+            .as_deref()
+            .or(self.inherited.job_id.as_deref())
+    }
+
+    fn proof_kind(self) -> Option<&'a str> {
+        self.own
+            .proof_kind
+            .as_deref()
+            .or(self.inherited.proof_kind.as_deref())
+    }
+
+    fn partition(self) -> Option<u32> {
+        self.own.partition.or(self.inherited.partition)
+    }
+
+    fn worker(self) -> Option<u32> {
+        self.own.worker.or(self.inherited.worker)
+    }
+
+    fn gpu(self) -> Option<u32> {
+        self.own.gpu.or(self.inherited.gpu)
     }
 }
 
@@ -465,6 +496,13 @@ impl TimelineLayer {
 }
 
 impl SpanState {
+    fn view(&self) -> View<'_> {
+        View {
+            own: &self.fields,
+            inherited: &self.inherited,
+        }
+    }
+
     fn merged(&self) -> SpanFields {
         let mut f = self.fields.clone();
         f.inherit(&self.inherited);
@@ -506,12 +544,11 @@ where
             first_enter: None,
         };
         let created = rules[Edge::Created.index()];
-        let emit = (created != 0).then(|| state.merged());
+        if created != 0 {
+            self.emit_mask(created, state.view(), Instant::now(), None);
+        }
         self.spans.insert(id, state);
         self.live.add(id);
-        if let Some(f) = emit {
-            self.emit_mask(created, &f, Instant::now(), None);
-        }
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, _ctx: Context<'_, S>) {
@@ -530,18 +567,16 @@ where
         if !self.live.maybe(id) {
             return;
         }
-        let found = self.spans.with(id, |st| {
+        // the push happens under the span's shard lock: it never waits, and it saves
+        // copying the fields out
+        self.spans.with(id, |st| {
             if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
-                return None;
+                return;
             }
             let at = Instant::now();
             st.first_enter = Some(at);
-            let mask = st.rules[Edge::FirstEnter.index()];
-            Some((mask, (mask != 0).then(|| st.merged()), at))
+            self.emit_mask(st.rules[Edge::FirstEnter.index()], st.view(), at, None);
         });
-        if let Some(Some((mask, Some(f), at))) = found {
-            self.emit_mask(mask, &f, at, None);
-        }
     }
 
     fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
@@ -566,12 +601,12 @@ where
             if has_start {
                 return; // never entered: it never ran, so it neither started nor ended
             }
-            self.emit_mask(mask, &st.merged(), Instant::now(), None);
+            self.emit_mask(mask, st.view(), Instant::now(), None);
             return;
         };
         let at = Instant::now();
         let ms = at.saturating_duration_since(first).as_millis() as u64;
-        self.emit_mask(mask, &st.merged(), at, Some(ms));
+        self.emit_mask(mask, st.view(), at, Some(ms));
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
@@ -603,7 +638,12 @@ where
                 }
             }
         }
-        let Some(mut ev) = self.make(kind, &f, at, None) else {
+        let none = SpanFields::default();
+        let view = View {
+            own: &f,
+            inherited: &none,
+        };
+        let Some(mut ev) = self.make(kind, view, at, None) else {
             return;
         };
         if let Some(d) = v.detail {
@@ -617,14 +657,15 @@ where
                 ev.gpu_ms = p.gpu_ms;
                 ev.monolithic = p.monolithic;
                 if let Some(k) = p.proof_kind {
-                    ev.proof_kind = Some(Arc::from(k));
+                    ev.proof_kind = Some(k);
                 }
             }
+            self.send(Queued::new(&ev, false));
         } else {
             ev.synth_ms = v.synth_ms;
             ev.gpu_ms = v.gpu_ms;
+            self.send(Queued::new(&ev, false));
         }
-        self.send(ev, false);
     }
 }
 

@@ -2,6 +2,7 @@
 
 mod fields;
 mod layer;
+mod queued;
 mod worker;
 
 use std::fs::OpenOptions;
@@ -214,7 +215,7 @@ impl Builder {
             event_target: self.event_target,
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
-        let queue = Arc::new(ArrayQueue::<layer::Queued>::new(self.channel_capacity));
+        let queue = Arc::new(ArrayQueue::<queued::Queued>::new(self.channel_capacity));
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let stats = Arc::new(LayerStats::default());

@@ -23,9 +23,10 @@ use crossbeam_queue::ArrayQueue;
 use proofline_core::engine::LiveState;
 use proofline_core::report::{TelemetryCounts, Update, UpdateSink};
 use proofline_core::{Engine, Report, codec};
-use proofline_core::{Event, EventKind, TimelineEvent};
+use proofline_core::{EventKind, EventRef, TimelineEvent};
 
-use crate::layer::{LayerStats, Queued};
+use crate::layer::LayerStats;
+use crate::queued::Queued;
 
 /// Events handled between two ticks at most, so gauges stay fresh under load.
 const MAX_BATCH: usize = 4096;
@@ -76,8 +77,8 @@ impl Worker {
             let mut n = 0;
             while n < MAX_BATCH {
                 let Some(q) = self.queue.pop() else { break };
-                n += 1 + usize::from(q.then_queue);
-                self.handle_queued(q, &mut line);
+                n += q.events() as usize;
+                self.handle_queued(&q, &mut line);
             }
             if n > 0 {
                 self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
@@ -111,31 +112,28 @@ impl Worker {
         self.sinks.tick(&live, &counts);
     }
 
-    fn handle_queued(&mut self, q: Queued, line: &mut String) {
-        let queue_ev = q.then_queue.then(|| {
-            let mut g =
-                TimelineEvent::new(q.ev.offset_ms, EventKind::GpuQueue, q.ev.job_id.clone());
-            g.partition = q.ev.partition;
-            g.monolithic = q.ev.partition.is_none();
-            g
-        });
-        self.handle(q.ev, line);
-        if let Some(g) = queue_ev {
-            self.handle(g, line);
+    fn handle_queued(&mut self, q: &Queued, line: &mut String) {
+        let ev = q.event();
+        self.handle(&ev, line);
+        if q.then_queue() {
+            let mut g = TimelineEvent::new(ev.offset_ms, EventKind::GpuQueue, ev.job_id);
+            g.partition = ev.partition;
+            g.monolithic = ev.partition.is_none();
+            self.handle(&g, line);
         }
     }
 
-    fn handle(&mut self, ev: Event, line: &mut String) {
+    fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         if let Some(out) = &mut self.out {
             line.clear();
-            codec::write_line(line, &ev);
+            codec::write_line(line, ev);
             line.push('\n');
             // one write per line, so that lines from several writers never interleave
             if out.write_all(line.as_bytes()).is_ok() {
                 self.stats.written.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.engine.ingest(&ev.as_event_ref(), &mut self.sinks);
+        self.engine.ingest(ev, &mut self.sinks);
     }
 
     fn flush(&mut self) {
