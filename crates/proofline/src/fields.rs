@@ -197,18 +197,20 @@ impl FieldVisitor<'_> {
                     self.out.proof_kind = Some(intern(s));
                 }
             }
-            Slot::Partition => self.out.partition = parse_index(s),
-            Slot::Worker => self.out.worker = parse_index(s),
-            Slot::Gpu => self.out.gpu = parse_index(s),
+            // an empty or unreadable value (`None`) leaves the field as it was: on a new
+            // span, unset (and so inherited); on a later `record`, unchanged
+            Slot::Partition => self.out.partition = parse_index(s).or(self.out.partition),
+            Slot::Worker => self.out.worker = parse_index(s).or(self.out.worker),
+            Slot::Gpu => self.out.gpu = parse_index(s).or(self.out.gpu),
         }
     }
 
     fn set_num(&mut self, slot: Slot, v: u64) {
         let v32 = u32::try_from(v).ok();
         match slot {
-            Slot::Partition => self.out.partition = v32,
-            Slot::Worker => self.out.worker = v32,
-            Slot::Gpu => self.out.gpu = v32,
+            Slot::Partition => self.out.partition = v32.or(self.out.partition),
+            Slot::Worker => self.out.worker = v32.or(self.out.worker),
+            Slot::Gpu => self.out.gpu = v32.or(self.out.gpu),
             Slot::JobId | Slot::ProofKind => {
                 let mut s = StackStr::new();
                 let _ = write!(s, "{v}");

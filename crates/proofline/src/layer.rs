@@ -225,10 +225,9 @@ impl SpanTable {
 /// Per-span state, kept in the layer's span table.
 #[derive(Debug)]
 struct SpanState {
-    /// This span's own fields (updated by `record`).
+    /// The span's fields: its own, and what its nearest mapped-or-field-carrying ancestor
+    /// knew when it was created for those it lacks (`record` updates its own).
     fields: SpanFields,
-    /// What its nearest mapped-or-field-carrying ancestor knew when this span was created.
-    inherited: SpanFields,
     rules: RuleMask,
     first_enter: Option<Instant>,
 }
@@ -376,25 +375,27 @@ impl TimelineLayer {
     fn make<'a>(
         &self,
         kind: EventKind,
-        f: View<'a>,
+        f: &'a SpanFields,
         at: Instant,
         ms: Option<u64>,
     ) -> Option<EventRef<'a>> {
-        let Some(job) = f.job_id() else {
+        let Some(job) = f.job_id.as_deref() else {
             self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
             return None;
         };
         let mut ev = TimelineEvent::new(self.offset_ms(at), kind, job);
-        ev.partition = f.partition();
+        ev.partition = f.partition;
         if matches!(
             kind,
             EventKind::GpuPickup | EventKind::GpuStart | EventKind::GpuEnd
         ) {
-            ev.worker = f.worker();
-            ev.gpu = f.gpu();
+            ev.worker = f.worker;
+            ev.gpu = f.gpu;
         }
         match kind {
-            EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind(),
+            EventKind::SynthStart if ev.partition.is_none() => {
+                ev.proof_kind = f.proof_kind.as_deref()
+            }
             EventKind::SynthEnd => ev.synth_ms = ms,
             EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
             EventKind::GpuEnd => ev.gpu_ms = ms,
@@ -403,7 +404,7 @@ impl TimelineLayer {
         Some(ev)
     }
 
-    fn emit_mask(&self, mask: u8, f: View<'_>, at: Instant, ms: Option<u64>) {
+    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Instant, ms: Option<u64>) {
         if mask == 0 {
             return;
         }
@@ -418,41 +419,6 @@ impl TimelineLayer {
                 self.send(Queued::new(&ev, then_queue));
             }
         }
-    }
-}
-
-/// A span's fields as seen from it: its own, else what it inherited.
-#[derive(Clone, Copy)]
-struct View<'a> {
-    own: &'a SpanFields,
-    inherited: &'a SpanFields,
-}
-
-impl<'a> View<'a> {
-    fn job_id(self) -> Option<&'a str> {
-        self.own
-            .job_id
-            .as_deref()
-            .or(self.inherited.job_id.as_deref())
-    }
-
-    fn proof_kind(self) -> Option<&'a str> {
-        self.own
-            .proof_kind
-            .as_deref()
-            .or(self.inherited.proof_kind.as_deref())
-    }
-
-    fn partition(self) -> Option<u32> {
-        self.own.partition.or(self.inherited.partition)
-    }
-
-    fn worker(self) -> Option<u32> {
-        self.own.worker.or(self.inherited.worker)
-    }
-
-    fn gpu(self) -> Option<u32> {
-        self.own.gpu.or(self.inherited.gpu)
     }
 }
 
@@ -475,7 +441,7 @@ impl TimelineLayer {
             return SpanFields::default();
         };
         if self.live.maybe(&parent) {
-            if let Some(f) = self.spans.with(&parent, |st| st.merged()) {
+            if let Some(f) = self.spans.with(&parent, |st| st.fields.clone()) {
                 return f;
             }
         }
@@ -486,7 +452,7 @@ impl TimelineLayer {
         for ancestor in span.scope().skip(1) {
             let aid = ancestor.id();
             if self.live.maybe(&aid) {
-                if let Some(f) = self.spans.with(&aid, |st| st.merged()) {
+                if let Some(f) = self.spans.with(&aid, |st| st.fields.clone()) {
                     return f;
                 }
             }
@@ -495,20 +461,7 @@ impl TimelineLayer {
     }
 }
 
-impl SpanState {
-    fn view(&self) -> View<'_> {
-        View {
-            own: &self.fields,
-            inherited: &self.inherited,
-        }
-    }
 
-    fn merged(&self) -> SpanFields {
-        let mut f = self.fields.clone();
-        f.inherit(&self.inherited);
-        f
-    }
-}
 
 impl<S> Layer<S> for TimelineLayer
 where
@@ -531,21 +484,18 @@ where
             names: &self.cfg.fields,
             out: &mut fields,
         });
-        let inherited = if fields.complete() {
-            SpanFields::default()
-        } else {
-            self.inherited(attrs, &ctx)
-        };
+        if !fields.complete() {
+            fields.inherit(&self.inherited(attrs, &ctx));
+        }
         let rules = self.cfg.rules_for(attrs.metadata().name());
         let state = SpanState {
             fields,
-            inherited,
             rules,
             first_enter: None,
         };
         let created = rules[Edge::Created.index()];
         if created != 0 {
-            self.emit_mask(created, state.view(), Instant::now(), None);
+            self.emit_mask(created, &state.fields, Instant::now(), None);
         }
         self.spans.insert(id, state);
         self.live.add(id);
@@ -575,7 +525,7 @@ where
             }
             let at = Instant::now();
             st.first_enter = Some(at);
-            self.emit_mask(st.rules[Edge::FirstEnter.index()], st.view(), at, None);
+            self.emit_mask(st.rules[Edge::FirstEnter.index()], &st.fields, at, None);
         });
     }
 
@@ -601,12 +551,12 @@ where
             if has_start {
                 return; // never entered: it never ran, so it neither started nor ended
             }
-            self.emit_mask(mask, st.view(), Instant::now(), None);
+            self.emit_mask(mask, &st.fields, Instant::now(), None);
             return;
         };
         let at = Instant::now();
         let ms = at.saturating_duration_since(first).as_millis() as u64;
-        self.emit_mask(mask, st.view(), at, Some(ms));
+        self.emit_mask(mask, &st.fields, at, Some(ms));
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
@@ -630,7 +580,7 @@ where
                 for span in scope {
                     let sid = span.id();
                     if self.live.maybe(&sid) {
-                        if let Some(m) = self.spans.with(&sid, |st| st.merged()) {
+                        if let Some(m) = self.spans.with(&sid, |st| st.fields.clone()) {
                             f.inherit(&m);
                             break;
                         }
@@ -638,12 +588,7 @@ where
                 }
             }
         }
-        let none = SpanFields::default();
-        let view = View {
-            own: &f,
-            inherited: &none,
-        };
-        let Some(mut ev) = self.make(kind, view, at, None) else {
+        let Some(mut ev) = self.make(kind, &f, at, None) else {
             return;
         };
         if let Some(d) = v.detail {
