@@ -181,10 +181,19 @@ pub(crate) fn intern(s: &str) -> Arc<str> {
 /// Visits a span's fields into [`SpanFields`].
 pub(crate) struct FieldVisitor<'a> {
     pub names: &'a FieldNames,
+    /// The slot of each field of the callsite, by field index, when worked out beforehand.
+    pub slots: Option<&'a [Option<Slot>]>,
     pub out: &'a mut SpanFields,
 }
 
 impl FieldVisitor<'_> {
+    fn slot(&self, field: &Field) -> Option<Slot> {
+        match self.slots {
+            Some(slots) => slots.get(field.index()).copied().flatten(),
+            None => self.names.slot(field.name()),
+        }
+    }
+
     fn set_str(&mut self, slot: Slot, s: &str) {
         match slot {
             Slot::JobId => {
@@ -224,13 +233,13 @@ impl FieldVisitor<'_> {
 
 impl Visit for FieldVisitor<'_> {
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if let Some(slot) = self.names.slot(field.name()) {
+        if let Some(slot) = self.slot(field) {
             self.set_num(slot, value);
         }
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if let Some(slot) = self.names.slot(field.name()) {
+        if let Some(slot) = self.slot(field) {
             if let Ok(v) = u64::try_from(value) {
                 self.set_num(slot, v);
             }
@@ -238,13 +247,13 @@ impl Visit for FieldVisitor<'_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        if let Some(slot) = self.names.slot(field.name()) {
+        if let Some(slot) = self.slot(field) {
             self.set_str(slot, value);
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if let Some(slot) = self.names.slot(field.name()) {
+        if let Some(slot) = self.slot(field) {
             let mut s = StackStr::new();
             if write!(s, "{value:?}").is_ok() {
                 if let Some(s) = s.as_str() {

@@ -11,7 +11,7 @@
 //! spans for the other layers.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crossbeam_queue::ArrayQueue;
@@ -24,7 +24,7 @@ use tracing::{Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
-use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
+use crate::fields::{FieldNames, FieldVisitor, Slot, SpanFields, StackStr, parse_index};
 use crate::queued::Queued;
 
 /// When, in a span's life, a TIMELINE event is emitted.
@@ -125,6 +125,18 @@ impl LayerConfig {
             }
         }
         m
+    }
+
+    /// What the layer needs to know of a callsite it wants, worked out once.
+    fn info(&self, meta: &Metadata<'_>) -> CallsiteInfo {
+        CallsiteInfo {
+            rules: self.rules_for(meta.name()),
+            slots: meta
+                .fields()
+                .iter()
+                .map(|f| self.fields.slot(f.name()))
+                .collect(),
+        }
     }
 
     fn interesting(&self, meta: &Metadata<'_>) -> bool {
@@ -228,6 +240,8 @@ struct SpanState {
     /// The span's fields: its own, and what its nearest mapped-or-field-carrying ancestor
     /// knew when it was created for those it lacks (`record` updates its own).
     fields: SpanFields,
+    /// Where the info of its callsite is.
+    callsite: Option<u32>,
     rules: RuleMask,
     first_enter: Option<Instant>,
 }
@@ -245,13 +259,35 @@ pub struct TimelineLayer {
     pub(crate) spans: SpanTable,
 }
 
-/// A lock-free set of the callsites the layer wants (their metadata addresses): written
-/// under a mutex in `register_callsite` (rare), read with atomic loads on every span.
+/// What the layer worked out once for a callsite it wants, so that a span's creation
+/// compares no names: its rules, and which proofline field each of its fields is (by field
+/// index).
+#[derive(Debug)]
+pub(crate) struct CallsiteInfo {
+    rules: RuleMask,
+    slots: Box<[Option<Slot>]>,
+}
+
+/// A lock-free set of the callsites the layer wants (their metadata addresses), each with its
+/// [`CallsiteInfo`]: written under a mutex in `register_callsite` (rare), read with atomic
+/// loads on every span.
 #[derive(Debug)]
 pub(crate) struct CallsiteSet {
     slots: Box<[AtomicUsize]>,
+    infos: Box<[OnceLock<CallsiteInfo>]>,
     insert: Mutex<()>,
     overflow: AtomicBool,
+}
+
+/// What the callsite set knows of a callsite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// Wanted; its info is at this index.
+    Wanted(u32),
+    /// Not wanted.
+    Unwanted,
+    /// The set overflowed and the callsite is not in it: classify it the slow way.
+    Unknown,
 }
 
 impl CallsiteSet {
@@ -260,6 +296,7 @@ impl CallsiteSet {
     pub fn new() -> Self {
         CallsiteSet {
             slots: (0..Self::CAP).map(|_| AtomicUsize::new(0)).collect(),
+            infos: (0..Self::CAP).map(|_| OnceLock::new()).collect(),
             insert: Mutex::new(()),
             overflow: AtomicBool::new(false),
         }
@@ -269,7 +306,7 @@ impl CallsiteSet {
         ((addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % Self::CAP
     }
 
-    fn insert(&self, meta: &'static Metadata<'static>) {
+    fn insert(&self, meta: &'static Metadata<'static>, info: impl FnOnce() -> CallsiteInfo) {
         let addr = std::ptr::from_ref(meta) as usize;
         let _g = self
             .insert
@@ -277,9 +314,12 @@ impl CallsiteSet {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let start = Self::start(addr);
         for i in 0..Self::CAP {
-            let slot = &self.slots[(start + i) % Self::CAP];
+            let at = (start + i) % Self::CAP;
+            let slot = &self.slots[at];
             match slot.load(Ordering::Acquire) {
                 0 => {
+                    // the info first: whoever sees the address sees its info
+                    let _ = self.infos[at].set(info());
                     slot.store(addr, Ordering::Release);
                     return;
                 }
@@ -290,23 +330,26 @@ impl CallsiteSet {
         self.overflow.store(true, Ordering::Release);
     }
 
-    /// Whether the callsite was registered as wanted; `None` when the set overflowed and it
-    /// was not found (the caller then classifies the slow way).
-    fn contains(&self, meta: &Metadata<'_>) -> Option<bool> {
+    fn find(&self, meta: &Metadata<'_>) -> Known {
         let addr = std::ptr::from_ref(meta) as usize;
         let start = Self::start(addr);
         for i in 0..Self::CAP {
-            match self.slots[(start + i) % Self::CAP].load(Ordering::Acquire) {
+            let at = (start + i) % Self::CAP;
+            match self.slots[at].load(Ordering::Acquire) {
                 0 => break,
-                a if a == addr => return Some(true),
+                a if a == addr => return Known::Wanted(at as u32),
                 _ => {}
             }
         }
         if self.overflow.load(Ordering::Relaxed) {
-            None
+            Known::Unknown
         } else {
-            Some(false)
+            Known::Unwanted
         }
+    }
+
+    fn info(&self, at: u32) -> Option<&CallsiteInfo> {
+        self.infos.get(at as usize)?.get()
     }
 }
 
@@ -348,10 +391,14 @@ impl TimelineLayer {
         at.saturating_duration_since(self.epoch).as_millis() as u64
     }
 
-    fn wants(&self, meta: &Metadata<'_>) -> bool {
-        self.callsites
-            .contains(meta)
-            .unwrap_or_else(|| self.cfg.interesting(meta))
+    /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
+    /// callsite the full set could not take).
+    fn wants(&self, meta: &Metadata<'_>) -> Option<Option<u32>> {
+        match self.callsites.find(meta) {
+            Known::Wanted(at) => Some(Some(at)),
+            Known::Unwanted => None,
+            Known::Unknown => self.cfg.interesting(meta).then_some(None),
+        }
     }
 
     fn send(&self, q: Queued) {
@@ -469,27 +516,33 @@ where
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
         if self.cfg.interesting(meta) {
-            self.callsites.insert(meta);
+            self.callsites.insert(meta, || self.cfg.info(meta));
         }
         // never filter for the other layers: a prover's fmt layer decides for itself
         Interest::always()
     }
 
     fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
-        if !self.wants(attrs.metadata()) {
+        let Some(callsite) = self.wants(attrs.metadata()) else {
             return;
-        }
+        };
+        let info = callsite.and_then(|at| self.callsites.info(at));
         let mut fields = SpanFields::default();
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
+            slots: info.map(|i| &*i.slots),
             out: &mut fields,
         });
         if !fields.complete() {
             fields.inherit(&self.inherited(attrs, &ctx));
         }
-        let rules = self.cfg.rules_for(attrs.metadata().name());
+        let rules = match info {
+            Some(i) => i.rules,
+            None => self.cfg.rules_for(attrs.metadata().name()),
+        };
         let state = SpanState {
             fields,
+            callsite,
             rules,
             first_enter: None,
         };
@@ -506,8 +559,10 @@ where
             return;
         }
         self.spans.with(id, |st| {
+            let info = st.callsite.and_then(|at| self.callsites.info(at));
             values.record(&mut FieldVisitor {
                 names: &self.cfg.fields,
+                slots: info.map(|i| &*i.slots),
                 out: &mut st.fields,
             })
         });
@@ -560,7 +615,7 @@ where
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
-        if !self.wants(event.metadata()) {
+        if self.wants(event.metadata()).is_none() {
             return;
         }
         let at = Instant::now();
@@ -647,6 +702,7 @@ impl TimelineVisitor<'_> {
                 }
                 let mut fv = FieldVisitor {
                     names: self.names,
+                    slots: None,
                     out: &mut self.fields,
                 };
                 fv.record_str(field, s);
@@ -660,6 +716,7 @@ impl Visit for TimelineVisitor<'_> {
         if !self.set_ms(field.name(), value) {
             FieldVisitor {
                 names: self.names,
+                slots: None,
                 out: &mut self.fields,
             }
             .record_u64(field, value);
