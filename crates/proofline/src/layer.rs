@@ -12,7 +12,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
 
 use crossbeam_queue::ArrayQueue;
 use proofline_core::{EventKind, EventRef, TimelineEvent, codec};
@@ -24,6 +23,7 @@ use tracing::{Metadata, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
+use crate::clock::{Clock, Raw};
 use crate::fields::{FieldNames, FieldVisitor, Slot, SpanFields, StackStr, parse_index};
 use crate::queued::Queued;
 
@@ -243,7 +243,7 @@ struct SpanState {
     /// Where the info of its callsite is.
     callsite: Option<u32>,
     rules: RuleMask,
-    first_enter: Option<Instant>,
+    first_enter: Option<Raw>,
 }
 
 /// The layer. Build it with [`crate::TimelineLayer::builder`].
@@ -253,7 +253,7 @@ pub struct TimelineLayer {
     pub(crate) queue: Arc<ArrayQueue<Queued>>,
     pub(crate) closed: Arc<AtomicBool>,
     pub(crate) stats: Arc<LayerStats>,
-    pub(crate) epoch: Instant,
+    pub(crate) clock: Clock,
     pub(crate) callsites: CallsiteSet,
     pub(crate) live: LiveSpans,
     pub(crate) spans: SpanTable,
@@ -387,9 +387,6 @@ impl LiveSpans {
 }
 
 impl TimelineLayer {
-    fn offset_ms(&self, at: Instant) -> u64 {
-        at.saturating_duration_since(self.epoch).as_millis() as u64
-    }
 
     /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
     /// callsite the full set could not take).
@@ -423,14 +420,14 @@ impl TimelineLayer {
         &self,
         kind: EventKind,
         f: &'a SpanFields,
-        at: Instant,
+        at: Raw,
         ms: Option<u64>,
     ) -> Option<EventRef<'a>> {
         let Some(job) = f.job_id.as_deref() else {
             self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let mut ev = TimelineEvent::new(self.offset_ms(at), kind, job);
+        let mut ev = TimelineEvent::new(self.clock.offset_ms(at), kind, job);
         ev.partition = f.partition;
         if matches!(
             kind,
@@ -451,7 +448,7 @@ impl TimelineLayer {
         Some(ev)
     }
 
-    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Instant, ms: Option<u64>) {
+    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
         if mask == 0 {
             return;
         }
@@ -548,7 +545,7 @@ where
         };
         let created = rules[Edge::Created.index()];
         if created != 0 {
-            self.emit_mask(created, &state.fields, Instant::now(), None);
+            self.emit_mask(created, &state.fields, self.clock.now(), None);
         }
         self.spans.insert(id, state);
         self.live.add(id);
@@ -578,7 +575,7 @@ where
             if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
                 return;
             }
-            let at = Instant::now();
+            let at = self.clock.now();
             st.first_enter = Some(at);
             self.emit_mask(st.rules[Edge::FirstEnter.index()], &st.fields, at, None);
         });
@@ -606,11 +603,11 @@ where
             if has_start {
                 return; // never entered: it never ran, so it neither started nor ended
             }
-            self.emit_mask(mask, &st.fields, Instant::now(), None);
+            self.emit_mask(mask, &st.fields, self.clock.now(), None);
             return;
         };
-        let at = Instant::now();
-        let ms = at.saturating_duration_since(first).as_millis() as u64;
+        let at = self.clock.now();
+        let ms = self.clock.ms_between(first, at);
         self.emit_mask(mask, &st.fields, at, Some(ms));
     }
 
@@ -618,7 +615,7 @@ where
         if self.wants(event.metadata()).is_none() {
             return;
         }
-        let at = Instant::now();
+        let at = self.clock.now();
         let mut v = TimelineVisitor {
             names: &self.cfg.fields,
             fields: SpanFields::default(),

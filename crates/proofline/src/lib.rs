@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod clock;
 mod fields;
 mod layer;
 mod queued;
@@ -220,6 +221,7 @@ impl Builder {
         let (done_tx, done_rx) = mpsc::channel();
         let stats = Arc::new(LayerStats::default());
         let epoch = Instant::now();
+        let clock = clock::Clock::start();
         let out: Option<Box<dyn Write + Send>> = match self.output {
             Output::Stderr => Some(Box::new(io::stderr())),
             Output::Writer(w) => Some(w),
@@ -233,7 +235,7 @@ impl Builder {
             out,
             sinks: Sinks(self.sinks),
             stats: stats.clone(),
-            epoch,
+            clock: clock.clone(),
             tick: self.tick,
             done: done_tx,
         };
@@ -246,7 +248,7 @@ impl Builder {
             queue,
             closed: shutdown.clone(),
             stats: stats.clone(),
-            epoch,
+            clock,
             callsites: CallsiteSet::new(),
             live: LiveSpans::new(),
             spans: SpanTable::new(),

@@ -25,6 +25,7 @@ use proofline_core::report::{TelemetryCounts, Update, UpdateSink};
 use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
+use crate::clock::Clock;
 use crate::layer::LayerStats;
 use crate::queued::Queued;
 
@@ -59,7 +60,7 @@ pub(crate) struct Worker {
     pub out: Option<Box<dyn Write + Send>>,
     pub sinks: Sinks,
     pub stats: Arc<LayerStats>,
-    pub epoch: Instant,
+    pub clock: Clock,
     pub tick: Duration,
     pub done: Sender<Report>,
 }
@@ -89,7 +90,7 @@ impl Worker {
             }
             if last_tick.elapsed() >= self.tick {
                 last_tick = Instant::now();
-                let now = self.epoch.elapsed().as_millis() as u64;
+                let now = self.clock.offset_ms(self.clock.now());
                 self.engine.advance(now, &mut self.sinks);
                 self.tick_sinks();
             }
