@@ -387,7 +387,6 @@ impl LiveSpans {
 }
 
 impl TimelineLayer {
-
     /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
     /// callsite the full set could not take).
     fn wants(&self, meta: &Metadata<'_>) -> Option<Option<u32>> {
@@ -504,8 +503,6 @@ impl TimelineLayer {
         SpanFields::default()
     }
 }
-
-
 
 impl<S> Layer<S> for TimelineLayer
 where
