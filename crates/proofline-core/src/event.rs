@@ -59,6 +59,15 @@ impl EventKind {
         })
     }
 
+    /// Whether it is a GPU edge (GPU_PICKUP, GPU_START, GPU_END), whose lines name the
+    /// worker.
+    pub const fn is_gpu(self) -> bool {
+        matches!(
+            self,
+            EventKind::GpuPickup | EventKind::GpuStart | EventKind::GpuEnd
+        )
+    }
+
     /// Position in [`EventKind::ALL`].
     pub const fn index(self) -> usize {
         self as usize

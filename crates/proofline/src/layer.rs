@@ -154,8 +154,9 @@ impl LayerConfig {
 /// Counters shared by the layer, its worker and its guard.
 #[derive(Debug, Default)]
 pub struct LayerStats {
-    /// Events the worker took off the queue (counted by the worker, once per batch, so the
-    /// prover's threads pay no shared counter for an event that fits).
+    /// Events the worker took in: off the queue, or (first-enter events) from the span
+    /// table. Counted by the worker, once per batch, so the prover's threads pay no shared
+    /// counter for an event that fits.
     pub received: AtomicU64,
     /// Events dropped because the queue was full (or the worker had stopped).
     pub dropped: AtomicU64,
@@ -232,6 +233,25 @@ impl SpanTable {
     fn remove(&self, id: &span::Id) -> Option<SpanState> {
         self.shard(id).remove(&id.into_u64())
     }
+
+    /// Takes the first-enter events still waiting in the table (spans entered and not yet
+    /// closed), oldest shard first; each shard is locked only to copy its events out.
+    pub fn take_starts(&self, clock: &Clock, stats: &LayerStats, out: &mut Vec<Queued>) {
+        for shard in &self.shards {
+            let mut shard = shard
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for st in shard.values_mut().filter(|st| st.start_pending) {
+                st.start_pending = false;
+                let (Some(kind), Some(at)) = (st.single_start(), st.first_enter) else {
+                    continue;
+                };
+                if let Some(ev) = make_event(clock, stats, kind, &st.fields, at, None) {
+                    out.push(Queued::new(&ev, false));
+                }
+            }
+        }
+    }
 }
 
 /// Per-span state, kept in the layer's span table.
@@ -244,6 +264,23 @@ struct SpanState {
     callsite: Option<u32>,
     rules: RuleMask,
     first_enter: Option<Raw>,
+    /// The first enter's event is not sent yet: the worker's next look at the table, or
+    /// the close if it comes first, sends it (see `on_enter`).
+    start_pending: bool,
+}
+
+impl SpanState {
+    /// The one event the first enter emits, when it emits exactly one (the common case:
+    /// SYNTH_START, GPU_START), which can wait in the table for the worker.
+    fn single_start(&self) -> Option<EventKind> {
+        let mask = self.rules[Edge::FirstEnter.index()];
+        if mask.count_ones() != 1 {
+            return None;
+        }
+        EventKind::ALL
+            .into_iter()
+            .find(|k| mask & (1 << k.index()) != 0)
+    }
 }
 
 /// The layer. Build it with [`crate::TimelineLayer::builder`].
@@ -256,7 +293,7 @@ pub struct TimelineLayer {
     pub(crate) clock: Clock,
     pub(crate) callsites: CallsiteSet,
     pub(crate) live: LiveSpans,
-    pub(crate) spans: SpanTable,
+    pub(crate) spans: Arc<SpanTable>,
 }
 
 /// What the layer worked out once for a callsite it wants, so that a span's creation
@@ -413,8 +450,6 @@ impl TimelineLayer {
         }
     }
 
-    /// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
-    /// span's fields (no reference count is touched on the way to the queue).
     fn make<'a>(
         &self,
         kind: EventKind,
@@ -422,29 +457,7 @@ impl TimelineLayer {
         at: Raw,
         ms: Option<u64>,
     ) -> Option<EventRef<'a>> {
-        let Some(job) = f.job_id.as_deref() else {
-            self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
-            return None;
-        };
-        let mut ev = TimelineEvent::new(self.clock.offset_ms(at), kind, job);
-        ev.partition = f.partition;
-        if matches!(
-            kind,
-            EventKind::GpuPickup | EventKind::GpuStart | EventKind::GpuEnd
-        ) {
-            ev.worker = f.worker;
-            ev.gpu = f.gpu;
-        }
-        match kind {
-            EventKind::SynthStart if ev.partition.is_none() => {
-                ev.proof_kind = f.proof_kind.as_deref()
-            }
-            EventKind::SynthEnd => ev.synth_ms = ms,
-            EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
-            EventKind::GpuEnd => ev.gpu_ms = ms,
-            _ => {}
-        }
-        Some(ev)
+        make_event(&self.clock, &self.stats, kind, f, at, ms)
     }
 
     fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
@@ -463,6 +476,36 @@ impl TimelineLayer {
             }
         }
     }
+}
+
+/// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
+/// span's fields (no reference count is touched on the way to the queue).
+fn make_event<'a>(
+    clock: &Clock,
+    stats: &LayerStats,
+    kind: EventKind,
+    f: &'a SpanFields,
+    at: Raw,
+    ms: Option<u64>,
+) -> Option<EventRef<'a>> {
+    let Some(job) = f.job_id.as_deref() else {
+        stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
+        return None;
+    };
+    let mut ev = TimelineEvent::new(clock.offset_ms(at), kind, job);
+    ev.partition = f.partition;
+    if kind.is_gpu() {
+        ev.worker = f.worker;
+        ev.gpu = f.gpu;
+    }
+    match kind {
+        EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind.as_deref(),
+        EventKind::SynthEnd => ev.synth_ms = ms,
+        EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
+        EventKind::GpuEnd => ev.gpu_ms = ms,
+        _ => {}
+    }
+    Some(ev)
 }
 
 impl TimelineLayer {
@@ -504,6 +547,20 @@ impl TimelineLayer {
     }
 }
 
+impl TimelineLayer {
+    /// Sends a span's first-enter event if it is still waiting in its state.
+    fn send_pending_start(&self, st: &SpanState) {
+        if !st.start_pending {
+            return;
+        }
+        if let (Some(kind), Some(at)) = (st.single_start(), st.first_enter) {
+            if let Some(ev) = self.make(kind, &st.fields, at, None) {
+                self.send(Queued::new(&ev, false));
+            }
+        }
+    }
+}
+
 impl<S> Layer<S> for TimelineLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
@@ -539,6 +596,7 @@ where
             callsite,
             rules,
             first_enter: None,
+            start_pending: false,
         };
         let created = rules[Edge::Created.index()];
         if created != 0 {
@@ -566,15 +624,24 @@ where
         if !self.live.maybe(id) {
             return;
         }
-        // the push happens under the span's shard lock: it never waits, and it saves
-        // copying the fields out
+        // A single first-enter event (SYNTH_START, GPU_START) stays in the span's state: the
+        // worker takes it from the table at its next poll, or the close sends it with the
+        // end event in one queue entry, whichever comes first. Either way it is written within
+        // a poll interval, as an event through the queue is, and most spans push one entry
+        // instead of two. Other masks are pushed now (under the shard lock: the push never
+        // waits, and it saves copying the fields out).
         self.spans.with(id, |st| {
             if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
                 return;
             }
             let at = self.clock.now();
             st.first_enter = Some(at);
-            self.emit_mask(st.rules[Edge::FirstEnter.index()], &st.fields, at, None);
+            // (after shutdown it goes to the queue, which counts it as dropped)
+            if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
+                st.start_pending = true;
+            } else {
+                self.emit_mask(st.rules[Edge::FirstEnter.index()], &st.fields, at, None);
+            }
         });
     }
 
@@ -587,12 +654,14 @@ where
         };
         self.live.remove(&id);
         let mask = st.rules[Edge::Close.index()];
-        if mask == 0 {
-            return;
-        }
-        if std::thread::panicking() {
-            // the work did not finish: no end edge (the job shows as incomplete)
-            self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+        let panicking = mask != 0 && std::thread::panicking();
+        if mask == 0 || panicking {
+            // it did start: a start still waiting goes out alone
+            self.send_pending_start(&st);
+            if panicking {
+                // the work did not finish: no end edge (the job shows as incomplete)
+                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+            }
             return;
         }
         let has_start = st.rules[Edge::FirstEnter.index()] != 0;
@@ -605,6 +674,38 @@ where
         };
         let at = self.clock.now();
         let ms = self.clock.ms_between(first, at);
+        if st.start_pending && mask.count_ones() == 1 {
+            // the usual span: its start and its end (and a GPU_QUEUE) in one entry
+            let start = st
+                .single_start()
+                .and_then(|k| self.make(k, &st.fields, first, None));
+            let end = EventKind::ALL
+                .into_iter()
+                .find(|k| mask & (1 << k.index()) != 0);
+            let end = end.and_then(|k| self.make(k, &st.fields, at, Some(ms)).map(|e| (k, e)));
+            let then_queue = |kind| kind == EventKind::SynthEnd && self.cfg.gpu_queue_on_synth_end;
+            match (start, end) {
+                (Some(start), Some((kind, end))) => {
+                    match Queued::pair(&start, &end, then_queue(kind)) {
+                        Some(both) => self.send(both),
+                        None => {
+                            self.send(Queued::new(&start, false));
+                            self.send(Queued::new(&end, then_queue(kind)));
+                        }
+                    }
+                }
+                (start, end) => {
+                    if let Some(start) = start {
+                        self.send(Queued::new(&start, false));
+                    }
+                    if let Some((kind, end)) = end {
+                        self.send(Queued::new(&end, then_queue(kind)));
+                    }
+                }
+            }
+            return;
+        }
+        self.send_pending_start(&st);
         self.emit_mask(mask, &st.fields, at, Some(ms));
     }
 

@@ -222,6 +222,7 @@ impl Builder {
         let stats = Arc::new(LayerStats::default());
         let epoch = Instant::now();
         let clock = clock::Clock::start();
+        let spans = Arc::new(SpanTable::new());
         let out: Option<Box<dyn Write + Send>> = match self.output {
             Output::Stderr => Some(Box::new(io::stderr())),
             Output::Writer(w) => Some(w),
@@ -236,6 +237,7 @@ impl Builder {
             sinks: Sinks(self.sinks),
             stats: stats.clone(),
             clock: clock.clone(),
+            spans: spans.clone(),
             tick: self.tick,
             done: done_tx,
         };
@@ -251,7 +253,7 @@ impl Builder {
             clock,
             callsites: CallsiteSet::new(),
             live: LiveSpans::new(),
-            spans: SpanTable::new(),
+            spans,
         };
         let guard = TimelineGuard {
             shutdown,

@@ -6,14 +6,15 @@
 //! raised and the worker then lowered: a third line bouncing between the cores for every
 //! event, since a job's spans share one `Arc`. An entry is 64 bytes with the job id copied
 //! in, which the worker reads in place; only what few events carry (a long job id, a proof
-//! kind, both durations) goes behind a box.
+//! kind, both durations) goes behind a box. A span that closes before the worker has taken
+//! its first-enter event from the span table sends both in one entry (`start`).
 
 use std::sync::Arc;
 
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 /// Job ids up to this many bytes are copied into the entry.
-const INLINE: usize = 29;
+const INLINE: usize = 24;
 
 const PARTITION: u8 = 1;
 const WORKER: u8 = 1 << 1;
@@ -30,11 +31,15 @@ pub(crate) struct Queued {
     ext: Option<Box<Ext>>,
     /// The event's own duration (`synth_ms` of a SYNTH_END, `gpu_ms` of a GPU_END).
     ms: u32,
+    /// How many milliseconds before the event its start event was (see `start`).
+    start_delta: u32,
     partition: u32,
     worker: u32,
     gpu: u32,
     kind: EventKind,
     flags: u8,
+    /// The kind of the start event carried along (its index + 1), 0 for none.
+    start: u8,
     job_len: u8,
     job: [u8; INLINE],
 }
@@ -44,6 +49,7 @@ pub(crate) struct Queued {
 struct Ext {
     job: Option<Arc<str>>,
     proof_kind: Option<Arc<str>>,
+    start_proof_kind: Option<Arc<str>>,
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
 }
@@ -102,14 +108,66 @@ impl Queued {
             offset_ms: ev.offset_ms,
             ext: needs_ext.then(|| Box::new(ext)),
             ms,
+            start_delta: 0,
             partition,
             worker,
             gpu,
             kind: ev.kind,
             flags,
+            start: 0,
             job_len,
             job,
         }
+    }
+
+    /// One entry for a span's start and end events, when the start can ride along (same
+    /// job, partition and worker, as a span's edges have); `None` when it cannot.
+    pub fn pair(start: &EventRef<'_>, end: &EventRef<'_>, then_queue: bool) -> Option<Self> {
+        let delta = end
+            .offset_ms
+            .checked_sub(start.offset_ms)
+            .and_then(|d| u32::try_from(d).ok());
+        // what `start_event` rebuilds from the end event must be the start event
+        let gpu = start.kind.is_gpu();
+        let rides = start.job_id == end.job_id
+            && start.partition == end.partition
+            && start.worker == if gpu { end.worker } else { None }
+            && start.gpu == if gpu { end.gpu } else { None }
+            && start.synth_ms.is_none()
+            && start.gpu_ms.is_none()
+            && !start.monolithic;
+        let (true, Some(delta)) = (rides, delta) else {
+            return None;
+        };
+        let mut q = Queued::new(end, then_queue);
+        q.start = start.kind.index() as u8 + 1;
+        q.start_delta = delta;
+        if let Some(k) = start.proof_kind {
+            q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(Arc::from(k));
+        }
+        debug_assert_eq!(q.start_event().as_ref(), Some(start));
+        Some(q)
+    }
+
+    /// The start event carried along, if any: it comes before [`Queued::event`].
+    pub fn start_event(&self) -> Option<EventRef<'_>> {
+        let kind = *EventKind::ALL.get(usize::from(self.start.checked_sub(1)?))?;
+        let end = self.event();
+        let mut ev = TimelineEvent::new(
+            end.offset_ms - u64::from(self.start_delta),
+            kind,
+            end.job_id,
+        );
+        ev.partition = end.partition;
+        if kind.is_gpu() {
+            ev.worker = end.worker;
+            ev.gpu = end.gpu;
+        }
+        ev.proof_kind = self
+            .ext
+            .as_deref()
+            .and_then(|e| e.start_proof_kind.as_deref());
+        Some(ev)
     }
 
     /// Whether a GPU_QUEUE follows the event.
@@ -119,7 +177,7 @@ impl Queued {
 
     /// How many TIMELINE events the entry stands for.
     pub fn events(&self) -> u64 {
-        1 + u64::from(self.then_queue())
+        1 + u64::from(self.then_queue()) + u64::from(self.start != 0)
     }
 
     /// The event, its strings borrowed from the entry.
@@ -166,7 +224,7 @@ mod tests {
         (
             any::<u64>(),
             0usize..6,
-            prop_oneof!["[a-z0-9-]{1,29}", "[a-z0-9-]{30,60}", "[é ]{1,20}"],
+            prop_oneof!["[a-z0-9-]{1,24}", "[a-z0-9-]{25,60}", "[é ]{1,20}"],
             proptest::option::of(any::<u32>()),
             proptest::option::of(any::<u32>()),
             proptest::option::of(any::<u32>()),
@@ -199,6 +257,41 @@ mod tests {
             prop_assert_eq!(q.event(), ev.as_event_ref());
             prop_assert_eq!(q.then_queue(), then_queue);
             prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
+            prop_assert!(q.start_event().is_none());
+        }
+
+        /// A start and an end travel in one entry when the start can be rebuilt from the
+        /// end exactly, and in two otherwise: either way both come back as they went in.
+        #[test]
+        fn a_pair_gives_both_events_back(
+            (end, then_queue) in event(),
+            (other, _) in event(),
+            back in prop_oneof![0u64..100_000, any::<u64>()],
+            k in 0usize..6,
+            same in any::<bool>(),
+        ) {
+            // a span's start: the end's job, partition and worker, earlier
+            let mut start = if same { end.clone() } else { other };
+            start.kind = EventKind::ALL[k];
+            start.offset_ms = end.offset_ms.saturating_sub(back);
+            start.synth_ms = None;
+            start.gpu_ms = None;
+            start.monolithic = false;
+            if !start.kind.is_gpu() {
+                start.worker = None;
+                start.gpu = None;
+            }
+            let (s, e) = (start.as_event_ref(), end.as_event_ref());
+            match Queued::pair(&s, &e, then_queue) {
+                Some(q) => {
+                    prop_assert_eq!(q.start_event(), Some(s));
+                    prop_assert_eq!(q.event(), e);
+                    prop_assert_eq!(q.events(), 2 + u64::from(then_queue));
+                }
+                None => {
+                    prop_assert!(!same || back > u64::from(u32::MAX) || back > end.offset_ms);
+                }
+            }
         }
     }
 }

@@ -26,7 +26,7 @@ use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 use crate::clock::Clock;
-use crate::layer::LayerStats;
+use crate::layer::{LayerStats, SpanTable};
 use crate::queued::Queued;
 
 /// Events handled between two ticks at most, so gauges stay fresh under load.
@@ -61,6 +61,8 @@ pub(crate) struct Worker {
     pub sinks: Sinks,
     pub stats: Arc<LayerStats>,
     pub clock: Clock,
+    /// The layer's span table, where first-enter events wait to be taken.
+    pub spans: Arc<SpanTable>,
     pub tick: Duration,
     pub done: Sender<Report>,
 }
@@ -70,6 +72,8 @@ impl Worker {
         // Whatever the sinks log must not come back into the prover's subscriber.
         let _quiet = tracing::subscriber::set_default(tracing::subscriber::NoSubscriber::default());
         let mut line = String::with_capacity(160);
+        let mut starts = Vec::new();
+        let mut last_look = Instant::now();
         // sinks see the engine's state once a second (gauges), not after every event
         let mut last_tick = Instant::now();
         loop {
@@ -80,6 +84,17 @@ impl Worker {
                 let Some(q) = self.queue.pop() else { break };
                 n += q.events() as usize;
                 self.handle_queued(&q, &mut line);
+            }
+            // first-enter events of spans still open, at most once a poll interval while
+            // busy (a look locks every shard of the span table, which the prover uses)
+            if n < MAX_BATCH || stop || last_look.elapsed() >= self.poll {
+                last_look = Instant::now();
+                self.spans
+                    .take_starts(&self.clock, &self.stats, &mut starts);
+                n += starts.len();
+                for q in starts.drain(..) {
+                    self.handle_queued(&q, &mut line);
+                }
             }
             if n > 0 {
                 self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
@@ -114,6 +129,9 @@ impl Worker {
     }
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
+        if let Some(start) = q.start_event() {
+            self.handle(&start, line);
+        }
         let ev = q.event();
         self.handle(&ev, line);
         if q.then_queue() {

@@ -457,3 +457,58 @@ fn shutdown_twice_and_after_shutdown_events_are_counted_as_dropped() {
     });
     assert_eq!(guard.stats().dropped, 3);
 }
+
+/// A long span's start is written while it runs (the worker takes it from the span table);
+/// a span that ends at once sends its start and end together, still in order.
+#[test]
+fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .poll_interval(Duration::from_millis(5))
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let span = info_span!("synthesize_partition", job_id = "porep-1-7", partition = 3);
+        let _running = span.enter();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !buf.text().contains(",SYNTH_START,porep-1-7,partition=3\n") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "SYNTH_START not written while the span runs: {:?}",
+                buf.text()
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+        assert!(!buf.text().contains("SYNTH_END"), "{}", buf.text());
+    });
+    tracing::dispatcher::with_default(&dispatch, || {
+        info_span!("gpu_prove", job_id = "porep-1-8", partition = 0, worker = 1).in_scope(|| {});
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let kinds: Vec<(&str, &str)> = text
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            (f[2], f[3])
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("SYNTH_START", "porep-1-7"),
+            ("SYNTH_END", "porep-1-7"),
+            ("GPU_QUEUE", "porep-1-7"),
+            ("GPU_START", "porep-1-8"),
+            ("GPU_END", "porep-1-8"),
+        ],
+        "{text}"
+    );
+    assert!(
+        text.contains(",GPU_START,porep-1-8,worker=1,partition=0\n"),
+        "{text}"
+    );
+    let s = guard.stats();
+    assert_eq!((s.received, s.written, s.dropped), (5, 5, 0));
+}
