@@ -256,7 +256,8 @@ impl LineFeeder {
             let mut batch = empty.try_recv().unwrap_or_default();
             buf.clear();
             buf.append(&mut carry);
-            // read until the block holds a whole line (or the input ends)
+            // read until the block holds a whole line, or the input ends (then the block
+            // is all that is left, a cut last line included: `fill` notes it)
             let (lines_end, eof) = loop {
                 let want = chunk.max(buf.len());
                 let got = read_full(&mut input, &mut buf, want)?;
@@ -270,9 +271,6 @@ impl LineFeeder {
             carry.extend_from_slice(&buf[lines_end..]);
             buf.truncate(lines_end);
             batch.fill(self, &buf);
-            if eof && !carry.is_empty() {
-                self.feed_cut_line(&carry);
-            }
             if (!batch.events.is_empty() && full.send(batch).is_err()) || eof {
                 // done, or the engine's side has gone (it panicked): stop reading
                 return Ok(());

@@ -1,9 +1,14 @@
 //! The `tracing` layer: span edges in, TIMELINE events onto a bounded queue.
 //!
 //! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
-//! exporter can hold (only the short locks of its own per-span table), reads the clock only at
-//! mapped edges, and pushes onto a bounded lock-free queue without waking anyone: a full
-//! queue drops and counts.
+//! exporter can hold (only the short locks of its own per-span table, which the worker also
+//! takes, briefly, once a poll), reads the clock only at mapped edges, and pushes onto a
+//! bounded lock-free queue without waking anyone: a full queue drops and counts.
+//!
+//! A span's first-enter event (SYNTH_START, GPU_START) waits in the span's state: the worker
+//! takes it from the table at its next poll, or the close sends it in the same queue entry
+//! as the end event. So a span costs one queue entry, and its start is written as promptly
+//! as a queued event.
 //!
 //! Interest is decided once per callsite (`register_callsite`) into a lock-free set of
 //! callsite addresses, so a span the layer does not map costs one probe of that set when it
@@ -235,7 +240,7 @@ impl SpanTable {
     }
 
     /// Takes the first-enter events still waiting in the table (spans entered and not yet
-    /// closed), oldest shard first; each shard is locked only to copy its events out.
+    /// closed); each shard is locked only to copy its events out.
     pub fn take_starts(&self, clock: &Clock, stats: &LayerStats, out: &mut Vec<Queued>) {
         for shard in &self.shards {
             let mut shard = shard
