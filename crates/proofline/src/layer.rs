@@ -310,15 +310,21 @@ pub(crate) struct CallsiteInfo {
     slots: Box<[Option<Slot>]>,
 }
 
-/// A lock-free set of the callsites the layer wants (their metadata addresses), each with its
-/// [`CallsiteInfo`]: written under a mutex in `register_callsite` (rare), read with atomic
-/// loads on every span.
+/// A lock-free map from callsite (its metadata's address) to whether the layer wants it and,
+/// if so, its [`CallsiteInfo`]: written under a mutex when a callsite is first seen (rare),
+/// read with atomic loads on every span.
+///
+/// Every callsite the layer sees is classified here, not only the ones registered: a thread
+/// may create a span while another thread is still registering its callsite (tracing then
+/// answers "sometimes" and asks the subscriber), and such a span must not be taken for one
+/// the layer does not want.
 #[derive(Debug)]
 pub(crate) struct CallsiteSet {
+    /// The address, with the low bit set for a callsite the layer does not want (metadata
+    /// is aligned, so the bit is free).
     slots: Box<[AtomicUsize]>,
     infos: Box<[OnceLock<CallsiteInfo>]>,
     insert: Mutex<()>,
-    overflow: AtomicBool,
 }
 
 /// What the callsite set knows of a callsite.
@@ -328,27 +334,51 @@ enum Known {
     Wanted(u32),
     /// Not wanted.
     Unwanted,
-    /// The set overflowed and the callsite is not in it: classify it the slow way.
-    Unknown,
+    /// Not classified yet (or the set is full).
+    Missing,
 }
 
 impl CallsiteSet {
-    const CAP: usize = 1024;
+    const CAP: usize = 4096;
+    const UNWANTED: usize = 1;
 
     pub fn new() -> Self {
         CallsiteSet {
             slots: (0..Self::CAP).map(|_| AtomicUsize::new(0)).collect(),
             infos: (0..Self::CAP).map(|_| OnceLock::new()).collect(),
             insert: Mutex::new(()),
-            overflow: AtomicBool::new(false),
         }
     }
 
     fn start(addr: usize) -> usize {
-        ((addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 54) as usize % Self::CAP
+        ((addr as u64 >> 3).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 52) as usize % Self::CAP
     }
 
-    fn insert(&self, meta: &'static Metadata<'static>, info: impl FnOnce() -> CallsiteInfo) {
+    fn decode(slot: usize, at: usize) -> Known {
+        if slot & Self::UNWANTED == 0 {
+            Known::Wanted(at as u32)
+        } else {
+            Known::Unwanted
+        }
+    }
+
+    fn find(&self, meta: &Metadata<'_>) -> Known {
+        let addr = std::ptr::from_ref(meta) as usize;
+        let start = Self::start(addr);
+        for i in 0..Self::CAP {
+            let at = (start + i) % Self::CAP;
+            match self.slots[at].load(Ordering::Acquire) {
+                0 => break,
+                a if a & !Self::UNWANTED == addr => return Self::decode(a, at),
+                _ => {}
+            }
+        }
+        Known::Missing
+    }
+
+    /// Classifies a callsite once, by the layer's settings; `Missing` only when the set is
+    /// full (the caller then classifies it at each span, the slow way).
+    fn classify(&self, meta: &'static Metadata<'static>, cfg: &LayerConfig) -> Known {
         let addr = std::ptr::from_ref(meta) as usize;
         let _g = self
             .insert
@@ -360,34 +390,20 @@ impl CallsiteSet {
             let slot = &self.slots[at];
             match slot.load(Ordering::Acquire) {
                 0 => {
-                    // the info first: whoever sees the address sees its info
-                    let _ = self.infos[at].set(info());
-                    slot.store(addr, Ordering::Release);
-                    return;
+                    let wanted = cfg.interesting(meta);
+                    if wanted {
+                        // the info first: whoever sees the address sees its info
+                        let _ = self.infos[at].set(cfg.info(meta));
+                    }
+                    let tagged = if wanted { addr } else { addr | Self::UNWANTED };
+                    slot.store(tagged, Ordering::Release);
+                    return Self::decode(tagged, at);
                 }
-                a if a == addr => return,
+                a if a & !Self::UNWANTED == addr => return Self::decode(a, at),
                 _ => {}
             }
         }
-        self.overflow.store(true, Ordering::Release);
-    }
-
-    fn find(&self, meta: &Metadata<'_>) -> Known {
-        let addr = std::ptr::from_ref(meta) as usize;
-        let start = Self::start(addr);
-        for i in 0..Self::CAP {
-            let at = (start + i) % Self::CAP;
-            match self.slots[at].load(Ordering::Acquire) {
-                0 => break,
-                a if a == addr => return Known::Wanted(at as u32),
-                _ => {}
-            }
-        }
-        if self.overflow.load(Ordering::Relaxed) {
-            Known::Unknown
-        } else {
-            Known::Unwanted
-        }
+        Known::Missing
     }
 
     fn info(&self, at: u32) -> Option<&CallsiteInfo> {
@@ -431,11 +447,15 @@ impl LiveSpans {
 impl TimelineLayer {
     /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
     /// callsite the full set could not take).
-    fn wants(&self, meta: &Metadata<'_>) -> Option<Option<u32>> {
-        match self.callsites.find(meta) {
+    fn wants(&self, meta: &'static Metadata<'static>) -> Option<Option<u32>> {
+        let known = match self.callsites.find(meta) {
+            Known::Missing => self.callsites.classify(meta, &self.cfg),
+            known => known,
+        };
+        match known {
             Known::Wanted(at) => Some(Some(at)),
             Known::Unwanted => None,
-            Known::Unknown => self.cfg.interesting(meta).then_some(None),
+            Known::Missing => self.cfg.interesting(meta).then_some(None),
         }
     }
 
@@ -571,9 +591,7 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        if self.cfg.interesting(meta) {
-            self.callsites.insert(meta, || self.cfg.info(meta));
-        }
+        self.callsites.classify(meta, &self.cfg);
         // never filter for the other layers: a prover's fmt layer decides for itself
         Interest::always()
     }
@@ -847,5 +865,55 @@ impl Visit for TimelineVisitor<'_> {
         };
         let text = text.trim_matches('"');
         self.field_str(field, text);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A span can be created while its callsite is still being registered on another
+    /// thread: a callsite the set has never seen is classified then, not taken as unwanted.
+    #[test]
+    fn a_callsite_never_registered_is_classified_not_ignored() {
+        let cfg = LayerConfig {
+            rules: SpanRule::cuzk_defaults(),
+            fields: FieldNames::default(),
+            event_target: "timeline".into(),
+            gpu_queue_on_synth_end: true,
+        };
+        let set = CallsiteSet::new();
+        let (prove, other) =
+            tracing::subscriber::with_default(tracing_subscriber::registry(), || {
+                let prove = tracing::info_span!("gpu_prove", circuit = "x", partition = 1);
+                let other = tracing::info_span!("deserialize_c1", bytes = 1);
+                (
+                    prove.metadata().expect("a callsite"),
+                    other.metadata().expect("a callsite"),
+                )
+            });
+        assert_eq!(set.find(prove), Known::Missing);
+        let Known::Wanted(at) = set.classify(prove, &cfg) else {
+            panic!("gpu_prove is mapped");
+        };
+        assert_eq!(set.find(prove), Known::Wanted(at));
+        let info = set.info(at).expect("its info");
+        assert_eq!(
+            info.rules,
+            [
+                0,
+                1 << EventKind::GpuStart.index(),
+                1 << EventKind::GpuEnd.index()
+            ]
+        );
+        assert_eq!(&*info.slots, &[None, Some(Slot::Partition)]);
+        assert_eq!(set.find(other), Known::Missing);
+        assert_eq!(set.classify(other, &cfg), Known::Unwanted);
+        assert_eq!(set.find(other), Known::Unwanted);
+        assert_eq!(
+            set.find(prove),
+            Known::Wanted(at),
+            "{other:?} did not disturb it"
+        );
     }
 }

@@ -111,7 +111,10 @@ fn one_engine_two_doors_live_report_equals_analyze_of_the_written_log() {
             assert_eq!(ev.gpu, Some(ev.worker.unwrap() / 2), "{line}");
         }
     }
-    assert_eq!(per_kind, [60; 6], "every partition yields its six events");
+    assert_eq!(
+        per_kind, [60; 6],
+        "every partition yields its six events: {stats:?}"
+    );
     assert_eq!(stats.written, 360);
 
     let mut engine = Engine::new(engine_cfg());
