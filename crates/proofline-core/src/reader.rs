@@ -105,14 +105,20 @@ impl LineFeeder {
     /// block is checked for UTF-8 once (the common case); only a block that fails is checked
     /// line by line, so that one bad byte costs one line.
     pub fn feed_lines(&mut self, block: &[u8], engine: &mut Engine, sink: &mut impl UpdateSink) {
-        self.parse_lines(block, |ev| engine.ingest(&ev, sink));
+        let _ = self.parse_lines(block, |ev| engine.ingest(&ev, sink));
     }
 
     /// Counts and parses the lines of `block` (as [`LineFeeder::feed_lines`]), giving each
-    /// event to `on_event`.
-    fn parse_lines(&mut self, block: &[u8], mut on_event: impl FnMut(EventRef<'_>)) {
+    /// event to `on_event`; its strings are slices of `block`. Returns the block as text when
+    /// it is all UTF-8 (checked once; otherwise line by line).
+    fn parse_lines<'a>(
+        &mut self,
+        block: &'a [u8],
+        mut on_event: impl FnMut(EventRef<'a>),
+    ) -> Option<&'a str> {
         if let Ok(text) = std::str::from_utf8(block) {
-            return self.parse_str_lines(text, on_event);
+            self.parse_str_lines(text, on_event);
+            return Some(text);
         }
         for line in block.split_inclusive(|&b| b == b'\n') {
             if line.last() != Some(&b'\n') {
@@ -125,6 +131,7 @@ impl LineFeeder {
                 self.not_utf8(line);
             }
         }
+        None
     }
 
     /// [`LineFeeder::parse_lines`] for a block known to be UTF-8.
@@ -288,28 +295,26 @@ struct Batch {
 
 impl Batch {
     /// Parses the lines of `block` (the last one may be a cut line) into this batch: the
-    /// events, with their strings as byte ranges of `text`, a copy of the block's valid lines.
+    /// events, with their strings as byte ranges of `text`, a copy of the block.
     fn fill(&mut self, feeder: &mut LineFeeder, block: &[u8]) {
         self.text.clear();
         self.events.clear();
-        if let Ok(text) = std::str::from_utf8(block) {
-            self.text.push_str(text);
-            let (text, events) = (&self.text, &mut self.events);
-            feeder.parse_str_lines(text, |ev| events.push(ev.map_str(|s| range_in(text, 0, s))));
-            return;
-        }
-        // Rare: a block with a line that is not UTF-8. Line by line, keeping the good ones.
-        for line in block.split_inclusive(|&b| b == b'\n') {
-            if line.last() != Some(&b'\n') {
-                feeder.feed_cut_line(line);
-            } else if let Ok(text) = std::str::from_utf8(line) {
-                if let Ok(Some(ev)) = feeder.take_line(text) {
-                    let base = self.text.len();
-                    self.events.push(ev.map_str(|s| range_in(text, base, s)));
-                    self.text.push_str(text);
+        let events = &mut self.events;
+        let at = |s: &str| {
+            let from = s.as_ptr() as usize - block.as_ptr() as usize;
+            (from, from + s.len())
+        };
+        match feeder.parse_lines(block, |ev| events.push(ev.map_str(at))) {
+            Some(text) => self.text.push_str(text),
+            // Rare: a line is not UTF-8. No event points into it: copy the block with such
+            // lines blanked, so that every range stays where it was.
+            None => {
+                for line in block.split_inclusive(|&b| b == b'\n') {
+                    match std::str::from_utf8(line) {
+                        Ok(text) => self.text.push_str(text),
+                        Err(_) => self.text.extend(std::iter::repeat_n(' ', line.len())),
+                    }
                 }
-            } else {
-                feeder.not_utf8(line);
             }
         }
     }
@@ -333,12 +338,6 @@ fn read_full(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Resul
     };
     buf.truncate(filled);
     result
-}
-
-/// Where `part` (a slice of `whole`) lies in `whole`, shifted by `base`.
-fn range_in(whole: &str, base: usize, part: &str) -> (usize, usize) {
-    let from = base + (part.as_ptr() as usize - whole.as_ptr() as usize);
-    (from, from + part.len())
 }
 
 impl TimelineEvent<(usize, usize)> {
