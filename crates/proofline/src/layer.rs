@@ -246,14 +246,9 @@ impl SpanTable {
             let mut shard = shard
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for st in shard.values_mut().filter(|st| st.start_pending) {
+            for st in shard.values_mut() {
+                out.extend(st.pending_start(clock, stats));
                 st.start_pending = false;
-                let (Some(kind), Some(at)) = (st.single_start(), st.first_enter) else {
-                    continue;
-                };
-                if let Some(ev) = make_event(clock, stats, kind, &st.fields, at, None) {
-                    out.push(Queued::new(&ev, false));
-                }
             }
         }
     }
@@ -278,14 +273,34 @@ impl SpanState {
     /// The one event the first enter emits, when it emits exactly one (the common case:
     /// SYNTH_START, GPU_START), which can wait in the table for the worker.
     fn single_start(&self) -> Option<EventKind> {
-        let mask = self.rules[Edge::FirstEnter.index()];
-        if mask.count_ones() != 1 {
+        only_kind(self.rules[Edge::FirstEnter.index()])
+    }
+
+    /// The queue entry of the first-enter event, if it is still waiting.
+    fn pending_start(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
+        if !self.start_pending {
             return None;
         }
-        EventKind::ALL
-            .into_iter()
-            .find(|k| mask & (1 << k.index()) != 0)
+        let ev = make_event(
+            clock,
+            stats,
+            self.single_start()?,
+            &self.fields,
+            self.first_enter?,
+            None,
+        )?;
+        Some(Queued::new(&ev, false))
     }
+}
+
+/// The kind a mask holds when it holds exactly one.
+fn only_kind(mask: u8) -> Option<EventKind> {
+    if mask.count_ones() != 1 {
+        return None;
+    }
+    EventKind::ALL
+        .into_iter()
+        .find(|k| mask & (1 << k.index()) != 0)
 }
 
 /// The layer. Build it with [`crate::TimelineLayer::builder`].
@@ -493,13 +508,18 @@ impl TimelineLayer {
             if mask & (1 << kind.index()) == 0 {
                 continue;
             }
-            let then_queue = kind == EventKind::SynthEnd
-                && self.cfg.gpu_queue_on_synth_end
-                && mask & (1 << EventKind::GpuQueue.index()) == 0;
             if let Some(ev) = self.make(kind, f, at, ms) {
-                self.send(Queued::new(&ev, then_queue));
+                self.send(Queued::new(&ev, self.then_queue(kind, mask)));
             }
         }
+    }
+
+    /// Whether a GPU_QUEUE goes with this event of an edge's `mask` (cuzk writes one at
+    /// SYNTH_END), unless the mask maps GPU_QUEUE itself.
+    fn then_queue(&self, kind: EventKind, mask: u8) -> bool {
+        kind == EventKind::SynthEnd
+            && self.cfg.gpu_queue_on_synth_end
+            && mask & (1 << EventKind::GpuQueue.index()) == 0
     }
 }
 
@@ -575,13 +595,8 @@ impl TimelineLayer {
 impl TimelineLayer {
     /// Sends a span's first-enter event if it is still waiting in its state.
     fn send_pending_start(&self, st: &SpanState) {
-        if !st.start_pending {
-            return;
-        }
-        if let (Some(kind), Some(at)) = (st.single_start(), st.first_enter) {
-            if let Some(ev) = self.make(kind, &st.fields, at, None) {
-                self.send(Queued::new(&ev, false));
-            }
+        if let Some(q) = st.pending_start(&self.clock, &self.stats) {
+            self.send(q);
         }
     }
 }
@@ -697,36 +712,19 @@ where
         };
         let at = self.clock.now();
         let ms = self.clock.ms_between(first, at);
-        if st.start_pending && mask.count_ones() == 1 {
-            // the usual span: its start and its end (and a GPU_QUEUE) in one entry
-            let start = st
-                .single_start()
-                .and_then(|k| self.make(k, &st.fields, first, None));
-            let end = EventKind::ALL
-                .into_iter()
-                .find(|k| mask & (1 << k.index()) != 0);
-            let end = end.and_then(|k| self.make(k, &st.fields, at, Some(ms)).map(|e| (k, e)));
-            let then_queue = |kind| kind == EventKind::SynthEnd && self.cfg.gpu_queue_on_synth_end;
-            match (start, end) {
-                (Some(start), Some((kind, end))) => {
-                    match Queued::pair(&start, &end, then_queue(kind)) {
-                        Some(both) => self.send(both),
-                        None => {
-                            self.send(Queued::new(&start, false));
-                            self.send(Queued::new(&end, then_queue(kind)));
-                        }
-                    }
-                }
-                (start, end) => {
-                    if let Some(start) = start {
-                        self.send(Queued::new(&start, false));
-                    }
-                    if let Some((kind, end)) = end {
-                        self.send(Queued::new(&end, then_queue(kind)));
-                    }
+        // the usual span, start still waiting: its start and end (and a GPU_QUEUE) in one
+        // entry (with a job id, `make` cannot fail; without, the general path counts it)
+        if st.start_pending && st.fields.job_id.is_some() {
+            if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
+                let pair = self
+                    .make(start, &st.fields, first, None)
+                    .zip(self.make(end, &st.fields, at, Some(ms)))
+                    .and_then(|(s, e)| Queued::pair(&s, &e, self.then_queue(end, mask)));
+                if let Some(both) = pair {
+                    self.send(both);
+                    return;
                 }
             }
-            return;
         }
         self.send_pending_start(&st);
         self.emit_mask(mask, &st.fields, at, Some(ms));
