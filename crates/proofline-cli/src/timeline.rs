@@ -65,17 +65,7 @@ impl Timeline {
         let mut lo = u64::MAX;
         let mut hi = 0;
         for p in &self.parts {
-            for t in [
-                p.synth_start_ms,
-                p.synth_end_ms,
-                p.queue_start_ms,
-                p.pickup_ms,
-                p.gpu_start_ms,
-                p.gpu_end_ms,
-            ]
-            .into_iter()
-            .flatten()
-            {
+            for t in p.instants().into_iter().flatten() {
                 lo = lo.min(t);
                 hi = hi.max(t);
             }

@@ -194,6 +194,18 @@ pub struct PartitionRecord {
 }
 
 impl PartitionRecord {
+    /// Every edge instant it records, in pipeline order (`None` where unseen).
+    pub fn instants(&self) -> [Option<u64>; 6] {
+        [
+            self.synth_start_ms,
+            self.synth_end_ms,
+            self.queue_start_ms,
+            self.pickup_ms,
+            self.gpu_start_ms,
+            self.gpu_end_ms,
+        ]
+    }
+
     /// The length of one stage, when both its edges were seen.
     pub fn stage_ms(&self, stage: Stage) -> Option<u64> {
         match stage {

@@ -437,18 +437,8 @@ impl TraceBuilder {
         let root = span_id(&raw, "root");
         let mut spans = Vec::with_capacity(1 + parts.len() * 5);
 
-        let edges = |p: &PartitionRecord| {
-            [
-                p.synth_start_ms,
-                p.synth_end_ms,
-                p.queue_start_ms,
-                p.pickup_ms,
-                p.gpu_start_ms,
-                p.gpu_end_ms,
-            ]
-        };
-        let first = parts.iter().flat_map(|p| edges(p)).flatten().min();
-        let last = parts.iter().flat_map(|p| edges(p)).flatten().max();
+        let first = parts.iter().flat_map(|p| p.instants()).flatten().min();
+        let last = parts.iter().flat_map(|p| p.instants()).flatten().max();
         let start = job.first_synth_start_ms.or(first).unwrap_or(0);
         let end = job
             .last_gpu_end_ms
@@ -531,8 +521,8 @@ impl TraceBuilder {
                 .map_or_else(|| "proof".to_owned(), |n| format!("partition {n}"));
             let pid = span_id(&raw, &name);
             let (Some(ps), Some(pe)) = (
-                edges(p).into_iter().flatten().min(),
-                edges(p).into_iter().flatten().max(),
+                p.instants().into_iter().flatten().min(),
+                p.instants().into_iter().flatten().max(),
             ) else {
                 continue;
             };
