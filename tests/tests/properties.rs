@@ -54,14 +54,10 @@ fn brute_union(ivs: &[(u8, u8, u32, u32)], gpu: u8) -> u64 {
     total + cur.map_or(0, |(s, e)| e - s)
 }
 
+/// The invariants of well-formed input: the loose ones and more.
 fn check_invariants(r: &Report) {
+    check_invariants_loose(r);
     for g in &r.gpus {
-        assert!(
-            g.busy_ms <= g.serial_sum_ms,
-            "union {} > sum {}",
-            g.busy_ms,
-            g.serial_sum_ms
-        );
         assert!(
             g.busy_ms <= g.elapsed_ms,
             "busy {} > elapsed {}",
@@ -70,10 +66,6 @@ fn check_invariants(r: &Report) {
         );
         assert!(g.steady_busy_ms <= g.steady_elapsed_ms);
         assert_eq!(g.busy_ms + g.idle_total.total_ms, g.elapsed_ms);
-        assert_eq!(
-            g.idle_cross_sector.count + g.idle_intra_sector.count,
-            g.idle_total.count
-        );
         assert_eq!(
             g.idle_with_queue_ms + g.idle_queue_empty_ms,
             g.idle_total.total_ms
