@@ -206,37 +206,6 @@ struct PendingGap {
     next_attempt: u32,
 }
 
-/// The devices, sorted by GPU index: a handful, for which a sorted `Vec` is quicker to
-/// search and walk than a tree (the engine looks one up at most GPU events).
-#[derive(Debug, Default)]
-struct Devices(Vec<Device>);
-
-impl Devices {
-    fn get_mut(&mut self, gpu: &u32) -> Option<&mut Device> {
-        let i = self.0.binary_search_by_key(gpu, |d| d.gpu).ok()?;
-        Some(&mut self.0[i])
-    }
-
-    fn get_or_insert(&mut self, gpu: u32) -> &mut Device {
-        let i = match self.0.binary_search_by_key(&gpu, |d| d.gpu) {
-            Ok(i) => i,
-            Err(i) => {
-                self.0.insert(i, Device::new(gpu));
-                i
-            }
-        };
-        &mut self.0[i]
-    }
-
-    fn values(&self) -> std::slice::Iter<'_, Device> {
-        self.0.iter()
-    }
-
-    fn values_mut(&mut self) -> std::slice::IterMut<'_, Device> {
-        self.0.iter_mut()
-    }
-}
-
 #[derive(Debug)]
 struct Device {
     gpu: u32,
@@ -376,7 +345,7 @@ pub struct Engine {
     jobs: Vec<Option<Job>>,
     free_jobs: Vec<usize>,
     job_uid: u64,
-    devices: Devices,
+    devices: BTreeMap<u32, Device>,
     pending_gap_devs: Vec<u32>,
     queue_depth: u32,
     synthesizing: u32,
@@ -445,7 +414,7 @@ impl Engine {
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             job_uid: 0,
-            devices: Devices::default(),
+            devices: BTreeMap::new(),
             pending_gap_devs: Vec::new(),
             queue_depth: 0,
             synthesizing: 0,
@@ -980,7 +949,7 @@ impl Engine {
                     part.gpu = Some(gpu);
                     let len = end.saturating_sub(e.t);
                     job.gpu_total += len;
-                    let dev = self.devices.get_or_insert(gpu);
+                    let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
                     dev.serial += len;
                     dev.intervals += 1;
                 } else {
@@ -1004,7 +973,7 @@ impl Engine {
                     }
                     let (uid, attempt) = (job.uid, job.attempt);
                     let name = self.name_tab[job.name as usize].name.clone();
-                    let dev = self.devices.get_or_insert(gpu);
+                    let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
                     if let Some(w) = worker {
                         if !dev.workers.contains(&w) {
                             dev.workers.push(w);
