@@ -490,21 +490,21 @@ fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     });
     guard.shutdown(Duration::from_secs(10)).unwrap();
     let text = buf.text();
-    let kinds: Vec<(&str, &str)> = text
+    let kinds: Vec<(EventKind, &str)> = text
         .lines()
         .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
-            (f[2], f[3])
+            let ev = parse_line(l).unwrap().unwrap();
+            (ev.kind, ev.job_id)
         })
         .collect();
     assert_eq!(
         kinds,
         [
-            ("SYNTH_START", "porep-1-7"),
-            ("SYNTH_END", "porep-1-7"),
-            ("GPU_QUEUE", "porep-1-7"),
-            ("GPU_START", "porep-1-8"),
-            ("GPU_END", "porep-1-8"),
+            (EventKind::SynthStart, "porep-1-7"),
+            (EventKind::SynthEnd, "porep-1-7"),
+            (EventKind::GpuQueue, "porep-1-7"),
+            (EventKind::GpuStart, "porep-1-8"),
+            (EventKind::GpuEnd, "porep-1-8"),
         ],
         "{text}"
     );
