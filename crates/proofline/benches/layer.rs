@@ -63,7 +63,9 @@ macro_rules! unmapped {
 /// for the layer's worker to take in what the burst emitted (`settle`). A prover emits a
 /// few spans a second, so its worker always keeps up; without the wait, the worker (which
 /// does several times a span's work per event) falls behind, the queue fills, and the bench
-/// would time the cheaper drop path instead.
+/// would time the cheaper drop path instead. The worker polls every 100 µs here, so that the
+/// wait is short; it is awake and draining during most of a burst. (With the default 5 ms
+/// poll the figure varied from run to run by up to 50 ns, with where the polls fell.)
 const BURST: u64 = 1024;
 
 fn run(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, d: Dispatch, f: impl Fn(u32)) {
@@ -103,6 +105,39 @@ fn run_settled(
     tracing::callsite::rebuild_interest_cache();
 }
 
+/// Pins the calling thread to one CPU (`taskset` on `/proc/thread-self`, so the bench needs
+/// no `unsafe`); `false` where that cannot be done.
+fn pin_this_thread(cpu: usize) -> bool {
+    let Ok(me) = std::fs::read_link("/proc/thread-self") else {
+        return false;
+    };
+    let Some(tid) = me.file_name().and_then(|t| t.to_str()).map(str::to_owned) else {
+        return false;
+    };
+    std::process::Command::new("taskset")
+        .args(["-pc", &cpu.to_string(), &tid])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Builds a layer whose worker runs on CPU 1 while the bench's thread stays on CPU 0 (a
+/// thread starts with its creator's CPUs). Unpinned on a 2-CPU machine, the scheduler
+/// sometimes ran both on one CPU for a whole run, and each burst's time then took in the
+/// worker's: the figure was bimodal from run to run (~155 or 210-270 ns; both on one CPU,
+/// ~297 ns). What the prover's thread pays is the figure with the worker elsewhere.
+fn on_cpu_1<T>(build: impl FnOnce() -> T) -> T {
+    // (not `available_parallelism`: once pinned, it counts only the pinned CPU)
+    let pinned = pin_this_thread(1);
+    let built = build();
+    if pinned {
+        pin_this_thread(0);
+    } else {
+        eprintln!("layer bench: could not pin threads; figures may include the worker's time");
+    }
+    built
+}
+
 /// A TimelineLayer for the bench, and the `settle` that waits until its worker has taken
 /// in `events_per_span` events for every span made so far.
 fn timeline(
@@ -112,10 +147,12 @@ fn timeline(
     proofline::TimelineGuard,
     impl Fn(u64) + Clone,
 ) {
-    let (layer, guard) = TimelineLayer::builder()
-        .no_timeline()
-        .poll_interval(Duration::from_micros(100))
-        .build();
+    let (layer, guard) = on_cpu_1(|| {
+        TimelineLayer::builder()
+            .no_timeline()
+            .poll_interval(Duration::from_micros(100))
+            .build()
+    });
     let stats = guard.stats_handle();
     let sent = std::rc::Rc::new(std::cell::Cell::new(0u64));
     let settle = move |spans: u64| {
@@ -175,7 +212,7 @@ fn bench(c: &mut Criterion) {
         unmapped!(),
     );
     {
-        let (layer, _guard) = TimelineLayer::builder().no_timeline().build();
+        let (layer, _guard) = on_cpu_1(|| TimelineLayer::builder().no_timeline().build());
         run(
             &mut g,
             "timeline_fresh/unmapped",
@@ -197,10 +234,12 @@ fn bench(c: &mut Criterion) {
     drop(guard);
 
     // the same with a queue of one and no waiting: nearly every event takes the drop path
-    let (layer, guard) = TimelineLayer::builder()
-        .no_timeline()
-        .channel_capacity(1)
-        .build();
+    let (layer, guard) = on_cpu_1(|| {
+        TimelineLayer::builder()
+            .no_timeline()
+            .channel_capacity(1)
+            .build()
+    });
     let full = Dispatch::new(tracing_subscriber::registry().with(layer));
     run(&mut g, "timeline_queue_full/mapped", full, mapped!());
     drop(guard);

@@ -1,9 +1,9 @@
-//! The `tracing` layer: span edges in, TIMELINE events onto a bounded queue.
+//! The `tracing` layer: span edges in, TIMELINE events onto each thread's bounded ring.
 //!
 //! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
 //! exporter can hold (only the short locks of its own per-span table, which the worker also
-//! takes, briefly, once a poll), reads the clock only at mapped edges, and pushes onto a
-//! bounded lock-free queue without waking anyone: a full queue drops and counts.
+//! takes, briefly, once a poll), reads the clock only at mapped edges, and pushes onto the
+//! thread's own bounded ring (`handoff`) without waking anyone: a full ring drops and counts.
 //!
 //! A span's first-enter event (SYNTH_START, GPU_START) waits in the span's state: the worker
 //! takes it from the table at its next poll, or the close sends it in the same queue entry
@@ -18,7 +18,6 @@
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crossbeam_queue::ArrayQueue;
 use proofline_core::{EventKind, EventRef, TimelineEvent, codec};
 use rustc_hash::FxHashMap as HashMap;
 use tracing::field::{Field, Visit};
@@ -30,6 +29,7 @@ use tracing_subscriber::registry::LookupSpan;
 
 use crate::clock::{Clock, Raw};
 use crate::fields::{FieldNames, FieldVisitor, Slot, SpanFields, StackStr, parse_index};
+use crate::handoff::Handoff;
 use crate::queued::Queued;
 
 /// When, in a span's life, a TIMELINE event is emitted.
@@ -171,7 +171,6 @@ pub struct LayerStats {
     pub aborted: AtomicU64,
     /// Events not emitted because no job id was found on the span or its ancestors.
     pub missing_job_id: AtomicU64,
-    pub(crate) warned: AtomicBool,
 }
 
 /// A snapshot of [`LayerStats`].
@@ -205,38 +204,82 @@ impl LayerStats {
 /// The layer's per-span state, by span id, in shards of its own: a span's edges cost a
 /// short uncontended lock here instead of a registry lookup plus its extension map (the
 /// extension map's boxed insert and remove were a third of a mapped span's cost).
+///
+/// Beside the shards, a count of the table's spans by span id modulo [`SpanTable::LIVE`]:
+/// a zero says "not one of ours" with one load, so that the enter and close of a span the
+/// layer does not map touch no lock. Every id counted in one slot lives in one shard (the
+/// slot count is a multiple of the shard count), so the counts change under that shard's
+/// lock, with plain stores.
 #[derive(Debug)]
 pub(crate) struct SpanTable {
-    shards: Box<[Mutex<HashMap<u64, SpanState>>]>,
+    shards: Box<[Shard]>,
+    live: Box<[AtomicU32]>,
 }
 
 impl SpanTable {
     const SHARDS: usize = 64;
+    const LIVE: usize = 4096;
 
     pub fn new() -> Self {
         SpanTable {
             shards: (0..Self::SHARDS)
-                .map(|_| Mutex::new(HashMap::default()))
+                .map(|_| Shard(Mutex::new(HashMap::default())))
                 .collect(),
+            live: (0..Self::LIVE).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
     fn shard(&self, id: &span::Id) -> std::sync::MutexGuard<'_, HashMap<u64, SpanState>> {
         self.shards[id.into_u64() as usize % Self::SHARDS]
+            .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn insert(&self, id: &span::Id, st: SpanState) {
-        self.shard(id).insert(id.into_u64(), st);
+    #[inline]
+    fn live(&self, id: &span::Id) -> &AtomicU32 {
+        &self.live[id.into_u64() as usize % Self::LIVE]
     }
 
+    /// Whether the span may be in the table: `false` means it is not (one atomic load).
+    #[inline]
+    fn maybe(&self, id: &span::Id) -> bool {
+        self.live(id).load(Ordering::Relaxed) != 0
+    }
+
+    fn insert(&self, id: &span::Id, st: SpanState) {
+        let mut shard = self.shard(id);
+        if shard.insert(id.into_u64(), st).is_none() {
+            // under the shard's lock: no other thread changes this count now
+            let n = self.live(id);
+            n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` on the span's state, if the span is in the table.
+    #[inline]
     fn with<R>(&self, id: &span::Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
+        if !self.maybe(id) {
+            return None;
+        }
         self.shard(id).get_mut(&id.into_u64()).map(f)
     }
 
-    fn remove(&self, id: &span::Id) -> Option<SpanState> {
-        self.shard(id).remove(&id.into_u64())
+    /// Runs `f` on the span's state and removes it from the table, if the span is in it.
+    /// `f` runs under the shard's lock, on the state where it lies (moving the state out
+    /// first was a tenth of a mapped span's cost).
+    #[inline]
+    fn close<R>(&self, id: &span::Id, f: impl FnOnce(&SpanState) -> R) -> Option<R> {
+        if !self.maybe(id) {
+            return None;
+        }
+        let mut shard = self.shard(id);
+        let r = f(shard.get(&id.into_u64())?);
+        shard.remove(&id.into_u64());
+        // under the shard's lock: no other thread changes this count now
+        let n = self.live(id);
+        n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        Some(r)
     }
 
     /// Takes the first-enter events still waiting in the table (spans entered and not yet
@@ -244,15 +287,25 @@ impl SpanTable {
     pub fn take_starts(&self, clock: &Clock, stats: &LayerStats, out: &mut Vec<Queued>) {
         for shard in &self.shards {
             let mut shard = shard
+                .0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            for st in shard.values_mut() {
+            // written only where a start waits: the prover's lines stay clean
+            for st in shard.values_mut().filter(|st| st.start_pending) {
                 out.extend(st.pending_start(clock, stats));
                 st.start_pending = false;
             }
         }
     }
 }
+
+const _: () = assert!(SpanTable::LIVE % SpanTable::SHARDS == 0);
+
+/// One shard, on a cache line of its own: the worker locks every shard at each poll, and
+/// must not take the line of a shard a prover thread is using along with its own.
+#[derive(Debug)]
+#[repr(align(64))]
+struct Shard(Mutex<HashMap<u64, SpanState>>);
 
 /// Per-span state, kept in the layer's span table.
 #[derive(Debug)]
@@ -281,15 +334,16 @@ impl SpanState {
         if !self.start_pending {
             return None;
         }
-        let ev = make_event(
+        let kind = self.single_start()?;
+        edge(
             clock,
             stats,
-            self.single_start()?,
+            kind,
             &self.fields,
             self.first_enter?,
             None,
-        )?;
-        Some(Queued::new(&ev, false))
+            false,
+        )
     }
 }
 
@@ -307,12 +361,11 @@ fn only_kind(mask: u8) -> Option<EventKind> {
 #[derive(Debug)]
 pub struct TimelineLayer {
     pub(crate) cfg: Arc<LayerConfig>,
-    pub(crate) queue: Arc<ArrayQueue<Queued>>,
+    pub(crate) handoff: Arc<Handoff>,
     pub(crate) closed: Arc<AtomicBool>,
     pub(crate) stats: Arc<LayerStats>,
     pub(crate) clock: Clock,
     pub(crate) callsites: CallsiteSet,
-    pub(crate) live: LiveSpans,
     pub(crate) spans: Arc<SpanTable>,
 }
 
@@ -426,39 +479,6 @@ impl CallsiteSet {
     }
 }
 
-/// Counts of the layer's live spans by span id modulo the table size: a zero means "not
-/// one of ours" without looking the span up in the registry.
-#[derive(Debug)]
-pub(crate) struct LiveSpans {
-    counts: Box<[AtomicU32]>,
-}
-
-impl LiveSpans {
-    const CAP: usize = 4096;
-
-    pub fn new() -> Self {
-        LiveSpans {
-            counts: (0..Self::CAP).map(|_| AtomicU32::new(0)).collect(),
-        }
-    }
-
-    fn slot(&self, id: &span::Id) -> &AtomicU32 {
-        &self.counts[id.into_u64() as usize % Self::CAP]
-    }
-
-    fn add(&self, id: &span::Id) {
-        self.slot(id).fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn remove(&self, id: &span::Id) {
-        self.slot(id).fetch_sub(1, Ordering::Relaxed);
-    }
-
-    fn maybe(&self, id: &span::Id) -> bool {
-        self.slot(id).load(Ordering::Relaxed) != 0
-    }
-}
-
 impl TimelineLayer {
     /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
     /// callsite the full set could not take).
@@ -474,30 +494,14 @@ impl TimelineLayer {
         }
     }
 
+    /// Hands the entry to the worker, or drops and counts it (the worker warns, once).
+    #[inline(always)]
     fn send(&self, q: Queued) {
         let events = q.events();
-        let pushed = !self.closed.load(Ordering::Relaxed) && self.queue.push(q).is_ok();
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push(q);
         if !pushed {
             self.stats.dropped.fetch_add(events, Ordering::Relaxed);
-            if !self.stats.warned.load(Ordering::Relaxed)
-                && !self.stats.warned.swap(true, Ordering::Relaxed)
-            {
-                // Once, and not through tracing: we are inside a subscriber callback.
-                eprintln!(
-                    "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
-                );
-            }
         }
-    }
-
-    fn make<'a>(
-        &self,
-        kind: EventKind,
-        f: &'a SpanFields,
-        at: Raw,
-        ms: Option<u64>,
-    ) -> Option<EventRef<'a>> {
-        make_event(&self.clock, &self.stats, kind, f, at, ms)
     }
 
     fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
@@ -508,8 +512,9 @@ impl TimelineLayer {
             if mask & (1 << kind.index()) == 0 {
                 continue;
             }
-            if let Some(ev) = self.make(kind, f, at, ms) {
-                self.send(Queued::new(&ev, self.then_queue(kind, mask)));
+            let then_queue = self.then_queue(kind, mask);
+            if let Some(q) = edge(&self.clock, &self.stats, kind, f, at, ms, then_queue) {
+                self.send(q);
             }
         }
     }
@@ -523,28 +528,41 @@ impl TimelineLayer {
     }
 }
 
-/// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
-/// span's fields (no reference count is touched on the way to the queue).
-fn make_event<'a>(
+/// The queue entry of a span edge's event (`Queued::span_edge`); a span without a job id
+/// emits nothing, and is counted.
+fn edge(
     clock: &Clock,
     stats: &LayerStats,
     kind: EventKind,
-    f: &'a SpanFields,
+    f: &SpanFields,
     at: Raw,
     ms: Option<u64>,
-) -> Option<EventRef<'a>> {
-    let Some(job) = f.job_id.as_deref() else {
+    then_queue: bool,
+) -> Option<Queued> {
+    let q = Queued::span_edge(f, kind, clock.offset_ms(at), ms, then_queue);
+    if q.is_none() {
         stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
-        return None;
-    };
-    let mut ev = TimelineEvent::new(clock.offset_ms(at), kind, job);
+    }
+    q
+}
+
+/// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
+/// fields: what `Queued::span_edge` puts in an entry (a test holds them equal). `None`
+/// without a job id.
+pub(crate) fn span_event(
+    kind: EventKind,
+    f: &SpanFields,
+    offset_ms: u64,
+    ms: Option<u64>,
+) -> Option<EventRef<'_>> {
+    let mut ev = TimelineEvent::new(offset_ms, kind, f.job_id()?);
     ev.partition = f.partition;
     if kind.is_gpu() {
         ev.worker = f.worker;
         ev.gpu = f.gpu;
     }
     match kind {
-        EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind.as_deref(),
+        EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind(),
         EventKind::SynthEnd => ev.synth_ms = ms,
         EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
         EventKind::GpuEnd => ev.gpu_ms = ms,
@@ -554,45 +572,92 @@ fn make_event<'a>(
 }
 
 impl TimelineLayer {
-    /// What the nearest ancestor that carries fields knew (its own merged with what it
-    /// inherited). The parent is looked up in the layer's table; the registry is walked only
-    /// when the parent is not one of the layer's spans.
-    fn inherited<S>(&self, attrs: &span::Attributes<'_>, ctx: &Context<'_, S>) -> SpanFields
-    where
+    /// Fills what `fields` lack from the nearest ancestor that carries fields (its own
+    /// merged with what it inherited). The parent is looked up in the layer's table; the
+    /// registry is walked only when the parent is not one of the layer's spans.
+    fn inherit<S>(
+        &self,
+        attrs: &span::Attributes<'_>,
+        ctx: &Context<'_, S>,
+        fields: &mut SpanFields,
+    ) where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
         let parent = if let Some(p) = attrs.parent() {
-            Some(p.clone())
+            p.clone()
         } else if attrs.is_contextual() {
-            ctx.current_span().id().cloned()
-        } else {
-            None
-        };
-        let Some(parent) = parent else {
-            return SpanFields::default();
-        };
-        if self.live.maybe(&parent) {
-            if let Some(f) = self.spans.with(&parent, |st| st.fields.clone()) {
-                return f;
+            match ctx.current_span().id() {
+                Some(p) => p.clone(),
+                None => return,
             }
+        } else {
+            return;
+        };
+        let from = |id: &span::Id, fields: &mut SpanFields| {
+            self.spans
+                .with(id, |st| fields.inherit(&st.fields))
+                .is_some()
+        };
+        if from(&parent, fields) {
+            return;
         }
         let Some(span) = ctx.span(&parent) else {
-            return SpanFields::default();
+            return;
         };
         // the parent itself was looked up above
         for ancestor in span.scope().skip(1) {
-            let aid = ancestor.id();
-            if self.live.maybe(&aid) {
-                if let Some(f) = self.spans.with(&aid, |st| st.fields.clone()) {
-                    return f;
-                }
+            if from(&ancestor.id(), fields) {
+                return;
             }
         }
-        SpanFields::default()
     }
 }
 
 impl TimelineLayer {
+    /// A span's close edge (run under its shard's lock: sending never waits).
+    fn close(&self, st: &SpanState) {
+        let mask = st.rules[Edge::Close.index()];
+        let panicking = mask != 0 && std::thread::panicking();
+        if mask == 0 || panicking {
+            // it did start: a start still waiting goes out alone
+            self.send_pending_start(st);
+            if panicking {
+                // the work did not finish: no end edge (the job shows as incomplete)
+                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let has_start = st.rules[Edge::FirstEnter.index()] != 0;
+        let Some(first) = st.first_enter else {
+            if has_start {
+                return; // never entered: it never ran, so it neither started nor ended
+            }
+            self.emit_mask(mask, &st.fields, self.clock.now(), None);
+            return;
+        };
+        let at = self.clock.now();
+        let ms = self.clock.ms_between(first, at);
+        // the usual span, start still waiting: its start and end (and a GPU_QUEUE) in one
+        // entry (without a job id, the general path below counts what is missing)
+        if st.start_pending {
+            if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
+                let pair = Queued::span_pair(
+                    &st.fields,
+                    (start, self.clock.offset_ms(first)),
+                    (end, self.clock.offset_ms(at)),
+                    Some(ms),
+                    self.then_queue(end, mask),
+                );
+                if let Some(both) = pair {
+                    self.send(both);
+                    return;
+                }
+            }
+        }
+        self.send_pending_start(st);
+        self.emit_mask(mask, &st.fields, at, Some(ms));
+    }
+
     /// Sends a span's first-enter event if it is still waiting in its state.
     fn send_pending_start(&self, st: &SpanState) {
         if let Some(q) = st.pending_start(&self.clock, &self.stats) {
@@ -616,38 +681,33 @@ where
             return;
         };
         let info = callsite.and_then(|at| self.callsites.info(at));
-        let mut fields = SpanFields::default();
-        attrs.record(&mut FieldVisitor {
-            names: &self.cfg.fields,
-            slots: info.map(|i| &*i.slots),
-            out: &mut fields,
-        });
-        if !fields.complete() {
-            fields.inherit(&self.inherited(attrs, &ctx));
-        }
-        let rules = match info {
-            Some(i) => i.rules,
-            None => self.cfg.rules_for(attrs.metadata().name()),
-        };
-        let state = SpanState {
-            fields,
+        let mut state = SpanState {
+            fields: SpanFields::default(),
             callsite,
-            rules,
+            rules: match info {
+                Some(i) => i.rules,
+                None => self.cfg.rules_for(attrs.metadata().name()),
+            },
             first_enter: None,
             start_pending: false,
         };
+        attrs.record(&mut FieldVisitor {
+            names: &self.cfg.fields,
+            slots: info.map(|i| &*i.slots),
+            out: &mut state.fields,
+        });
+        if !state.fields.complete() {
+            self.inherit(attrs, &ctx, &mut state.fields);
+        }
+        let rules = state.rules;
         let created = rules[Edge::Created.index()];
         if created != 0 {
             self.emit_mask(created, &state.fields, self.clock.now(), None);
         }
         self.spans.insert(id, state);
-        self.live.add(id);
     }
 
     fn on_record(&self, id: &span::Id, values: &span::Record<'_>, _ctx: Context<'_, S>) {
-        if !self.live.maybe(id) {
-            return;
-        }
         self.spans.with(id, |st| {
             let info = st.callsite.and_then(|at| self.callsites.info(at));
             values.record(&mut FieldVisitor {
@@ -659,9 +719,6 @@ where
     }
 
     fn on_enter(&self, id: &span::Id, _ctx: Context<'_, S>) {
-        if !self.live.maybe(id) {
-            return;
-        }
         // A single first-enter event (SYNTH_START, GPU_START) stays in the span's state: the
         // worker takes it from the table at its next poll, or the close sends it with the
         // end event in one queue entry, whichever comes first. Either way it is written within
@@ -684,50 +741,7 @@ where
     }
 
     fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
-        if !self.live.maybe(&id) {
-            return;
-        }
-        let Some(st) = self.spans.remove(&id) else {
-            return;
-        };
-        self.live.remove(&id);
-        let mask = st.rules[Edge::Close.index()];
-        let panicking = mask != 0 && std::thread::panicking();
-        if mask == 0 || panicking {
-            // it did start: a start still waiting goes out alone
-            self.send_pending_start(&st);
-            if panicking {
-                // the work did not finish: no end edge (the job shows as incomplete)
-                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
-            }
-            return;
-        }
-        let has_start = st.rules[Edge::FirstEnter.index()] != 0;
-        let Some(first) = st.first_enter else {
-            if has_start {
-                return; // never entered: it never ran, so it neither started nor ended
-            }
-            self.emit_mask(mask, &st.fields, self.clock.now(), None);
-            return;
-        };
-        let at = self.clock.now();
-        let ms = self.clock.ms_between(first, at);
-        // the usual span, start still waiting: its start and end (and a GPU_QUEUE) in one
-        // entry (with a job id, `make` cannot fail; without, the general path counts it)
-        if st.start_pending && st.fields.job_id.is_some() {
-            if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
-                let pair = self
-                    .make(start, &st.fields, first, None)
-                    .zip(self.make(end, &st.fields, at, Some(ms)))
-                    .and_then(|(s, e)| Queued::pair(&s, &e, self.then_queue(end, mask)));
-                if let Some(both) = pair {
-                    self.send(both);
-                    return;
-                }
-            }
-        }
-        self.send_pending_start(&st);
-        self.emit_mask(mask, &st.fields, at, Some(ms));
+        self.spans.close(&id, |st| self.close(st));
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
@@ -749,17 +763,15 @@ where
         if !f.complete() {
             if let Some(scope) = ctx.event_scope(event) {
                 for span in scope {
-                    let sid = span.id();
-                    if self.live.maybe(&sid) {
-                        if let Some(m) = self.spans.with(&sid, |st| st.fields.clone()) {
-                            f.inherit(&m);
-                            break;
-                        }
+                    if let Some(m) = self.spans.with(&span.id(), |st| st.fields.clone()) {
+                        f.inherit(&m);
+                        break;
                     }
                 }
             }
         }
-        let Some(mut ev) = self.make(kind, &f, at, None) else {
+        let Some(mut ev) = span_event(kind, &f, self.clock.offset_ms(at), None) else {
+            self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
             return;
         };
         if let Some(d) = v.detail {

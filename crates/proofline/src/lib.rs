@@ -2,6 +2,7 @@
 
 mod clock;
 mod fields;
+mod handoff;
 mod layer;
 mod queued;
 mod worker;
@@ -19,15 +20,16 @@ pub use fields::FieldNames;
 pub use layer::{Edge, LayerStats, SpanRule, StatsSnapshot, TimelineLayer};
 pub use proofline_core::{self as core, EventKind, Report};
 
-use crossbeam_queue::ArrayQueue;
 use proofline_core::report::UpdateSink;
 use proofline_core::{Engine, EngineConfig};
 
-use crate::layer::{CallsiteSet, LayerConfig, LiveSpans, SpanTable};
+use crate::layer::{CallsiteSet, LayerConfig, SpanTable};
 use crate::worker::{Sinks, Worker};
 
-/// Events the queue between the prover and the worker holds before it drops.
-pub const DEFAULT_CHANNEL_CAPACITY: usize = 65_536;
+/// Entries each prover thread's queue to the worker holds before it drops (an entry is one
+/// event, or a span's start and end together; 64 bytes each, allocated at a thread's first
+/// event).
+pub const DEFAULT_CHANNEL_CAPACITY: usize = 4_096;
 /// How long dropping the guard waits for the worker to deliver what is queued.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The live engine's reorder window: the layer's events are nearly in order.
@@ -150,7 +152,9 @@ impl Builder {
         self
     }
 
-    /// Events the queue holds before new ones are dropped (default 65 536).
+    /// Entries each prover thread's queue holds before new ones are dropped (default 4 096:
+    /// 256 KiB for each thread that emits events). The worker empties the queues every poll
+    /// interval, so a thread would have to emit this many within one to lose any.
     pub fn channel_capacity(mut self, n: usize) -> Self {
         self.channel_capacity = n.max(1);
         self
@@ -216,7 +220,7 @@ impl Builder {
             event_target: self.event_target,
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
-        let queue = Arc::new(ArrayQueue::<queued::Queued>::new(self.channel_capacity));
+        let handoff = Arc::new(handoff::Handoff::new(self.channel_capacity));
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let stats = Arc::new(LayerStats::default());
@@ -229,7 +233,8 @@ impl Builder {
             Output::Discard => None,
         };
         let worker = Worker {
-            queue: queue.clone(),
+            handoff: handoff.clone(),
+            rings: handoff::Rings::default(),
             shutdown: shutdown.clone(),
             poll: self.poll,
             engine: Engine::new(self.engine),
@@ -240,6 +245,7 @@ impl Builder {
             spans: spans.clone(),
             tick: self.tick,
             done: done_tx,
+            warned: false,
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())
@@ -247,12 +253,11 @@ impl Builder {
             .expect("failed to start the proofline-worker thread");
         let layer = TimelineLayer {
             cfg,
-            queue,
+            handoff,
             closed: shutdown.clone(),
             stats: stats.clone(),
             clock,
             callsites: CallsiteSet::new(),
-            live: LiveSpans::new(),
             spans,
         };
         let guard = TimelineGuard {

@@ -13,8 +13,7 @@ use std::sync::Arc;
 
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
-/// Job ids up to this many bytes are copied into the entry.
-const INLINE: usize = 24;
+use crate::fields::{HEAD as INLINE, Name, SpanFields};
 
 const PARTITION: u8 = 1;
 const WORKER: u8 = 1 << 1;
@@ -26,6 +25,7 @@ const THEN_QUEUE: u8 = 1 << 5;
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
 #[derive(Debug)]
+#[repr(C, align(64))]
 pub(crate) struct Queued {
     offset_ms: u64,
     ext: Option<Box<Ext>>,
@@ -41,15 +41,16 @@ pub(crate) struct Queued {
     /// The kind of the start event carried along (its index + 1), 0 for none.
     start: u8,
     job_len: u8,
+    /// The job id, zero-padded, when it fits (else in `ext`).
     job: [u8; INLINE],
 }
 
 /// What does not fit in an entry.
 #[derive(Debug, Default)]
 struct Ext {
-    job: Option<Arc<str>>,
-    proof_kind: Option<Arc<str>>,
-    start_proof_kind: Option<Arc<str>>,
+    job: Option<Arc<Name>>,
+    proof_kind: Option<Arc<Name>>,
+    start_proof_kind: Option<Arc<Name>>,
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
 }
@@ -91,7 +92,7 @@ impl Queued {
             }
         }
         if let Some(k) = ev.proof_kind {
-            ext.proof_kind = Some(Arc::from(k));
+            ext.proof_kind = Some(Arc::new(Name::new(k)));
             needs_ext = true;
         }
         let mut job = [0u8; INLINE];
@@ -100,7 +101,7 @@ impl Queued {
             job[..id.len()].copy_from_slice(id);
             id.len() as u8
         } else {
-            ext.job = Some(Arc::from(ev.job_id));
+            ext.job = Some(Arc::new(Name::new(ev.job_id)));
             needs_ext = true;
             0
         };
@@ -120,32 +121,117 @@ impl Queued {
         }
     }
 
-    /// One entry for a span's start and end events, when the start can ride along (same
-    /// job, partition and worker, as a span's edges have); `None` when it cannot.
-    pub fn pair(start: &EventRef<'_>, end: &EventRef<'_>, then_queue: bool) -> Option<Self> {
-        let delta = end
-            .offset_ms
-            .checked_sub(start.offset_ms)
-            .and_then(|d| u32::try_from(d).ok());
-        // what `start_event` rebuilds from the end event must be the start event
-        let gpu = start.kind.is_gpu();
-        let rides = start.job_id == end.job_id
-            && start.partition == end.partition
-            && start.worker == if gpu { end.worker } else { None }
-            && start.gpu == if gpu { end.gpu } else { None }
-            && start.synth_ms.is_none()
-            && start.gpu_ms.is_none()
-            && !start.monolithic;
-        let (true, Some(delta)) = (rides, delta) else {
-            return None;
+    /// The entry of a span edge's event, straight from the span's fields: what
+    /// `Queued::new` makes of the event `make_event` builds for that edge (a property test
+    /// holds the two equal), without building the event first. `None` without a job id.
+    ///
+    /// Which fields an event carries is decided here for the layer's spans, as cuzk prints
+    /// them: the partition always; the worker and GPU on GPU events; the proof kind on a
+    /// SYNTH_START without a partition; the duration on SYNTH_END and GPU_END; a GPU_QUEUE
+    /// without a partition is monolithic.
+    #[inline(always)]
+    pub fn span_edge(
+        f: &SpanFields,
+        kind: EventKind,
+        offset_ms: u64,
+        ms: Option<u64>,
+        then_queue: bool,
+    ) -> Option<Self> {
+        let id = f.job_id.as_deref()?;
+        let mut flags = if then_queue { THEN_QUEUE } else { 0 };
+        let mut opt = |bit: u8, v: Option<u32>| {
+            if v.is_some() {
+                flags |= bit;
+            }
+            v.unwrap_or(0)
         };
-        let mut q = Queued::new(end, then_queue);
-        q.start = start.kind.index() as u8 + 1;
-        q.start_delta = delta;
-        if let Some(k) = start.proof_kind {
-            q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(Arc::from(k));
+        let partition = opt(PARTITION, f.partition);
+        let (worker, gpu) = if kind.is_gpu() {
+            (opt(WORKER, f.worker), opt(GPU, f.gpu))
+        } else {
+            (0, 0)
+        };
+        let mut ext = None::<Box<Ext>>;
+        let mut inline_ms = 0;
+        if let (EventKind::SynthEnd | EventKind::GpuEnd, Some(v)) = (kind, ms) {
+            match u32::try_from(v) {
+                Ok(v) => {
+                    inline_ms = v;
+                    flags |= MS;
+                }
+                Err(_) => {
+                    let e = ext.get_or_insert_with(Box::default);
+                    if kind == EventKind::SynthEnd {
+                        e.synth_ms = Some(v);
+                    } else {
+                        e.gpu_ms = Some(v);
+                    }
+                }
+            }
         }
-        debug_assert_eq!(q.start_event().as_ref(), Some(start));
+        match kind {
+            EventKind::SynthStart if f.partition.is_none() => {
+                if let Some(k) = &f.proof_kind {
+                    ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
+                }
+            }
+            EventKind::GpuQueue if f.partition.is_none() => flags |= MONOLITHIC,
+            _ => {}
+        }
+        // a fixed-size copy of the padded head
+        let (job, job_len) = match id.head() {
+            Some((head, len)) => (*head, len),
+            None => {
+                ext.get_or_insert_with(Box::default).job = f.job_id.clone();
+                ([0; INLINE], 0)
+            }
+        };
+        Some(Queued {
+            offset_ms,
+            ext,
+            ms: inline_ms,
+            start_delta: 0,
+            partition,
+            worker,
+            gpu,
+            kind,
+            flags,
+            start: 0,
+            job_len,
+            job,
+        })
+    }
+
+    /// One entry for a span's start and end events, both from its fields (see
+    /// [`Queued::span_edge`]): the start rides along when it can be rebuilt from the end
+    /// exactly; `None` when it cannot (or there is no job id).
+    #[inline(always)]
+    pub fn span_pair(
+        f: &SpanFields,
+        start: (EventKind, u64),
+        end: (EventKind, u64),
+        ms: Option<u64>,
+        then_queue: bool,
+    ) -> Option<Self> {
+        let (start, start_ms) = start;
+        let delta = u32::try_from(end.1.checked_sub(start_ms)?).ok()?;
+        // what `start_event` rebuilds from the end: the job and partition always, the
+        // worker and GPU when both are GPU events, never `monolithic` (a start has no
+        // duration: it is built without one)
+        let carries_gpu_fields = f.worker.is_some() || f.gpu.is_some();
+        let refused = (start.is_gpu() && !end.0.is_gpu() && carries_gpu_fields)
+            || (start == EventKind::GpuQueue && f.partition.is_none());
+        if refused {
+            return None;
+        }
+        let mut q = Queued::span_edge(f, end.0, end.1, ms, then_queue)?;
+        q.start = start.index() as u8 + 1;
+        q.start_delta = delta;
+        if start == EventKind::SynthStart && f.partition.is_none() {
+            if let Some(k) = &f.proof_kind {
+                q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(k.clone());
+            }
+        }
         Some(q)
     }
 
@@ -166,7 +252,8 @@ impl Queued {
         ev.proof_kind = self
             .ext
             .as_deref()
-            .and_then(|e| e.start_proof_kind.as_deref());
+            .and_then(|e| e.start_proof_kind.as_deref())
+            .map(Name::as_str);
         Some(ev)
     }
 
@@ -184,7 +271,7 @@ impl Queued {
     pub fn event(&self) -> EventRef<'_> {
         let ext = self.ext.as_deref();
         let job = match ext.and_then(|e| e.job.as_deref()) {
-            Some(long) => long,
+            Some(long) => long.as_str(),
             // copied from a `&str` whole, so always UTF-8
             None => std::str::from_utf8(&self.job[..usize::from(self.job_len)]).unwrap_or(""),
         };
@@ -201,7 +288,7 @@ impl Queued {
             _ => {}
         }
         if let Some(e) = ext {
-            ev.proof_kind = e.proof_kind.as_deref();
+            ev.proof_kind = e.proof_kind.as_deref().map(Name::as_str);
             if e.synth_ms.is_some() || e.gpu_ms.is_some() {
                 (ev.synth_ms, ev.gpu_ms) = (e.synth_ms, e.gpu_ms);
             }
@@ -213,6 +300,7 @@ impl Queued {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::layer::span_event;
     use proptest::prelude::*;
 
     #[test]
@@ -260,38 +348,72 @@ mod tests {
             prop_assert!(q.start_event().is_none());
         }
 
-        /// A start and an end travel in one entry when the start can be rebuilt from the
-        /// end exactly, and in two otherwise: either way both come back as they went in.
+        /// An entry built straight from a span's fields holds the very event the layer
+        /// would build for that edge (`span_event`), whatever the fields and the kind.
         #[test]
-        fn a_pair_gives_both_events_back(
-            (end, then_queue) in event(),
-            (other, _) in event(),
-            back in prop_oneof![0u64..100_000, any::<u64>()],
+        fn a_span_edge_is_the_event_of_its_fields(
+            f in fields(),
             k in 0usize..6,
-            same in any::<bool>(),
+            off in any::<u64>(),
+            ms in proptest::option::of(prop_oneof![0u64..100_000, any::<u64>()]),
+            then_queue in any::<bool>(),
         ) {
-            // a span's start: the end's job, partition and worker, earlier
-            let mut start = if same { end.clone() } else { other };
-            start.kind = EventKind::ALL[k];
-            start.offset_ms = end.offset_ms.saturating_sub(back);
-            start.synth_ms = None;
-            start.gpu_ms = None;
-            start.monolithic = false;
-            if !start.kind.is_gpu() {
-                start.worker = None;
-                start.gpu = None;
-            }
-            let (s, e) = (start.as_event_ref(), end.as_event_ref());
-            match Queued::pair(&s, &e, then_queue) {
-                Some(q) => {
-                    prop_assert_eq!(q.start_event(), Some(s));
-                    prop_assert_eq!(q.event(), e);
-                    prop_assert_eq!(q.events(), 2 + u64::from(then_queue));
-                }
-                None => {
-                    prop_assert!(!same || back > u64::from(u32::MAX) || back > end.offset_ms);
-                }
+            let kind = EventKind::ALL[k];
+            let q = Queued::span_edge(&f, kind, off, ms, then_queue);
+            let ev = span_event(kind, &f, off, ms);
+            prop_assert_eq!(q.as_ref().map(Queued::event), ev);
+            if let Some(q) = q {
+                prop_assert_eq!(q.then_queue(), then_queue);
+                prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
+                prop_assert!(q.start_event().is_none());
             }
         }
+
+        /// A span's start and end travel in one entry when the start can be rebuilt from
+        /// the end exactly, and both come back as the layer builds them.
+        #[test]
+        fn a_span_pair_gives_both_events_back(
+            f in fields(),
+            ks in (0usize..6, 0usize..6),
+            end_off in any::<u64>(),
+            back in prop_oneof![0u64..100_000, any::<u64>()],
+            ms in proptest::option::of(0u64..100_000),
+            then_queue in any::<bool>(),
+        ) {
+            let (start, end) = (EventKind::ALL[ks.0], EventKind::ALL[ks.1]);
+            let start_off = end_off.saturating_sub(back);
+            match Queued::span_pair(&f, (start, start_off), (end, end_off), ms, then_queue) {
+                Some(q) => {
+                    prop_assert_eq!(q.start_event(), span_event(start, &f, start_off, None));
+                    prop_assert_eq!(Some(q.event()), span_event(end, &f, end_off, ms));
+                    prop_assert_eq!(q.events(), 2 + u64::from(then_queue));
+                }
+                None => prop_assert!(
+                    f.job_id.is_none()
+                        || back > u64::from(u32::MAX)
+                        || (start.is_gpu() && !end.is_gpu()
+                            && (f.worker.is_some() || f.gpu.is_some()))
+                        || (start == EventKind::GpuQueue && f.partition.is_none()),
+                    "cuzk's pairs always ride: {start} {end}"
+                ),
+            }
+        }
+    }
+
+    fn fields() -> impl Strategy<Value = SpanFields> {
+        (
+            proptest::option::of(prop_oneof!["[a-z0-9-]{1,24}", "[a-z0-9-]{25,60}"]),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of(any::<u32>()),
+            proptest::option::of("[a-z-]{1,12}"),
+        )
+            .prop_map(|(job, partition, worker, gpu, kind)| SpanFields {
+                job_id: job.map(|j| Arc::new(Name::new(&j))),
+                partition,
+                worker,
+                gpu,
+                proof_kind: kind.map(|k| Arc::new(Name::new(&k))),
+            })
     }
 }

@@ -1,17 +1,15 @@
 //! The one background worker: owns the engine, the TIMELINE writer and the sinks.
 //!
 //! ```text
-//!  prover threads ──push──► bounded lock-free queue ──► proofline-worker: write line, engine.ingest ─► sinks
-//!                                                        (drains, sleeps a few ms when empty,
-//!                                                         ticks the engine once a second)
+//!  prover thread ──push──► its own bounded ring ──┐
+//!  prover thread ──push──► its own bounded ring ──┴─► proofline-worker: write line, engine.ingest ─► sinks
+//!                                                     (drains every ring, sleeps a few ms when
+//!                                                      all are empty, ticks the engine once a second)
 //! ```
 //!
 //! The worker polls instead of being woken: a wake-up per event would cost the prover a
 //! futex call (~700 ns a span, measured); polling costs a TIMELINE line at most one poll
 //! interval of latency.
-//!
-//! ```text
-//! ```
 
 use std::io::Write;
 use std::sync::Arc;
@@ -19,13 +17,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use proofline_core::engine::LiveState;
 use proofline_core::report::{TelemetryCounts, Update, UpdateSink};
 use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 use crate::clock::Clock;
+use crate::handoff::{Handoff, Rings};
 use crate::layer::{LayerStats, SpanTable};
 use crate::queued::Queued;
 
@@ -53,7 +51,8 @@ impl UpdateSink for Sinks {
 }
 
 pub(crate) struct Worker {
-    pub queue: Arc<ArrayQueue<Queued>>,
+    pub handoff: Arc<Handoff>,
+    pub rings: Rings,
     pub shutdown: Arc<AtomicBool>,
     pub poll: Duration,
     pub engine: Engine,
@@ -65,6 +64,8 @@ pub(crate) struct Worker {
     pub spans: Arc<SpanTable>,
     pub tick: Duration,
     pub done: Sender<Report>,
+    /// Whether the drop warning was printed.
+    pub warned: bool,
 }
 
 impl Worker {
@@ -79,12 +80,10 @@ impl Worker {
         loop {
             // read the flag first: what was pushed before shutdown is drained below
             let stop = self.shutdown.load(Ordering::Acquire);
-            let mut n = 0;
-            while n < MAX_BATCH {
-                let Some(q) = self.queue.pop() else { break };
-                n += q.events() as usize;
-                self.handle_queued(&q, &mut line);
-            }
+            self.rings.adopt(&self.handoff);
+            let mut rings = std::mem::take(&mut self.rings);
+            let mut n = rings.drain(MAX_BATCH, |q| self.handle_queued(&q, &mut line));
+            self.rings = rings;
             // first-enter events of spans still open, at most once a poll interval while
             // busy (a look locks every shard of the span table, which the prover uses)
             if n < MAX_BATCH || stop || last_look.elapsed() >= self.poll {
@@ -100,7 +99,8 @@ impl Worker {
                 self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
                 self.flush();
             }
-            if stop && self.queue.is_empty() {
+            self.warn_once_if_dropping();
+            if stop && self.rings.is_empty() && !self.handoff.any_opened() {
                 break;
             }
             if last_tick.elapsed() >= self.tick {
@@ -117,6 +117,17 @@ impl Worker {
         self.tick_sinks();
         self.flush();
         let _ = self.done.send(self.engine.report());
+    }
+
+    /// Once, on stderr (not through tracing: this thread's telemetry is off, and the
+    /// prover's threads never write it), when the layer first drops an event.
+    fn warn_once_if_dropping(&mut self) {
+        if !self.warned && self.stats.dropped.load(Ordering::Relaxed) > 0 {
+            self.warned = true;
+            eprintln!(
+                "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
+            );
+        }
     }
 
     fn tick_sinks(&mut self) {
