@@ -265,21 +265,18 @@ impl SpanTable {
         self.shard(id).get_mut(&id.into_u64()).map(f)
     }
 
-    /// Runs `f` on the span's state and removes it from the table, if the span is in it.
-    /// `f` runs under the shard's lock, on the state where it lies (moving the state out
-    /// first was a tenth of a mapped span's cost).
+    /// Takes the span's state out of the table, if the span is in it.
     #[inline]
-    fn close<R>(&self, id: &span::Id, f: impl FnOnce(&SpanState) -> R) -> Option<R> {
+    fn remove(&self, id: &span::Id) -> Option<SpanState> {
         if !self.maybe(id) {
             return None;
         }
         let mut shard = self.shard(id);
-        let r = f(shard.get(&id.into_u64())?);
-        shard.remove(&id.into_u64());
+        let st = shard.remove(&id.into_u64())?;
         // under the shard's lock: no other thread changes this count now
         let n = self.live(id);
         n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
-        Some(r)
+        Some(st)
     }
 
     /// Takes the first-enter events still waiting in the table (spans entered and not yet
@@ -593,12 +590,7 @@ impl TimelineLayer {
         } else {
             return;
         };
-        let from = |id: &span::Id, fields: &mut SpanFields| {
-            self.spans
-                .with(id, |st| fields.inherit(&st.fields))
-                .is_some()
-        };
-        if from(&parent, fields) {
+        if self.inherit_from(&parent, fields) {
             return;
         }
         let Some(span) = ctx.span(&parent) else {
@@ -606,15 +598,23 @@ impl TimelineLayer {
         };
         // the parent itself was looked up above
         for ancestor in span.scope().skip(1) {
-            if from(&ancestor.id(), fields) {
+            if self.inherit_from(&ancestor.id(), fields) {
                 return;
             }
         }
     }
+
+    /// Fills what `fields` lack from the span's, in place, if it is one of the layer's
+    /// spans; `false` if it is not.
+    fn inherit_from(&self, id: &span::Id, fields: &mut SpanFields) -> bool {
+        self.spans
+            .with(id, |st| fields.inherit(&st.fields))
+            .is_some()
+    }
 }
 
 impl TimelineLayer {
-    /// A span's close edge (run under its shard's lock: sending never waits).
+    /// A span's close edge, its state already out of the table.
     fn close(&self, st: &SpanState) {
         let mask = st.rules[Edge::Close.index()];
         let panicking = mask != 0 && std::thread::panicking();
@@ -699,8 +699,7 @@ where
         if !state.fields.complete() {
             self.inherit(attrs, &ctx, &mut state.fields);
         }
-        let rules = state.rules;
-        let created = rules[Edge::Created.index()];
+        let created = state.rules[Edge::Created.index()];
         if created != 0 {
             self.emit_mask(created, &state.fields, self.clock.now(), None);
         }
@@ -726,7 +725,11 @@ where
         // instead of two. Other masks are pushed now (under the shard lock: the push never
         // waits, and it saves copying the fields out).
         self.spans.with(id, |st| {
-            if st.first_enter.is_some() || (st.rules[1] == 0 && st.rules[2] == 0) {
+            let (enter, close) = (
+                st.rules[Edge::FirstEnter.index()],
+                st.rules[Edge::Close.index()],
+            );
+            if st.first_enter.is_some() || (enter == 0 && close == 0) {
                 return;
             }
             let at = self.clock.now();
@@ -735,13 +738,15 @@ where
             if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
                 st.start_pending = true;
             } else {
-                self.emit_mask(st.rules[Edge::FirstEnter.index()], &st.fields, at, None);
+                self.emit_mask(enter, &st.fields, at, None);
             }
         });
     }
 
     fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
-        self.spans.close(&id, |st| self.close(st));
+        if let Some(st) = self.spans.remove(&id) {
+            self.close(&st);
+        }
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
@@ -761,13 +766,9 @@ where
         let Some(kind) = v.ev else { return };
         let mut f = v.fields;
         if !f.complete() {
-            if let Some(scope) = ctx.event_scope(event) {
-                for span in scope {
-                    if let Some(m) = self.spans.with(&span.id(), |st| st.fields.clone()) {
-                        f.inherit(&m);
-                        break;
-                    }
-                }
+            if let Some(mut scope) = ctx.event_scope(event) {
+                // the nearest of the layer's spans
+                scope.any(|span| self.inherit_from(&span.id(), &mut f));
             }
         }
         let Some(mut ev) = span_event(kind, &f, self.clock.offset_ms(at), None) else {

@@ -370,6 +370,8 @@ fn timeline_events_and_ancestor_fields() {
         // job id and worker from the ancestor gpu_worker span, as in cuzk's sync path
         let w = info_span!("gpu_worker", worker_id = 3u64, gpu = 1i32, job_id = %"porep-9-1", partition = ?Some(4u32));
         w.in_scope(|| {
+            // a timeline event inside the span takes the job id and partition from it
+            tracing::info!(target: "timeline", event = "GPU_QUEUE");
             info_span!("gpu_prove", circuit_id = "c", partition = ?Some(4u32)).in_scope(|| {})
         });
     });
@@ -390,16 +392,17 @@ fn timeline_events_and_ancestor_fields() {
             "TIMELINE,T,SYNTH_END,winpost-9-ab,synth_ms=895",
             "TIMELINE,T,GPU_QUEUE,winpost-9-ab,monolithic",
             "TIMELINE,T,GPU_PICKUP,porep-9-1,worker=3,partition=4,gpu=1",
+            "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
             "TIMELINE,T,GPU_START,porep-9-1,worker=3,partition=4,gpu=1",
-            &lines[5],
+            &lines[6],
         ]
     );
     assert!(
-        lines[5].starts_with("TIMELINE,T,GPU_END,porep-9-1,worker=3,partition=4,gpu_ms="),
+        lines[6].starts_with("TIMELINE,T,GPU_END,porep-9-1,worker=3,partition=4,gpu_ms="),
         "{}",
-        lines[5]
+        lines[6]
     );
-    assert!(lines[5].ends_with(",gpu=1"));
+    assert!(lines[6].ends_with(",gpu=1"));
 }
 
 #[test]
