@@ -25,7 +25,7 @@ const THEN_QUEUE: u8 = 1 << 5;
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
 #[derive(Debug)]
-#[repr(C, align(64))]
+#[repr(align(64))] // one entry, one cache line
 pub(crate) struct Queued {
     offset_ms: u64,
     ext: Option<Box<Ext>>,
@@ -56,64 +56,39 @@ struct Ext {
 }
 
 impl Queued {
-    /// The entry for `ev`.
-    pub fn new(ev: &EventRef<'_>, then_queue: bool) -> Self {
-        let mut flags = if then_queue { THEN_QUEUE } else { 0 };
+    /// The entry, from its parts, written once: `flags` holds what is not an index (the
+    /// indexes' bits are set here); `ms` is the event's own duration when it fits inline.
+    #[inline(always)]
+    fn from_parts(
+        offset_ms: u64,
+        kind: EventKind,
+        mut flags: u8,
+        [partition, worker, gpu]: [Option<u32>; 3],
+        ms: Option<u32>,
+        ext: Option<Box<Ext>>,
+        (job, job_len): ([u8; INLINE], u8),
+    ) -> Self {
         let mut opt = |bit: u8, v: Option<u32>| {
             if v.is_some() {
                 flags |= bit;
             }
             v.unwrap_or(0)
         };
-        let partition = opt(PARTITION, ev.partition);
-        let worker = opt(WORKER, ev.worker);
-        let gpu = opt(GPU, ev.gpu);
-        if ev.monolithic {
-            flags |= MONOLITHIC;
-        }
-        // the duration the event's kind carries fits inline; anything else goes in `ext`
-        let own = match ev.kind {
-            EventKind::SynthEnd => (ev.synth_ms, ev.gpu_ms),
-            EventKind::GpuEnd => (ev.gpu_ms, ev.synth_ms),
-            _ => (None, ev.synth_ms.or(ev.gpu_ms)),
-        };
-        let mut ms = 0;
-        let mut ext = Ext::default();
-        let mut needs_ext = false;
-        match own {
-            (Some(v), None) if u32::try_from(v).is_ok() => {
-                ms = v as u32;
-                flags |= MS;
-            }
-            (None, None) => {}
-            _ => {
-                (ext.synth_ms, ext.gpu_ms) = (ev.synth_ms, ev.gpu_ms);
-                needs_ext = true;
-            }
-        }
-        if let Some(k) = ev.proof_kind {
-            ext.proof_kind = Some(Arc::new(Name::new(k)));
-            needs_ext = true;
-        }
-        let mut job = [0u8; INLINE];
-        let id = ev.job_id.as_bytes();
-        let job_len = if id.len() <= INLINE {
-            job[..id.len()].copy_from_slice(id);
-            id.len() as u8
-        } else {
-            ext.job = Some(Arc::new(Name::new(ev.job_id)));
-            needs_ext = true;
-            0
-        };
+        let (partition, worker, gpu) = (
+            opt(PARTITION, partition),
+            opt(WORKER, worker),
+            opt(GPU, gpu),
+        );
+        let ms = opt(MS, ms);
         Queued {
-            offset_ms: ev.offset_ms,
-            ext: needs_ext.then(|| Box::new(ext)),
+            offset_ms,
+            ext,
             ms,
             start_delta: 0,
             partition,
             worker,
             gpu,
-            kind: ev.kind,
+            kind,
             flags,
             start: 0,
             job_len,
@@ -121,8 +96,52 @@ impl Queued {
         }
     }
 
+    /// The entry for `ev`.
+    pub fn new(ev: &EventRef<'_>, then_queue: bool) -> Self {
+        let mut flags = if then_queue { THEN_QUEUE } else { 0 };
+        if ev.monolithic {
+            flags |= MONOLITHIC;
+        }
+        let mut ext = Ext::default();
+        // the duration the event's kind carries fits inline; anything else goes in `ext`
+        let ms = match (ev.kind, ev.synth_ms, ev.gpu_ms) {
+            (EventKind::SynthEnd, Some(v), None) | (EventKind::GpuEnd, None, Some(v))
+                if u32::try_from(v).is_ok() =>
+            {
+                Some(v as u32)
+            }
+            (_, synth_ms, gpu_ms) => {
+                (ext.synth_ms, ext.gpu_ms) = (synth_ms, gpu_ms);
+                None
+            }
+        };
+        ext.proof_kind = ev.proof_kind.map(|k| Arc::new(Name::new(k)));
+        let mut job = [0u8; INLINE];
+        let id = ev.job_id.as_bytes();
+        let job_len = if id.len() <= INLINE {
+            job[..id.len()].copy_from_slice(id);
+            id.len() as u8
+        } else {
+            ext.job = Some(Arc::new(Name::new(ev.job_id)));
+            0
+        };
+        let needs_ext = ext.job.is_some()
+            || ext.proof_kind.is_some()
+            || ext.synth_ms.is_some()
+            || ext.gpu_ms.is_some();
+        Queued::from_parts(
+            ev.offset_ms,
+            ev.kind,
+            flags,
+            [ev.partition, ev.worker, ev.gpu],
+            ms,
+            needs_ext.then(|| Box::new(ext)),
+            (job, job_len),
+        )
+    }
+
     /// The entry of a span edge's event, straight from the span's fields: what
-    /// `Queued::new` makes of the event `make_event` builds for that edge (a property test
+    /// `Queued::new` makes of the event `span_event` builds for that edge (a property test
     /// holds the two equal), without building the event first. `None` without a job id.
     ///
     /// Which fields an event carries is decided here for the layer's spans, as cuzk prints
@@ -139,26 +158,11 @@ impl Queued {
     ) -> Option<Self> {
         let id = f.job_id.as_deref()?;
         let mut flags = if then_queue { THEN_QUEUE } else { 0 };
-        let mut opt = |bit: u8, v: Option<u32>| {
-            if v.is_some() {
-                flags |= bit;
-            }
-            v.unwrap_or(0)
-        };
-        let partition = opt(PARTITION, f.partition);
-        let (worker, gpu) = if kind.is_gpu() {
-            (opt(WORKER, f.worker), opt(GPU, f.gpu))
-        } else {
-            (0, 0)
-        };
         let mut ext = None::<Box<Ext>>;
-        let mut inline_ms = 0;
+        let mut inline_ms = None;
         if let (EventKind::SynthEnd | EventKind::GpuEnd, Some(v)) = (kind, ms) {
             match u32::try_from(v) {
-                Ok(v) => {
-                    inline_ms = v;
-                    flags |= MS;
-                }
+                Ok(v) => inline_ms = Some(v),
                 Err(_) => {
                     let e = ext.get_or_insert_with(Box::default);
                     if kind == EventKind::SynthEnd {
@@ -179,27 +183,23 @@ impl Queued {
             _ => {}
         }
         // a fixed-size copy of the padded head
-        let (job, job_len) = match id.head() {
+        let job = match id.head() {
             Some((head, len)) => (*head, len),
             None => {
                 ext.get_or_insert_with(Box::default).job = f.job_id.clone();
                 ([0; INLINE], 0)
             }
         };
-        Some(Queued {
+        let gpu = kind.is_gpu();
+        Some(Queued::from_parts(
             offset_ms,
-            ext,
-            ms: inline_ms,
-            start_delta: 0,
-            partition,
-            worker,
-            gpu,
             kind,
             flags,
-            start: 0,
-            job_len,
+            [f.partition, f.worker.filter(|_| gpu), f.gpu.filter(|_| gpu)],
+            inline_ms,
+            ext,
             job,
-        })
+        ))
     }
 
     /// One entry for a span's start and end events, both from its fields (see
