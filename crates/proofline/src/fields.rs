@@ -67,8 +67,8 @@ pub(crate) const HEAD: usize = 24;
 
 /// A job id or proof kind as the layer keeps it: interned (a job's spans share one), its
 /// text, and its first [`HEAD`] bytes zero-padded, which a queue entry copies whole. (The
-/// entry used to copy the id's bytes at their own length: those narrow stores stalled the
-/// entry's next read, a tenth of a mapped span's cost.)
+/// entry used to copy the id's bytes at their own length: `perf annotate` showed the entry's
+/// next copy stalled on those narrow stores.)
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Name {
     head: [u8; HEAD],
