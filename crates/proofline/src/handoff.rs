@@ -55,6 +55,10 @@ impl Handoff {
 
     /// Pushes onto this thread's ring without waiting: `false` (and the entry dropped) when
     /// the ring is full, or when the thread is exiting and its rings are gone.
+    ///
+    /// Not inlined: the entry is then copied into the slot whole; inlined, its fields were
+    /// written into the slot one by one and the one run of that measured 237 ns a mapped
+    /// span (BENCHMARKS.md; a single run, so a weak reason, but no run favoured inlining).
     #[inline(never)]
     pub fn push(&self, q: Queued) -> bool {
         RINGS
