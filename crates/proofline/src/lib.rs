@@ -325,6 +325,17 @@ impl TimelineGuard {
         self.stats.clone()
     }
 
+    /// Asks the worker to take in what is queued now rather than at its next poll, and
+    /// returns at once (it unparks the worker; it never waits for it). For a program that
+    /// wants its lines and metrics current at a moment it chooses (the end of a sector, a
+    /// test, a benchmark that must not have the worker draining while it measures) without
+    /// a short poll interval for the whole run. Prover threads never wake the worker.
+    pub fn wake(&self) {
+        if let Some(h) = self.handle.as_ref() {
+            h.thread().unpark();
+        }
+    }
+
     /// The instant TIMELINE offsets count from (the wall-clock epoch of OTLP spans).
     pub fn epoch(&self) -> Instant {
         self.epoch
@@ -340,9 +351,7 @@ impl TimelineGuard {
         let deadline = Instant::now() + timeout;
         // from now on the layer drops (and counts) new events; the worker drains the rest
         self.shutdown.store(true, Ordering::Release);
-        if let Some(h) = &self.handle {
-            h.thread().unpark();
-        }
+        self.wake();
         let remaining = deadline.saturating_duration_since(Instant::now());
         let s = self.stats.snapshot();
         let result = match self.done.recv_timeout(remaining) {

@@ -518,3 +518,50 @@ fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     let s = guard.stats();
     assert_eq!((s.received, s.written, s.dropped), (5, 5, 0));
 }
+
+/// `wake` has the worker take in what is queued at once, not at its next poll.
+#[test]
+fn wake_delivers_what_is_queued_without_waiting_for_the_poll() {
+    let (layer, mut guard) = TimelineLayer::builder()
+        .no_timeline()
+        .poll_interval(Duration::from_secs(120))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let span = |p: u32| {
+        tracing::dispatcher::with_default(&dispatch, || {
+            info_span!("synthesize_partition", job_id = "porep-1-9", partition = p).in_scope(|| {});
+        });
+    };
+    let taken_within = |n: u64, limit: Duration| {
+        let deadline = std::time::Instant::now() + limit;
+        while guard.stats().received < n {
+            if std::time::Instant::now() >= deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        true
+    };
+    // the first span may meet the worker's first pass; after this the worker is parked
+    span(0);
+    guard.wake();
+    assert!(
+        taken_within(3, Duration::from_secs(10)),
+        "{:?}",
+        guard.stats()
+    );
+    span(1);
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        guard.stats().received,
+        3,
+        "the worker polled early: the test proves nothing"
+    );
+    guard.wake();
+    assert!(
+        taken_within(6, Duration::from_secs(10)),
+        "{:?}",
+        guard.stats()
+    );
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+}
