@@ -11,7 +11,6 @@
 //! on every live dispatcher). Run: `cargo bench -p proofline --bench layer`.
 
 use std::hint::black_box;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use criterion::{
@@ -59,13 +58,16 @@ macro_rules! unmapped {
     };
 }
 
-/// Spans are made in bursts of this many, timed; between bursts, untimed, the bench waits
-/// for the layer's worker to take in what the burst emitted (`settle`). A prover emits a
-/// few spans a second, so its worker always keeps up; without the wait, the worker (which
-/// does several times a span's work per event) falls behind, the queue fills, and the bench
-/// would time the cheaper drop path instead. The worker polls every 100 µs here, so that the
-/// wait is short; it is awake and draining during most of a burst. (With the default 5 ms
-/// poll the figure varied from run to run by up to 50 ns, with where the polls fell.)
+/// Spans are made in bursts of this many, timed; between bursts, untimed, the bench wakes
+/// the layer's worker and waits until it has taken in what the burst emitted (`settle`). A
+/// prover emits a few spans a second, so its worker always keeps up; without the wait, the
+/// worker (which does several times a span's work per event) falls behind, the queue fills,
+/// and the bench would time the cheaper drop path instead.
+///
+/// The worker's poll interval is long, so that it sleeps through every burst (as it sleeps
+/// between a prover's spans) and drains between them. A second row has it poll every
+/// 100 µs, draining while the burst is written: that row is slower, and by how much varies
+/// from process to process (BENCHMARKS.md says what was found).
 const BURST: u64 = 1024;
 
 fn run(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, d: Dispatch, f: impl Fn(u32)) {
@@ -138,32 +140,31 @@ fn on_cpu_1<T>(build: impl FnOnce() -> T) -> T {
     built
 }
 
-/// A TimelineLayer for the bench, and the `settle` that waits until its worker has taken
-/// in `events_per_span` events for every span made so far.
-fn timeline(
-    events_per_span: u64,
-) -> (
-    TimelineLayer,
-    proofline::TimelineGuard,
-    impl Fn(u64) + Clone,
-) {
-    let (layer, guard) = on_cpu_1(|| {
+/// A TimelineLayer for the bench whose worker polls every `poll`.
+fn timeline(poll: Duration) -> (TimelineLayer, proofline::TimelineGuard) {
+    on_cpu_1(|| {
         TimelineLayer::builder()
             .no_timeline()
-            .poll_interval(Duration::from_micros(100))
+            .poll_interval(poll)
             .build()
-    });
-    let stats = guard.stats_handle();
-    let sent = std::rc::Rc::new(std::cell::Cell::new(0u64));
-    let settle = move |spans: u64| {
+    })
+}
+
+/// Wakes the worker and waits until it has taken in `events_per_span` events for every span
+/// made so far.
+fn settle(guard: &proofline::TimelineGuard, events_per_span: u64) -> impl Fn(u64) + '_ {
+    let sent = std::cell::Cell::new(0u64);
+    move |spans: u64| {
         sent.set(sent.get() + spans * events_per_span);
-        let taken =
-            || stats.received.load(Ordering::Relaxed) + stats.dropped.load(Ordering::Relaxed);
+        guard.wake();
+        let taken = || {
+            let s = guard.stats();
+            s.received + s.dropped
+        };
         while taken() < sent.get() {
             std::thread::yield_now();
         }
-    };
-    (layer, guard, settle)
+    }
 }
 
 fn fmt_sink<S>() -> impl tracing_subscriber::Layer<S>
@@ -205,6 +206,27 @@ fn bench(c: &mut Criterion) {
     let registry = || Dispatch::new(tracing_subscriber::registry().with(Noop));
     run(&mut g, "registry/mapped", registry(), mapped!());
     run(&mut g, "registry/unmapped", registry(), unmapped!());
+    {
+        // the baseline again, beside a thread on the other CPU that does nothing but wake
+        // every 100 µs (as the worker does in the draining row below)
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let ticker = on_cpu_1(|| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::thread::park_timeout(Duration::from_micros(100));
+                }
+            })
+        });
+        run(
+            &mut g,
+            "registry_beside_waking_thread/mapped",
+            registry(),
+            mapped!(),
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        ticker.join().expect("the waking thread panicked");
+    }
     run(
         &mut g,
         "touch_layer/unmapped",
@@ -222,14 +244,32 @@ fn bench(c: &mut Criterion) {
     }
 
     // a synthesis span emits SYNTH_START, SYNTH_END and GPU_QUEUE
-    let (layer, guard, settle) = timeline(3);
+    let (layer, guard) = timeline(Duration::from_secs(60));
     let d = Dispatch::new(tracing_subscriber::registry().with(layer));
-    run_settled(&mut g, "timeline/mapped", d.clone(), mapped!(), settle);
+    run_settled(
+        &mut g,
+        "timeline/mapped",
+        d.clone(),
+        mapped!(),
+        settle(&guard, 3),
+    );
     run(&mut g, "timeline/unmapped", d, unmapped!());
     let s = guard.stats();
     eprintln!(
         "timeline layer: {} events received, {} dropped (queue full)",
         s.received, s.dropped
+    );
+    drop(guard);
+
+    // the worker draining while the burst is written
+    let (layer, guard) = timeline(Duration::from_micros(100));
+    let d = Dispatch::new(tracing_subscriber::registry().with(layer));
+    run_settled(
+        &mut g,
+        "timeline_worker_draining/mapped",
+        d,
+        mapped!(),
+        settle(&guard, 3),
     );
     drop(guard);
 
@@ -251,7 +291,7 @@ fn bench(c: &mut Criterion) {
         Dispatch::new(tracing_subscriber::registry().with(fmt_sink())),
         unmapped!(),
     );
-    let (layer, guard, _) = timeline(0);
+    let (layer, guard) = timeline(Duration::from_secs(60));
     let both = Dispatch::new(tracing_subscriber::registry().with(fmt_sink()).with(layer));
     run(&mut g, "fmt+timeline/unmapped", both, unmapped!());
     drop(guard);
