@@ -402,6 +402,90 @@ fn grpc_receiver_gets_the_same_traces() {
     check_known_log(&got.wait_for(36, 10));
 }
 
+/// On one GPU, p's GPU work starts first but its second partition is synthesized late: q
+/// and then r finish before it, so their traces go out before the transitions p -> q and
+/// q -> r are known.
+const OVERTAKEN_LOG: &str = "\
+TIMELINE,0,SYNTH_START,p,partition=0
+TIMELINE,0,SYNTH_START,p,partition=1
+TIMELINE,0,SYNTH_START,q,partition=0
+TIMELINE,0,SYNTH_START,q,partition=1
+TIMELINE,0,SYNTH_START,r,partition=0
+TIMELINE,0,SYNTH_START,r,partition=1
+TIMELINE,1000,SYNTH_END,p,partition=0,synth_ms=1000
+TIMELINE,1000,GPU_START,p,worker=0,partition=0
+TIMELINE,2000,GPU_END,p,worker=0,partition=0,gpu_ms=1000
+TIMELINE,2000,SYNTH_END,q,partition=0,synth_ms=2000
+TIMELINE,2000,GPU_START,q,worker=0,partition=0
+TIMELINE,2000,SYNTH_END,q,partition=1,synth_ms=2000
+TIMELINE,2100,GPU_START,q,worker=1,partition=1
+TIMELINE,2900,SYNTH_END,r,partition=0,synth_ms=2900
+TIMELINE,2900,SYNTH_END,r,partition=1,synth_ms=2900
+TIMELINE,3000,GPU_END,q,worker=0,partition=0,gpu_ms=1000
+TIMELINE,3000,GPU_START,r,worker=0,partition=0
+TIMELINE,3100,GPU_END,q,worker=1,partition=1,gpu_ms=1000
+TIMELINE,3100,GPU_START,r,worker=1,partition=1
+TIMELINE,3400,GPU_END,r,worker=0,partition=0,gpu_ms=400
+TIMELINE,3500,GPU_END,r,worker=1,partition=1,gpu_ms=400
+TIMELINE,4000,SYNTH_END,p,partition=1,synth_ms=4000
+TIMELINE,4000,GPU_START,p,worker=0,partition=1
+TIMELINE,5000,GPU_END,p,worker=0,partition=1,gpu_ms=1000
+";
+
+#[test]
+fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
+    let rx = HttpReceiver::start(Mode::Answer);
+    let (mut sink, mut handle) = proofline_otlp::start(cfg(rx.endpoint())).unwrap();
+    let mut ecfg = engine_cfg();
+    // every job completes when its last partition ends, so q and r go out before p
+    ecfg.completion_grace_ms = 0;
+    replay(OVERTAKEN_LOG, ecfg, &mut sink);
+    drop(sink);
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    // 3 jobs x (1 root + 2 partitions x (1 + 3 stages))
+    let spans = rx.got.wait_for(27, 10);
+    assert_eq!(spans.len(), 27);
+    let root = |job: &str| -> Span {
+        spans
+            .iter()
+            .find(|s| {
+                s.parent_span_id.is_empty()
+                    && matches!(attr(s, "job.id"), Some(Value::StringValue(j)) if j == job)
+            })
+            .unwrap_or_else(|| panic!("no root span for {job}"))
+            .clone()
+    };
+    let (p, q, r) = (root("p"), root("q"), root("r"));
+    // q went out first, before p -> q was known: the link is on p, pointing forward
+    assert!(q.links.is_empty(), "{:?}", q.links);
+    assert_eq!(int(&q, "transition.gap_ms"), None);
+    assert_eq!(p.links.len(), 1, "{:?}", p.links);
+    let link = &p.links[0];
+    assert_eq!(
+        (link.trace_id.clone(), link.span_id.clone()),
+        (q.trace_id.clone(), q.span_id.clone())
+    );
+    let link_attr = |key: &str| {
+        link.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_ref()?.value.clone())
+    };
+    assert_eq!(
+        link_attr("link.kind"),
+        Some(Value::StringValue("next_sector".into()))
+    );
+    // q's first GPU_START (2000) - p's last GPU_END (5000)
+    assert_eq!(link_attr("transition.gap_ms"), Some(Value::IntValue(-3000)));
+    assert_eq!(
+        link_attr("transition.overlap_ms"),
+        Some(Value::IntValue(3000))
+    );
+    // q -> r: both were sent before it was known; counted, not lost silently
+    assert!(r.links.is_empty(), "{:?}", r.links);
+    assert_eq!(handle.counters().links_unplaced.load(Ordering::Relaxed), 1);
+}
+
 /// What identifies a span, for comparing two exports.
 fn key(s: &Span) -> (Vec<u8>, Vec<u8>, Vec<u8>, String, u64, u64, usize) {
     (

@@ -24,7 +24,10 @@ pub enum Update {
     Partition(Arc<PartitionRecord>),
     /// A job completed or was given up on.
     Job(Arc<JobRecord>),
-    /// Two consecutive jobs on a GPU are known.
+    /// Two consecutive jobs on a GPU are known. Transitions come only in a burst just before
+    /// a [`Update::Job`], whose job's end released them (it is their `to_job`, or their
+    /// `from_job` when the job after it on that GPU finished first, or neither when both
+    /// finished earlier): a sink can settle them at that job's record.
     Transition(Arc<TransitionRecord>),
     /// A GPU was idle between two busy intervals.
     IdleGap(Arc<IdleGap>),
@@ -68,6 +71,10 @@ pub struct ExportCounters {
     pub spans_exported: std::sync::atomic::AtomicU64,
     /// Spans whose export failed (collector down, refused, timed out).
     pub spans_failed: std::sync::atomic::AtomicU64,
+    /// Transitions whose two jobs' traces had both been sent before the transition was
+    /// known (both finished before the job ahead of them on the GPU): no trace could carry
+    /// their link.
+    pub links_unplaced: std::sync::atomic::AtomicU64,
 }
 
 /// Receives the engine's updates.

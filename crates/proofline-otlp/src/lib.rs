@@ -3,7 +3,7 @@
 //!
 //! ```text
 //!  engine ─► Update::Partition (kept per job) ─┐
-//!           Update::Transition (into the job) ─┼─► Update::Job ─► trace ─try_send─► queue ─► exporter thread ─► OTLP
+//!           Update::Transition (just before) ─┼─► Update::Job ─► trace ─try_send─► queue ─► exporter thread ─► OTLP
 //!                                              │                (bounded: full = dropped, counted)
 //! ```
 //!
@@ -13,6 +13,12 @@
 //! end (the run's epoch + the TIMELINE offset). Trace ids come from
 //! [`proofline_core::ids::trace_id`], the ids of the Prometheus exemplars; span ids are derived
 //! from the trace id too, so replaying a log sends the very traces the live layer sent.
+//!
+//! A job that finishes before the job ahead of it on the GPU is sent before their transition
+//! is known: the link then goes the other way, from the earlier job's root (sent later) to
+//! its root, as a `next_sector` link carrying the transition's numbers. When both were sent
+//! already (two jobs overtook a third), the link is counted in
+//! [`ExportCounters::links_unplaced`].
 //!
 //! The exporter runs on its own thread: a collector that is down, slow or hanging costs the
 //! prover nothing; traces that do not fit are dropped and counted
@@ -150,6 +156,17 @@ pub fn resource(default_service_name: &str) -> Resource {
 /// A trace: the spans of one job.
 type Trace = Vec<SpanData>;
 
+/// The transitions a job's trace carries.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Transitions<'a> {
+    /// Into the job, from the job before it on each GPU: the root's `transition.*`
+    /// attributes (the first GPU's) and a `previous_sector` link per GPU.
+    pub into: &'a [Arc<TransitionRecord>],
+    /// Out of the job, into one that finished, and was sent, before the transition was
+    /// known: a `next_sector` link each, with the transition's numbers on the link.
+    pub out_of: &'a [Arc<TransitionRecord>],
+}
+
 /// Builds traces from engine updates and queues them for export.
 #[derive(Debug)]
 pub struct OtlpSink {
@@ -157,7 +174,8 @@ pub struct OtlpSink {
     tx: SyncSender<Trace>,
     counters: Arc<ExportCounters>,
     parts: HashMap<(u32, Arc<str>), Vec<Arc<PartitionRecord>>>,
-    transitions: HashMap<(u32, Arc<str>, u32), Vec<Arc<TransitionRecord>>>,
+    /// Transitions since the last job record (they all come just before one).
+    transitions: Vec<Arc<TransitionRecord>>,
     block_when_full: bool,
 }
 
@@ -212,7 +230,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         tx,
         counters: counters.clone(),
         parts: HashMap::new(),
-        transitions: HashMap::new(),
+        transitions: Vec::new(),
         block_when_full: cfg.block_when_full,
     };
     let handle = OtlpHandle {
@@ -253,21 +271,30 @@ impl UpdateSink for OtlpSink {
                 .entry((p.run, p.job_id.clone()))
                 .or_default()
                 .push(p),
-            Update::Transition(t) => self
-                .transitions
-                .entry((t.run, t.to_job.clone(), t.to_attempt))
-                .or_default()
-                .push(t),
+            Update::Transition(t) => self.transitions.push(t),
             Update::Job(j) => {
                 let parts = self
                     .parts
                     .remove(&(j.run, j.job_id.clone()))
                     .unwrap_or_default();
-                let trs = self
+                let is = |run: u32, job: &Arc<str>, attempt: u32| {
+                    (run, job, attempt) == (j.run, &j.job_id, j.attempt)
+                };
+                let (into, rest): (Vec<_>, Vec<_>) = self
                     .transitions
-                    .remove(&(j.run, j.job_id.clone(), j.attempt))
-                    .unwrap_or_default();
-                let trace = self.builder.trace(&j, &parts, &trs);
+                    .drain(..)
+                    .partition(|t| is(t.run, &t.to_job, t.to_attempt));
+                let (out_of, unplaced): (Vec<_>, Vec<_>) = rest
+                    .into_iter()
+                    .partition(|t| is(t.run, &t.from_job, t.from_attempt));
+                self.counters
+                    .links_unplaced
+                    .fetch_add(unplaced.len() as u64, Ordering::Relaxed);
+                let trs = Transitions {
+                    into: &into,
+                    out_of: &out_of,
+                };
+                let trace = self.builder.trace(&j, &parts, trs);
                 self.counters.traces_queued.fetch_add(1, Ordering::Relaxed);
                 if self.block_when_full {
                     if self.tx.send(trace).is_err() {
@@ -430,7 +457,7 @@ impl TraceBuilder {
         &self,
         job: &JobRecord,
         parts: &[Arc<PartitionRecord>],
-        transitions: &[Arc<TransitionRecord>],
+        transitions: Transitions<'_>,
     ) -> Trace {
         let raw = trace_id(&self.run_key, job.run, &job.job_id, job.attempt).0;
         let tid = TraceId::from_bytes(raw);
@@ -472,7 +499,7 @@ impl TraceBuilder {
         }
         let mut links = Vec::new();
         // the transition into this job (the first GPU's, when it ran on several)
-        let mut trs: Vec<&Arc<TransitionRecord>> = transitions.iter().collect();
+        let mut trs: Vec<&Arc<TransitionRecord>> = transitions.into.iter().collect();
         trs.sort_by_key(|t| t.gpu);
         if let Some(t) = trs.first() {
             attrs.push(KeyValue::new("transition.from_job", t.from_job.to_string()));
@@ -498,6 +525,24 @@ impl TraceBuilder {
                 ],
                 0,
             ));
+        }
+        for t in transitions.out_of {
+            // the root of the job after this one, sent before the transition was known
+            let mut attrs = vec![
+                KeyValue::new("link.kind", "next_sector"),
+                KeyValue::new("gpu", i64::from(t.gpu)),
+                KeyValue::new("transition.gap_ms", t.gap_ms),
+                KeyValue::new("transition.overlap_ms", t.overlap_ms as i64),
+            ];
+            if let Some(h) = t.handoff_ms {
+                attrs.push(KeyValue::new("transition.handoff_ms", h));
+            }
+            if let Some(l) = t.synthesis_lead_ms {
+                attrs.push(KeyValue::new("synthesis.lead_ms", l));
+            }
+            let next_tid = self.trace_id(t.run, &t.to_job, t.to_attempt);
+            let next_root = self.root_id(t.run, &t.to_job, t.to_attempt);
+            links.push(Link::new(self.context(next_tid, next_root), attrs, 0));
         }
         let status = match job.status {
             JobStatus::Complete => Status::Unset,
