@@ -1,16 +1,21 @@
-//! `proofline replay` sends an old log's traces to a real OTLP/HTTP endpoint on 127.0.0.1
-//! (a plain socket server here, decoding the protobuf body with opentelemetry-proto).
+//! `proofline replay`, `watch` and `demo` send traces to a real OTLP/HTTP endpoint on
+//! 127.0.0.1 (a plain socket server here, decoding the protobuf body with
+//! opentelemetry-proto).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::collector::trace::v1::{
     ExportTraceServiceRequest, ExportTraceServiceResponse,
 };
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
+
+mod common;
+use common::{Proc, free_port};
 
 fn proofline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proofline"))
@@ -210,4 +215,91 @@ fn the_demo_sends_traces_when_the_otel_variables_name_a_collector() {
         spans.iter().filter(|s| s.parent_span_id.is_empty()).count(),
         2
     );
+}
+
+/// A span as the epoch does not change it: its name, its parent's name, its length, its
+/// links.
+fn shape(spans: &[Span]) -> Vec<(String, String, u64, usize)> {
+    let name_of = |id: &[u8]| {
+        spans
+            .iter()
+            .find(|s| s.span_id == id)
+            .map_or(String::new(), |s| s.name.clone())
+    };
+    let mut v: Vec<_> = spans
+        .iter()
+        .map(|s| {
+            (
+                s.name.clone(),
+                name_of(&s.parent_span_id),
+                s.end_time_unix_nano - s.start_time_unix_nano,
+                s.links.len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The sidecar sends the traces `replay` sends for the same log: same spans, same lengths,
+/// same links (only the epoch differs: `watch` takes it from the clock when it starts).
+#[test]
+fn watch_sends_the_traces_replay_sends_for_the_same_log() {
+    let dir = std::env::temp_dir().join(format!("proofline-watch-otlp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "3", "-o"])
+            .arg(&log)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let (endpoint, rx) = receiver();
+    let watch = Proc(
+        proofline()
+            .args(["watch", "--from-start", "--poll-ms", "50", "--metrics-addr"])
+            .arg(format!("127.0.0.1:{}", free_port()))
+            .arg(&log)
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut watch_spans = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    // 3 jobs x (1 root + 10 partitions x 5 spans)
+    while watch_spans.len() < 153 && Instant::now() < deadline {
+        if let Ok(s) = rx.recv_timeout(Duration::from_millis(200)) {
+            watch_spans.push(s);
+        }
+    }
+    drop(watch);
+    assert_eq!(watch_spans.len(), 153, "spans from watch");
+
+    let (endpoint, rx) = receiver();
+    let out = proofline()
+        .args(["replay", "--endpoint", &endpoint])
+        .arg(&log)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let replayed: Vec<Span> = rx.try_iter().collect();
+    assert_eq!(replayed.len(), 153);
+    assert_eq!(shape(&watch_spans), shape(&replayed));
+    // and they are linked sector to sector, as the log's jobs ran
+    let linked = watch_spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty() && s.links.len() == 1)
+        .count();
+    assert_eq!(linked, 2);
 }
