@@ -53,22 +53,27 @@ impl Handoff {
         }
     }
 
-    /// Pushes onto this thread's ring without waiting: `false` (and the entry dropped) when
-    /// the ring is full, or when the thread is exiting and its rings are gone.
+    /// Builds an entry with `build` straight into a free slot of this thread's ring and
+    /// hands it over, without waiting: `false` (and nothing built) when the ring is full, or
+    /// when the thread is exiting and its rings are gone.
     ///
-    /// Not inlined: the entry is then copied into the slot whole; inlined, its fields were
-    /// written into the slot one by one and the one run of that measured 237 ns a mapped
-    /// span (BENCHMARKS.md; a single run, so a weak reason, but no run favoured inlining).
-    #[inline(never)]
-    pub fn push(&self, q: Queued) -> bool {
+    /// Built in the slot, not built first and copied in: the copy of an entry just written
+    /// field by field stalled on those narrow stores (`perf annotate`), ~18 ns of a mapped
+    /// span (BENCHMARKS.md).
+    #[inline]
+    pub fn push_with(&self, build: impl FnOnce() -> Queued) -> bool {
         RINGS
             .try_with(|rings| {
                 let Ok(mut rings) = rings.try_borrow_mut() else {
                     return false;
                 };
-                match rings.iter_mut().find(|(id, _)| *id == self.id) {
-                    Some((_, ring)) => ring.push(q).is_ok(),
-                    None => self.open(&mut rings).push(q).is_ok(),
+                let ring = match rings.iter_mut().position(|(id, _)| *id == self.id) {
+                    Some(i) => &mut rings[i].1,
+                    None => self.open(&mut rings),
+                };
+                match ring.write_chunk_uninit(1) {
+                    Ok(slot) => slot.fill_from_iter(std::iter::once_with(build)) == 1,
+                    Err(_) => false,
                 }
             })
             .unwrap_or(false)
@@ -177,9 +182,11 @@ mod tests {
         let pushed: Vec<Vec<bool>> = (0..2)
             .map(|t| {
                 let h = h.clone();
-                std::thread::spawn(move || (0..4).map(|i| h.push(entry(t * 10 + i))).collect())
-                    .join()
-                    .unwrap()
+                std::thread::spawn(move || {
+                    (0..4).map(|i| h.push_with(|| entry(t * 10 + i))).collect()
+                })
+                .join()
+                .unwrap()
             })
             .collect();
         assert_eq!(pushed, vec![vec![true, true, true, false]; 2], "full at 3");
@@ -202,12 +209,26 @@ mod tests {
         );
     }
 
+    /// A full ring refuses without building the entry: a dropped event costs no entry.
+    #[test]
+    fn a_full_ring_builds_nothing() {
+        let h = Handoff::new(1);
+        assert!(h.push_with(|| entry(0)));
+        let built = std::cell::Cell::new(false);
+        let pushed = h.push_with(|| {
+            built.set(true);
+            entry(1)
+        });
+        assert!(!pushed);
+        assert!(!built.get(), "the entry was built for a full ring");
+    }
+
     /// `drain` stops at `max` events and the next drain goes on where it stopped.
     #[test]
     fn a_drain_is_bounded_and_resumes() {
         let h = Handoff::new(8);
         for i in 0..5 {
-            assert!(h.push(entry(i)));
+            assert!(h.push_with(|| entry(i)));
         }
         let mut rings = Rings::default();
         rings.adopt(&h);
@@ -222,9 +243,9 @@ mod tests {
     #[test]
     fn two_layers_on_one_thread_do_not_share_a_ring() {
         let (a, b) = (Handoff::new(4), Handoff::new(4));
-        assert!(a.push(entry(1)));
-        assert!(b.push(entry(2)));
-        assert!(b.push(entry(3)));
+        assert!(a.push_with(|| entry(1)));
+        assert!(b.push_with(|| entry(2)));
+        assert!(b.push_with(|| entry(3)));
         let (mut ra, mut rb) = (Rings::default(), Rings::default());
         ra.adopt(&a);
         rb.adopt(&b);

@@ -494,8 +494,14 @@ impl TimelineLayer {
     /// Hands the entry to the worker, or drops and counts it (the worker warns, once).
     #[inline(always)]
     fn send(&self, q: Queued) {
-        let events = q.events();
-        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push(q);
+        self.send_with(q.events(), move || q);
+    }
+
+    /// [`TimelineLayer::send`] for the entry (of `events` events) that `build` makes,
+    /// straight into the ring's slot; not built at all when it would be dropped.
+    #[inline(always)]
+    fn send_with(&self, events: u64, build: impl FnOnce() -> Queued) {
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
         if !pushed {
             self.stats.dropped.fetch_add(events, Ordering::Relaxed);
         }
@@ -641,15 +647,15 @@ impl TimelineLayer {
         // entry (without a job id, the general path below counts what is missing)
         if st.start_pending {
             if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
-                let pair = Queued::span_pair(
-                    &st.fields,
-                    (start, self.clock.offset_ms(first)),
-                    (end, self.clock.offset_ms(at)),
-                    Some(ms),
-                    self.then_queue(end, mask),
-                );
-                if let Some(both) = pair {
-                    self.send(both);
+                let start = (start, self.clock.offset_ms(first));
+                let end = (end, self.clock.offset_ms(at));
+                if let Some(pair) = Queued::pair_of(&st.fields, start, end) {
+                    let then_queue = self.then_queue(end.0, mask);
+                    // built straight into the ring's slot: built first and then copied,
+                    // the copy stalled on the entry's narrow stores (BENCHMARKS.md)
+                    self.send_with(2 + u64::from(then_queue), || {
+                        Queued::span_pair(pair, Some(ms), then_queue)
+                    });
                     return;
                 }
             }

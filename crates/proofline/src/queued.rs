@@ -45,6 +45,17 @@ pub(crate) struct Queued {
     job: [u8; INLINE],
 }
 
+/// A span whose start and end one entry can carry ([`Queued::pair_of`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pair<'f> {
+    fields: &'f SpanFields,
+    id: &'f Name,
+    start: EventKind,
+    end: (EventKind, u64),
+    /// How long before the end the start was, in ms.
+    delta: u32,
+}
+
 /// What does not fit in an entry.
 #[derive(Debug, Default)]
 struct Ext {
@@ -157,6 +168,19 @@ impl Queued {
         then_queue: bool,
     ) -> Option<Self> {
         let id = f.job_id.as_deref()?;
+        Some(Queued::edge_of(f, id, kind, offset_ms, ms, then_queue))
+    }
+
+    /// [`Queued::span_edge`] for the job id `id` (the one in `f`).
+    #[inline(always)]
+    fn edge_of(
+        f: &SpanFields,
+        id: &Name,
+        kind: EventKind,
+        offset_ms: u64,
+        ms: Option<u64>,
+        then_queue: bool,
+    ) -> Self {
         let mut flags = if then_queue { THEN_QUEUE } else { 0 };
         let mut ext = None::<Box<Ext>>;
         let mut inline_ms = None;
@@ -191,7 +215,7 @@ impl Queued {
             }
         };
         let gpu = kind.is_gpu();
-        Some(Queued::from_parts(
+        Queued::from_parts(
             offset_ms,
             kind,
             flags,
@@ -199,40 +223,48 @@ impl Queued {
             inline_ms,
             ext,
             job,
-        ))
+        )
     }
 
-    /// One entry for a span's start and end events, both from its fields (see
-    /// [`Queued::span_edge`]): the start rides along when it can be rebuilt from the end
-    /// exactly; `None` when it cannot (or there is no job id).
+    /// Whether one entry can carry a span's start and end events, both from its fields (see
+    /// [`Queued::span_edge`]): it can when the start can be rebuilt from the end exactly,
+    /// and the span has a job id. What [`Queued::span_pair`] needs when it can.
     #[inline(always)]
-    pub fn span_pair(
-        f: &SpanFields,
+    pub fn pair_of<'f>(
+        f: &'f SpanFields,
         start: (EventKind, u64),
         end: (EventKind, u64),
-        ms: Option<u64>,
-        then_queue: bool,
-    ) -> Option<Self> {
-        let (start, start_ms) = start;
-        let delta = u32::try_from(end.1.checked_sub(start_ms)?).ok()?;
+    ) -> Option<Pair<'f>> {
+        let id = f.job_id.as_deref()?;
+        let delta = u32::try_from(end.1.checked_sub(start.1)?).ok()?;
         // what `start_event` rebuilds from the end: the job and partition always, the
         // worker and GPU when both are GPU events, never `monolithic` (a start has no
         // duration: it is built without one)
         let carries_gpu_fields = f.worker.is_some() || f.gpu.is_some();
-        let refused = (start.is_gpu() && !end.0.is_gpu() && carries_gpu_fields)
-            || (start == EventKind::GpuQueue && f.partition.is_none());
-        if refused {
-            return None;
-        }
-        let mut q = Queued::span_edge(f, end.0, end.1, ms, then_queue)?;
-        q.start = start.index() as u8 + 1;
-        q.start_delta = delta;
-        if start == EventKind::SynthStart && f.partition.is_none() {
+        let refused = (start.0.is_gpu() && !end.0.is_gpu() && carries_gpu_fields)
+            || (start.0 == EventKind::GpuQueue && f.partition.is_none());
+        (!refused).then_some(Pair {
+            fields: f,
+            id,
+            start: start.0,
+            end,
+            delta,
+        })
+    }
+
+    /// The one entry for a span's start and end events (see [`Queued::pair_of`]).
+    #[inline(always)]
+    pub fn span_pair(p: Pair<'_>, ms: Option<u64>, then_queue: bool) -> Self {
+        let f = p.fields;
+        let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue);
+        q.start = p.start.index() as u8 + 1;
+        q.start_delta = p.delta;
+        if p.start == EventKind::SynthStart && f.partition.is_none() {
             if let Some(k) = &f.proof_kind {
                 q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(k.clone());
             }
         }
-        Some(q)
+        q
     }
 
     /// The start event carried along, if any: it comes before [`Queued::event`].
@@ -382,7 +414,9 @@ mod tests {
         ) {
             let (start, end) = (EventKind::ALL[ks.0], EventKind::ALL[ks.1]);
             let start_off = end_off.saturating_sub(back);
-            match Queued::span_pair(&f, (start, start_off), (end, end_off), ms, then_queue) {
+            let pair = Queued::pair_of(&f, (start, start_off), (end, end_off))
+                .map(|p| Queued::span_pair(p, ms, then_queue));
+            match pair {
                 Some(q) => {
                     prop_assert_eq!(q.start_event(), span_event(start, &f, start_off, None));
                     prop_assert_eq!(Some(q.event()), span_event(end, &f, end_off, ms));
