@@ -281,6 +281,17 @@ fn ms(ns: u64) -> u64 {
     ns / 1_000_000 - EPOCH_MS
 }
 
+/// The root span of `job`'s trace.
+fn root_of<'a>(spans: &'a [Span], job: &str) -> &'a Span {
+    spans
+        .iter()
+        .find(|s| {
+            s.parent_span_id.is_empty()
+                && matches!(attr(s, "job.id"), Some(Value::StringValue(j)) if j == job)
+        })
+        .unwrap_or_else(|| panic!("no root span for {job}"))
+}
+
 fn check_known_log(spans: &[Span]) {
     // 4 jobs x (1 root + 2 partitions x (1 + 3 stages)) = 36 spans: this log has no
     // GPU_PICKUP, so no lock_wait stage
@@ -291,15 +302,7 @@ fn check_known_log(spans: &[Span]) {
         traces.entry(s.trace_id.clone()).or_default().push(s);
     }
     assert_eq!(traces.len(), 4, "one trace per job");
-    let root = |job: &str| -> &Span {
-        spans
-            .iter()
-            .find(|s| {
-                s.parent_span_id.is_empty()
-                    && matches!(attr(s, "job.id"), Some(Value::StringValue(j)) if j == job)
-            })
-            .unwrap_or_else(|| panic!("no root span for {job}"))
-    };
+    let root = |job: &str| root_of(spans, job);
     let (a, b) = (root("a"), root("b"));
     assert_eq!(a.name, "unknown a");
     assert_eq!(
@@ -445,16 +448,7 @@ fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
     // 3 jobs x (1 root + 2 partitions x (1 + 3 stages))
     let spans = rx.got.wait_for(27, 10);
     assert_eq!(spans.len(), 27);
-    let root = |job: &str| -> Span {
-        spans
-            .iter()
-            .find(|s| {
-                s.parent_span_id.is_empty()
-                    && matches!(attr(s, "job.id"), Some(Value::StringValue(j)) if j == job)
-            })
-            .unwrap_or_else(|| panic!("no root span for {job}"))
-            .clone()
-    };
+    let root = |job: &str| root_of(&spans, job).clone();
     let (p, q, r) = (root("p"), root("q"), root("r"));
     // q went out first, before p -> q was known: the link is on p, pointing forward
     assert!(q.links.is_empty(), "{:?}", q.links);

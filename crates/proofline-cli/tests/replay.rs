@@ -81,19 +81,25 @@ fn receiver() -> (String, mpsc::Receiver<Span>) {
     (format!("http://{addr}"), rx)
 }
 
-#[test]
-fn replay_sends_one_trace_per_job_at_the_epoch_given() {
-    let dir = std::env::temp_dir().join(format!("proofline-replay-{}", std::process::id()));
+/// A log of `jobs` PoRep jobs from `proofline generate`, in a directory of this test's.
+fn generated_log(test: &str, jobs: u32) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("proofline-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("cuzk.log");
     assert!(
         proofline()
-            .args(["generate", "--jobs", "5", "-o"])
+            .args(["generate", "--jobs", &jobs.to_string(), "-o"])
             .arg(&log)
             .status()
             .unwrap()
             .success()
     );
+    log
+}
+
+#[test]
+fn replay_sends_one_trace_per_job_at_the_epoch_given() {
+    let log = generated_log("replay", 5);
     let (endpoint, rx) = receiver();
     let out = proofline()
         .args([
@@ -245,17 +251,7 @@ fn shape(spans: &[Span]) -> Vec<(String, String, u64, usize)> {
 /// same links (only the epoch differs: `watch` takes it from the clock when it starts).
 #[test]
 fn watch_sends_the_traces_replay_sends_for_the_same_log() {
-    let dir = std::env::temp_dir().join(format!("proofline-watch-otlp-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("cuzk.log");
-    assert!(
-        proofline()
-            .args(["generate", "--jobs", "3", "-o"])
-            .arg(&log)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let log = generated_log("watch-otlp", 3);
     let (endpoint, rx) = receiver();
     let watch = Proc(
         proofline()
