@@ -97,31 +97,30 @@ fn generated_log(test: &str, jobs: u32) -> std::path::PathBuf {
     log
 }
 
-#[test]
-fn replay_sends_one_trace_per_job_at_the_epoch_given() {
-    let log = generated_log("replay", 5);
-    let (endpoint, rx) = receiver();
+/// Runs `proofline replay` of `log` to `endpoint` (the OTEL variables unset); its stderr.
+fn replay_to(endpoint: &str, log: &std::path::Path, args: &[&str]) -> String {
     let out = proofline()
-        .args([
-            "replay",
-            "--endpoint",
-            &endpoint,
-            "--epoch",
-            "2026-11-30T01:31:00Z",
-            "--instance",
-            "old",
-        ])
-        .arg(&log)
+        .args(["replay", "--endpoint", endpoint])
+        .args(args)
+        .arg(log)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
         .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let err = String::from_utf8(out.stderr).unwrap();
+    assert!(out.status.success(), "{err}");
+    err
+}
+
+#[test]
+fn replay_sends_one_trace_per_job_at_the_epoch_given() {
+    let log = generated_log("replay", 5);
+    let (endpoint, rx) = receiver();
+    let err = replay_to(
+        &endpoint,
+        &log,
+        &["--epoch", "2026-11-30T01:31:00Z", "--instance", "old"],
+    );
     assert!(err.contains("255 spans exported, 0 spans failed"), "{err}");
     let spans: Vec<Span> = rx.try_iter().collect();
     assert_eq!(
@@ -277,18 +276,7 @@ fn watch_sends_the_traces_replay_sends_for_the_same_log() {
     assert_eq!(watch_spans.len(), 153, "spans from watch");
 
     let (endpoint, rx) = receiver();
-    let out = proofline()
-        .args(["replay", "--endpoint", &endpoint])
-        .arg(&log)
-        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    replay_to(&endpoint, &log, &[]);
     let replayed: Vec<Span> = rx.try_iter().collect();
     assert_eq!(replayed.len(), 153);
     assert_eq!(shape(&watch_spans), shape(&replayed));
