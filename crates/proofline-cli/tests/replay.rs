@@ -15,7 +15,7 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
 mod common;
-use common::{Proc, free_port};
+use common::{Proc, free_port, http_get};
 
 fn proofline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proofline"))
@@ -252,10 +252,11 @@ fn shape(spans: &[Span]) -> Vec<(String, String, u64, usize)> {
 fn watch_sends_the_traces_replay_sends_for_the_same_log() {
     let log = generated_log("watch-otlp", 3);
     let (endpoint, rx) = receiver();
+    let metrics = format!("127.0.0.1:{}", free_port());
     let watch = Proc(
         proofline()
             .args(["watch", "--from-start", "--poll-ms", "50", "--metrics-addr"])
-            .arg(format!("127.0.0.1:{}", free_port()))
+            .arg(&metrics)
             .arg(&log)
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -272,8 +273,16 @@ fn watch_sends_the_traces_replay_sends_for_the_same_log() {
             watch_spans.push(s);
         }
     }
-    drop(watch);
     assert_eq!(watch_spans.len(), 153, "spans from watch");
+    // and its /metrics counts what the collector accepted (updated once a second)
+    let want = "proofline_otlp_spans_exported_total 153";
+    let mut body = String::new();
+    while !body.lines().any(|l| l == want) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        body = http_get(&metrics, "/metrics", None).map_or(String::new(), |r| r.2);
+    }
+    assert!(body.lines().any(|l| l == want), "{body}");
+    drop(watch);
 
     let (endpoint, rx) = receiver();
     replay_to(&endpoint, &log, &[]);

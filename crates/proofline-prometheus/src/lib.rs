@@ -155,6 +155,7 @@ pub struct Metrics {
     otlp_traces_dropped: Counter,
     otlp_spans_exported: Counter,
     otlp_spans_failed: Counter,
+    otlp_links_unplaced: Counter,
     folded: Family<LabelL, Counter>,
 }
 
@@ -184,6 +185,7 @@ impl Metrics {
             otlp_traces_dropped: Counter::default(),
             otlp_spans_exported: Counter::default(),
             otlp_spans_failed: Counter::default(),
+            otlp_links_unplaced: Counter::default(),
             folded: Family::default(),
             registry: Registry::default(),
         };
@@ -276,6 +278,27 @@ impl Metrics {
             "proofline_malformed_lines",
             "Malformed TIMELINE lines read",
             m.malformed_lines.clone(),
+        );
+        // 0 unless an OTLP exporter's counters are attached (`with_export_counters`)
+        r.register(
+            "proofline_otlp_traces_dropped",
+            "Sector traces dropped because the OTLP export queue was full",
+            m.otlp_traces_dropped.clone(),
+        );
+        r.register(
+            "proofline_otlp_spans_exported",
+            "Spans the OTLP collector accepted",
+            m.otlp_spans_exported.clone(),
+        );
+        r.register(
+            "proofline_otlp_spans_failed",
+            "Spans whose OTLP export failed (collector down, refused, timed out)",
+            m.otlp_spans_failed.clone(),
+        );
+        r.register(
+            "proofline_otlp_links_unplaced",
+            "Sector-to-sector links no trace could carry: both sectors' traces were sent before their transition was known",
+            m.otlp_links_unplaced.clone(),
         );
         r.register(
             "proofline_label_values_folded",
@@ -412,7 +435,7 @@ pub struct PrometheusSink {
     completions: VecDeque<u64>,
     dropped_seen: u64,
     malformed_seen: u64,
-    export: Option<(Arc<proofline_core::report::ExportCounters>, [u64; 3])>,
+    export: Option<(Arc<proofline_core::report::ExportCounters>, [u64; 4])>,
 }
 
 impl PrometheusSink {
@@ -443,7 +466,7 @@ impl PrometheusSink {
         mut self,
         counters: Arc<proofline_core::report::ExportCounters>,
     ) -> Self {
-        self.export = Some((counters, [0; 3]));
+        self.export = Some((counters, [0; 4]));
         self
     }
 
@@ -629,13 +652,15 @@ impl UpdateSink for PrometheusSink {
                 c.traces_dropped.load(Relaxed),
                 c.spans_exported.load(Relaxed),
                 c.spans_failed.load(Relaxed),
+                c.links_unplaced.load(Relaxed),
             ];
             let metrics = [
                 &self.m.otlp_traces_dropped,
                 &self.m.otlp_spans_exported,
                 &self.m.otlp_spans_failed,
+                &self.m.otlp_links_unplaced,
             ];
-            for i in 0..3 {
+            for i in 0..metrics.len() {
                 if now[i] > seen[i] {
                     metrics[i].inc_by(now[i] - seen[i]);
                     seen[i] = now[i];

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::{TelemetryCounts, UpdateSink};
+use proofline_core::report::{ExportCounters, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, EngineConfig};
 use proofline_prometheus::{Metrics, PrometheusSink};
 
@@ -21,7 +21,17 @@ const LOG: &str = concat!(
 
 fn rendered() -> std::sync::Arc<Metrics> {
     let metrics = Metrics::new();
-    let mut sink = PrometheusSink::new(metrics.clone(), "golden@0");
+    // an OTLP exporter's counters, as `demo` and `watch` attach them
+    let export = std::sync::Arc::new(ExportCounters::default());
+    for (c, n) in [
+        (&export.traces_dropped, 2),
+        (&export.spans_exported, 36),
+        (&export.spans_failed, 9),
+        (&export.links_unplaced, 1),
+    ] {
+        c.store(n, std::sync::atomic::Ordering::Relaxed);
+    }
+    let mut sink = PrometheusSink::new(metrics.clone(), "golden@0").with_export_counters(export);
     let mut engine = Engine::new(EngineConfig {
         expected_partitions: None,
         ..EngineConfig::default()
