@@ -146,10 +146,11 @@ prover = dashboard(
         panel(12, "Cold start", "stat", (12, 33, 6, 6),
               [target(f"proofline_cold_start_seconds{{{SEL}}}", "{{instance}}")], unit="s",
               description="First GPU_START minus first SYNTH_START of the last job that found its GPU idle."),
-        panel(13, "Telemetry: dropped events, malformed lines, incomplete jobs", "timeseries", (18, 33, 6, 6),
+        panel(13, "Telemetry: dropped events, malformed lines, incomplete jobs, failed trace exports", "timeseries", (18, 33, 6, 6),
               [target(f"sum(rate(proofline_events_dropped_total{{{SEL}}}[$__rate_interval]))", "dropped/s"),
                target(f"sum(rate(proofline_malformed_lines_total{{{SEL}}}[$__rate_interval]))", "malformed/s", "B"),
-               target(f"sum(rate(proofline_jobs_incomplete_total{{{SEL}}}[$__rate_interval]))", "incomplete/s", "C")]),
+               target(f"sum(rate(proofline_jobs_incomplete_total{{{SEL}}}[$__rate_interval]))", "incomplete/s", "C"),
+               target(f"sum(rate(proofline_otlp_spans_failed_total{{{SEL}}}[$__rate_interval]))", "spans not exported/s", "D")]),
     ],
 )
 

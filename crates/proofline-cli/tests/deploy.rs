@@ -36,7 +36,19 @@ fn prometheus_config_and_rules_pass_promtool() {
         .arg(d.join("rules.yml"))
         .arg(d.join("alerts.yml")));
     assert!(ok, "{out}");
-    assert!(out.contains("SUCCESS: 5 rules found"), "{out}");
+    let alerts = std::fs::read_to_string(d.join("alerts.yml")).unwrap();
+    let n = alerts
+        .lines()
+        .filter(|l| l.trim().starts_with("- alert: "))
+        .count();
+    assert!(n >= 6, "alerts.yml has {n} alerts");
+    assert!(
+        out.contains(&format!(
+            "Checking {}\n  SUCCESS: {n} rules found",
+            d.join("alerts.yml").display()
+        )),
+        "{out}"
+    );
 }
 
 #[test]
