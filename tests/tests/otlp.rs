@@ -408,32 +408,7 @@ fn grpc_receiver_gets_the_same_traces() {
 /// On one GPU, p's GPU work starts first but its second partition is synthesized late: q
 /// and then r finish before it, so their traces go out before the transitions p -> q and
 /// q -> r are known.
-const OVERTAKEN_LOG: &str = "\
-TIMELINE,0,SYNTH_START,p,partition=0
-TIMELINE,0,SYNTH_START,p,partition=1
-TIMELINE,0,SYNTH_START,q,partition=0
-TIMELINE,0,SYNTH_START,q,partition=1
-TIMELINE,0,SYNTH_START,r,partition=0
-TIMELINE,0,SYNTH_START,r,partition=1
-TIMELINE,1000,SYNTH_END,p,partition=0,synth_ms=1000
-TIMELINE,1000,GPU_START,p,worker=0,partition=0
-TIMELINE,2000,GPU_END,p,worker=0,partition=0,gpu_ms=1000
-TIMELINE,2000,SYNTH_END,q,partition=0,synth_ms=2000
-TIMELINE,2000,GPU_START,q,worker=0,partition=0
-TIMELINE,2000,SYNTH_END,q,partition=1,synth_ms=2000
-TIMELINE,2100,GPU_START,q,worker=1,partition=1
-TIMELINE,2900,SYNTH_END,r,partition=0,synth_ms=2900
-TIMELINE,2900,SYNTH_END,r,partition=1,synth_ms=2900
-TIMELINE,3000,GPU_END,q,worker=0,partition=0,gpu_ms=1000
-TIMELINE,3000,GPU_START,r,worker=0,partition=0
-TIMELINE,3100,GPU_END,q,worker=1,partition=1,gpu_ms=1000
-TIMELINE,3100,GPU_START,r,worker=1,partition=1
-TIMELINE,3400,GPU_END,r,worker=0,partition=0,gpu_ms=400
-TIMELINE,3500,GPU_END,r,worker=1,partition=1,gpu_ms=400
-TIMELINE,4000,SYNTH_END,p,partition=1,synth_ms=4000
-TIMELINE,4000,GPU_START,p,worker=0,partition=1
-TIMELINE,5000,GPU_END,p,worker=0,partition=1,gpu_ms=1000
-";
+const OVERTAKEN_LOG: &str = include_str!("data/overtaken.log");
 
 #[test]
 fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {

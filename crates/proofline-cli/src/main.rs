@@ -201,6 +201,12 @@ fn replay_cmd(args: &ReplayArgs) -> Result<()> {
         counters.spans_exported.load(Relaxed),
         counters.spans_failed.load(Relaxed),
     );
+    let unplaced = counters.links_unplaced.load(Relaxed);
+    if unplaced > 0 {
+        eprintln!(
+            "proofline replay: {unplaced} sector-to-sector links had no trace to carry them (both sectors finished before the one ahead of them on their GPU)"
+        );
+    }
     result?;
     if counters.spans_failed.load(Relaxed) > 0 {
         bail!("some spans were not accepted by the collector (is it up at the endpoint?)");

@@ -122,6 +122,7 @@ fn replay_sends_one_trace_per_job_at_the_epoch_given() {
         &["--epoch", "2026-11-30T01:31:00Z", "--instance", "old"],
     );
     assert!(err.contains("255 spans exported, 0 spans failed"), "{err}");
+    assert!(!err.contains("had no trace"), "{err}");
     let spans: Vec<Span> = rx.try_iter().collect();
     assert_eq!(
         spans.len(),
@@ -181,6 +182,26 @@ fn replay_without_a_collector_or_with_a_bad_epoch_says_what_is_wrong() {
         String::from_utf8_lossy(&out.stderr)
             .contains("--epoch `yesterday` is not an RFC 3339 time")
     );
+}
+
+/// Two jobs that overtake a third on their GPU: the link between them has no trace left to
+/// carry it, and replay says so.
+#[test]
+fn replay_says_when_a_link_had_no_trace_to_carry_it() {
+    let log = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/tests/data/overtaken.log");
+    let (endpoint, rx) = receiver();
+    let err = replay_to(&endpoint, &log, &["--partitions", "2"]);
+    assert!(err.contains("27 spans exported, 0 spans failed"), "{err}");
+    assert!(
+        err.contains("1 sector-to-sector links had no trace to carry them"),
+        "{err}"
+    );
+    // the other link of the three (p -> q) goes forward from p's root
+    let spans: Vec<Span> = rx.try_iter().collect();
+    let linked: Vec<&Span> = spans.iter().filter(|s| !s.links.is_empty()).collect();
+    assert_eq!(linked.len(), 1, "{linked:?}");
+    assert!(linked[0].name.ends_with(" p"), "{}", linked[0].name);
 }
 
 #[test]
