@@ -126,8 +126,8 @@ fn pin_this_thread(cpu: usize) -> bool {
 /// Builds a layer whose worker runs on CPU 1 while the bench's thread stays on CPU 0 (a
 /// thread starts with its creator's CPUs). Unpinned on a 2-CPU machine, the scheduler
 /// sometimes ran both on one CPU for a whole run, and each burst's time then took in the
-/// worker's: the figure was bimodal from run to run (~155 or 210-270 ns; both on one CPU,
-/// ~297 ns). What the prover's thread pays is the figure with the worker elsewhere.
+/// worker's (~297 ns a mapped span with both on one CPU). What the prover's thread pays is
+/// the figure with the worker elsewhere.
 fn on_cpu_1<T>(build: impl FnOnce() -> T) -> T {
     // (not `available_parallelism`: once pinned, it counts only the pinned CPU)
     let pinned = pin_this_thread(1);
