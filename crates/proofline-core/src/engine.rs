@@ -220,6 +220,9 @@ struct Device {
     /// In this run.
     first_start: Option<u64>,
     last_end: Option<u64>,
+    /// When the GPU last went idle, kept across runs and after `finish` (the live idle
+    /// gauge counts from it).
+    idle_since: Option<u64>,
     /// Jobs (uids) whose GPU interval ended at `last_end_any`.
     ended: Vec<u64>,
     last_end_any: u64,
@@ -256,6 +259,7 @@ impl Device {
             last_end: None,
             ended: Vec::new(),
             last_end_any: 0,
+            idle_since: None,
             pending_gap: None,
             tent_wait: 0,
             tent_empty: 0,
@@ -1174,6 +1178,7 @@ impl Engine {
             dev.recent.pop_front();
         }
         dev.last_end = Some(t);
+        dev.idle_since = Some(t);
         sink.update(Update::GpuBusy {
             gpu: dev.gpu,
             busy: false,
@@ -1527,7 +1532,7 @@ impl Engine {
                     let idle = if d.active > 0 {
                         0
                     } else {
-                        d.last_end.map_or(0, |l| now.saturating_sub(l))
+                        d.idle_since.map_or(0, |l| now.saturating_sub(l))
                     };
                     (d.gpu, ratio, idle)
                 })
