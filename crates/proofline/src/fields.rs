@@ -71,17 +71,26 @@ pub(crate) const HEAD: usize = 24;
 /// next copy stalled on those narrow stores.)
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Name {
-    head: [u8; HEAD],
+    /// [`padded`] of the text.
+    head: Option<([u8; HEAD], u8)>,
     text: Box<str>,
+}
+
+/// `text`'s bytes zero-padded to [`HEAD`], and their length, when it fits.
+pub(crate) fn padded(text: &str) -> Option<([u8; HEAD], u8)> {
+    let bytes = text.as_bytes();
+    let len = u8::try_from(bytes.len())
+        .ok()
+        .filter(|&n| usize::from(n) <= HEAD)?;
+    let mut head = [0; HEAD];
+    head[..bytes.len()].copy_from_slice(bytes);
+    Some((head, len))
 }
 
 impl Name {
     pub fn new(text: &str) -> Self {
-        let mut head = [0; HEAD];
-        let n = text.len().min(HEAD);
-        head[..n].copy_from_slice(&text.as_bytes()[..n]);
         Name {
-            head,
+            head: padded(text),
             text: text.into(),
         }
     }
@@ -93,10 +102,7 @@ impl Name {
     /// The text's bytes, zero-padded, and their length, when the text fits.
     #[inline]
     pub fn head(&self) -> Option<(&[u8; HEAD], u8)> {
-        u8::try_from(self.text.len())
-            .ok()
-            .filter(|&n| usize::from(n) <= HEAD)
-            .map(|n| (&self.head, n))
+        self.head.as_ref().map(|(head, n)| (head, *n))
     }
 }
 

@@ -781,9 +781,11 @@ where
             self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
             return;
         };
+        // (outlives `ev`, which may borrow its proof kind)
+        let line;
         if let Some(d) = v.detail {
             // a `detail` string in TIMELINE form: its pairs win
-            let line = format!("TIMELINE,0,{kind},j,{d}");
+            line = format!("TIMELINE,0,{kind},j,{d}");
             if let Ok(Some(p)) = codec::parse_line(&line) {
                 ev.partition = p.partition.or(ev.partition);
                 ev.worker = p.worker.or(ev.worker);
@@ -795,12 +797,11 @@ where
                     ev.proof_kind = Some(k);
                 }
             }
-            self.send(Queued::new(&ev, false));
         } else {
             ev.synth_ms = v.synth_ms;
             ev.gpu_ms = v.gpu_ms;
-            self.send(Queued::new(&ev, false));
         }
+        self.send(Queued::new(&ev, false));
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
-use crate::fields::{HEAD as INLINE, Name, SpanFields};
+use crate::fields::{HEAD as INLINE, Name, SpanFields, padded};
 
 const PARTITION: u8 = 1;
 const WORKER: u8 = 1 << 1;
@@ -127,15 +127,10 @@ impl Queued {
             }
         };
         ext.proof_kind = ev.proof_kind.map(|k| Arc::new(Name::new(k)));
-        let mut job = [0u8; INLINE];
-        let id = ev.job_id.as_bytes();
-        let job_len = if id.len() <= INLINE {
-            job[..id.len()].copy_from_slice(id);
-            id.len() as u8
-        } else {
+        let (job, job_len) = padded(ev.job_id).unwrap_or_else(|| {
             ext.job = Some(Arc::new(Name::new(ev.job_id)));
-            0
-        };
+            ([0; INLINE], 0)
+        });
         let needs_ext = ext.job.is_some()
             || ext.proof_kind.is_some()
             || ext.synth_ms.is_some()
@@ -267,10 +262,10 @@ impl Queued {
         q
     }
 
-    /// The start event carried along, if any: it comes before [`Queued::event`].
-    pub fn start_event(&self) -> Option<EventRef<'_>> {
+    /// The start event carried along, if any, rebuilt from `end` (this entry's
+    /// [`Queued::event`]): it comes before it.
+    pub fn start_event<'a>(&'a self, end: &EventRef<'a>) -> Option<EventRef<'a>> {
         let kind = *EventKind::ALL.get(usize::from(self.start.checked_sub(1)?))?;
-        let end = self.event();
         let mut ev = TimelineEvent::new(
             end.offset_ms - u64::from(self.start_delta),
             kind,
@@ -375,9 +370,7 @@ mod tests {
         fn an_entry_gives_its_event_back((ev, then_queue) in event()) {
             let q = Queued::new(&ev.as_event_ref(), then_queue);
             prop_assert_eq!(q.event(), ev.as_event_ref());
-            prop_assert_eq!(q.then_queue(), then_queue);
-            prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
-            prop_assert!(q.start_event().is_none());
+            one_event_and_its_queue(&q, then_queue)?;
         }
 
         /// An entry built straight from a span's fields holds the very event the layer
@@ -395,9 +388,7 @@ mod tests {
             let ev = span_event(kind, &f, off, ms);
             prop_assert_eq!(q.as_ref().map(Queued::event), ev);
             if let Some(q) = q {
-                prop_assert_eq!(q.then_queue(), then_queue);
-                prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
-                prop_assert!(q.start_event().is_none());
+                one_event_and_its_queue(&q, then_queue)?;
             }
         }
 
@@ -418,7 +409,7 @@ mod tests {
                 .map(|p| Queued::span_pair(p, ms, then_queue));
             match pair {
                 Some(q) => {
-                    prop_assert_eq!(q.start_event(), span_event(start, &f, start_off, None));
+                    prop_assert_eq!(q.start_event(&q.event()), span_event(start, &f, start_off, None));
                     prop_assert_eq!(Some(q.event()), span_event(end, &f, end_off, ms));
                     prop_assert_eq!(q.events(), 2 + u64::from(then_queue));
                 }
@@ -432,6 +423,14 @@ mod tests {
                 ),
             }
         }
+    }
+
+    /// An entry of one event (no start carried along), with a GPU_QUEUE after it or not.
+    fn one_event_and_its_queue(q: &Queued, then_queue: bool) -> Result<(), TestCaseError> {
+        prop_assert_eq!(q.then_queue(), then_queue);
+        prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
+        prop_assert!(q.start_event(&q.event()).is_none());
+        Ok(())
     }
 
     fn fields() -> impl Strategy<Value = SpanFields> {

@@ -140,10 +140,10 @@ impl Worker {
     }
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
-        if let Some(start) = q.start_event() {
+        let ev = q.event();
+        if let Some(start) = q.start_event(&ev) {
             self.handle(&start, line);
         }
-        let ev = q.event();
         self.handle(&ev, line);
         if q.then_queue() {
             let mut g = TimelineEvent::new(ev.offset_ms, EventKind::GpuQueue, ev.job_id);
