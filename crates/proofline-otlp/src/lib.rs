@@ -156,6 +156,19 @@ pub fn resource(default_service_name: &str) -> Resource {
 /// A trace: the spans of one job.
 type Trace = Vec<SpanData>;
 
+/// A transition's numbers, as the root of the job it leads into carries them (and a
+/// `next_sector` link, when that job's trace went out first).
+fn push_transition_numbers(attrs: &mut Vec<KeyValue>, t: &TransitionRecord) {
+    attrs.push(KeyValue::new("transition.gap_ms", t.gap_ms));
+    attrs.push(KeyValue::new("transition.overlap_ms", t.overlap_ms as i64));
+    if let Some(h) = t.handoff_ms {
+        attrs.push(KeyValue::new("transition.handoff_ms", h));
+    }
+    if let Some(l) = t.synthesis_lead_ms {
+        attrs.push(KeyValue::new("synthesis.lead_ms", l));
+    }
+}
+
 /// The transitions a job's trace carries.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Transitions<'a> {
@@ -396,6 +409,15 @@ impl TraceBuilder {
         UNIX_EPOCH + Duration::from_millis(self.epoch_unix_ms + ms)
     }
 
+    /// A link to the root span of a job's trace.
+    fn root_link(&self, (run, job, attempt): (u32, &str, u32), attrs: Vec<KeyValue>) -> Link {
+        let context = self.context(
+            self.trace_id(run, job, attempt),
+            self.root_id(run, job, attempt),
+        );
+        Link::new(context, attrs, 0)
+    }
+
     fn context(&self, trace: TraceId, span: SpanId) -> SpanContext {
         SpanContext::new(
             trace,
@@ -504,26 +526,16 @@ impl TraceBuilder {
         if let Some(t) = trs.first() {
             attrs.push(KeyValue::new("transition.from_job", t.from_job.to_string()));
             attrs.push(KeyValue::new("transition.gpu", i64::from(t.gpu)));
-            attrs.push(KeyValue::new("transition.gap_ms", t.gap_ms));
-            attrs.push(KeyValue::new("transition.overlap_ms", t.overlap_ms as i64));
-            if let Some(h) = t.handoff_ms {
-                attrs.push(KeyValue::new("transition.handoff_ms", h));
-            }
-            if let Some(l) = t.synthesis_lead_ms {
-                attrs.push(KeyValue::new("synthesis.lead_ms", l));
-            }
+            push_transition_numbers(&mut attrs, t);
         }
         for t in &trs {
             // the root of the job before this one on that GPU
-            let prev_tid = self.trace_id(t.run, &t.from_job, t.from_attempt);
-            let prev_root = self.root_id(t.run, &t.from_job, t.from_attempt);
-            links.push(Link::new(
-                self.context(prev_tid, prev_root),
+            links.push(self.root_link(
+                (t.run, &t.from_job, t.from_attempt),
                 vec![
                     KeyValue::new("link.kind", "previous_sector"),
                     KeyValue::new("gpu", i64::from(t.gpu)),
                 ],
-                0,
             ));
         }
         for t in transitions.out_of {
@@ -531,18 +543,9 @@ impl TraceBuilder {
             let mut attrs = vec![
                 KeyValue::new("link.kind", "next_sector"),
                 KeyValue::new("gpu", i64::from(t.gpu)),
-                KeyValue::new("transition.gap_ms", t.gap_ms),
-                KeyValue::new("transition.overlap_ms", t.overlap_ms as i64),
             ];
-            if let Some(h) = t.handoff_ms {
-                attrs.push(KeyValue::new("transition.handoff_ms", h));
-            }
-            if let Some(l) = t.synthesis_lead_ms {
-                attrs.push(KeyValue::new("synthesis.lead_ms", l));
-            }
-            let next_tid = self.trace_id(t.run, &t.to_job, t.to_attempt);
-            let next_root = self.root_id(t.run, &t.to_job, t.to_attempt);
-            links.push(Link::new(self.context(next_tid, next_root), attrs, 0));
+            push_transition_numbers(&mut attrs, t);
+            links.push(self.root_link((t.run, &t.to_job, t.to_attempt), attrs));
         }
         let status = match job.status {
             JobStatus::Complete => Status::Unset,
