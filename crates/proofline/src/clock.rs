@@ -1,10 +1,12 @@
 //! The layer's clock.
 //!
-//! Two clock reads are a fifth of a mapped span's cost on the prover's thread. `quanta` reads
-//! the CPU's time-stamp counter where it is invariant (and falls back to the OS's monotonic
-//! clock where it is not), calibrated against the monotonic clock: on the 2-core VM of
-//! BENCHMARKS.md this took a mapped span from 263 to 199 ns. The worker reads the same clock,
-//! so that its idea of "now" and the events' offsets never drift apart.
+//! A mapped span reads the clock twice on the prover's thread. `quanta` reads the CPU's
+//! time-stamp counter where it is invariant (and, by its documentation, falls back to the
+//! OS's monotonic clock where it is not), calibrated against the monotonic clock: in an A/B
+//! against `std::time::Instant` (BENCHMARKS.md) a mapped span was lower in each of five
+//! interleaved pairs (medians 215 against 280 ns, in a slow spell of the VM). The worker
+//! reads the same clock, so that its idea of "now" and the events' offsets never drift
+//! apart.
 
 /// A raw reading: only meaningful to the [`Clock`] that took it.
 pub(crate) type Raw = u64;

@@ -4,12 +4,12 @@
 //! A shared many-producer queue costs every push a compare-and-swap on a tail index that the
 //! worker reads at each poll, so the push itself waits for that cache line to come back from
 //! the worker's core (`perf`: ~8 % of a mapped span in the bench, ~15 ns). A thread's own
-//! ring is written with plain stores: the entry and then the tail, released; the producer
-//! reads the worker's head only when its cached copy says the ring is full. The push itself
-//! then costs ~5 ns over dropping the entry, but the lines still have to come back from the
-//! worker's core: the stores wait in the store buffer, and the thread's next locked
-//! instruction (the Registry's, at close) waits for them. How long that is varies from run
-//! to run in the bench (BENCHMARKS.md). The rings are `rtrb`'s (see Cargo.toml).
+//! ring is written with plain stores: the entry, in its slot, and then the tail, released;
+//! the producer reads the worker's head only when its cached copy says the ring is full.
+//! While the worker drains a thread's ring, that thread's spans cost more, by an amount that
+//! varies from process to process (the bench's draining row; which cache lines it comes from
+//! could not be measured on its machine: BENCHMARKS.md). The rings are `rtrb`'s (see
+//! Cargo.toml).
 //!
 //! A thread opens its ring at its first event (a lock, once per thread and layer) and the
 //! worker adopts it at its next poll. When the thread exits, its end of the ring goes with it;
