@@ -4,7 +4,7 @@
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::NoUpdates;
+use proofline_core::sink::NoUpdates;
 use proofline_core::{Engine, EngineConfig, parse_line};
 use proofline_sim::{SimConfig, instant};
 

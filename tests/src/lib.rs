@@ -1,7 +1,7 @@
 //! Helpers shared by the end-to-end tests and benchmarks.
 
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::NoUpdates;
+use proofline_core::sink::NoUpdates;
 use proofline_core::{Engine, EngineConfig, Report};
 
 /// Runs a log held in memory through a fresh engine and returns the final report.

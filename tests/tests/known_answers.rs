@@ -243,7 +243,7 @@ TIMELINE,22000,GPU_END,a,worker=1,partition=1,gpu_ms=1000
 /// is finished (a layer's last tick, after shutdown, reads it after `finish`).
 #[test]
 fn live_idle_counts_from_the_last_busy_end_even_after_finish() {
-    use proofline_core::report::NoUpdates;
+    use proofline_core::sink::NoUpdates;
     use proofline_core::{Engine, parse_line};
     let c = cfg();
     let window = c.reorder_window_ms;
@@ -255,7 +255,7 @@ fn live_idle_counts_from_the_last_busy_end_even_after_finish() {
     }
     // the clock moves on to 40 s after the last GPU_END (10.5 s), with no events
     engine.advance(50_500 + window, &mut NoUpdates);
-    let idle = |e: &Engine| e.live().gpus.iter().map(|g| g.2).collect::<Vec<_>>();
+    let idle = |e: &Engine| e.live().gpus.iter().map(|g| g.idle_ms).collect::<Vec<_>>();
     assert_eq!(idle(&engine), vec![40_000]);
     engine.finish(&mut NoUpdates);
     assert_eq!(idle(&engine), vec![40_000], "after finish");

@@ -19,7 +19,7 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 };
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use proofline_core::report::UpdateSink;
+use proofline_core::sink::UpdateSink;
 use proofline_core::{Engine, EngineConfig, parse_line};
 use proofline_otlp::{OtlpConfig, Transport};
 use prost::Message;

@@ -144,7 +144,7 @@ proptest! {
             }
             engine.ingest(&ev, &mut updates);
             let live = engine.live();
-            prop_assert!(live.gpus.iter().all(|g| (0.0..=1.0).contains(&g.1)));
+            prop_assert!(live.gpus.iter().all(|g| (0.0..=1.0).contains(&g.busy_ratio)));
         }
         engine.finish(&mut updates);
         let r = engine.report();

@@ -154,11 +154,11 @@ fn memory_holds_the_jobs_in_flight_not_the_log() {
     let mut engine = proofline_core::Engine::new(EngineConfig::default());
     let mut peak = (0, 0);
     instant::simulate(&cfg, |ev| {
-        engine.ingest(&ev.as_event_ref(), &mut proofline_core::report::NoUpdates);
+        engine.ingest(&ev.as_event_ref(), &mut proofline_core::sink::NoUpdates);
         let t = engine.tracked();
         peak = (peak.0.max(t.0), peak.1.max(t.1));
     });
-    engine.finish(&mut proofline_core::report::NoUpdates);
+    engine.finish(&mut proofline_core::sink::NoUpdates);
     assert_eq!(engine.report().summary.jobs_complete, 400);
     // max_ahead = 20 partitions: at most a handful of sectors are ever in flight
     assert!(peak.0 < 12 && peak.1 < 12, "peak tracked {peak:?}");

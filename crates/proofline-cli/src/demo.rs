@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use proofline::TimelineLayer;
 use proofline_core::EngineConfig;
-use proofline_core::engine::LiveState;
 use proofline_core::ids::run_key;
-use proofline_core::report::{JobStatus, TelemetryCounts, Update, UpdateSink};
+use proofline_core::report::JobStatus;
+use proofline_core::sink::{LiveState, TelemetryCounts, Update, UpdateSink};
 use proofline_prometheus::{Metrics, PrometheusSink};
 use proofline_sim::SimConfig;
 use proofline_sim::threaded::{self, Progress};
@@ -122,7 +122,6 @@ struct ProgressLine {
     total: Option<usize>,
     done: u64,
     incomplete: u64,
-    completions: Vec<u64>,
     tty: bool,
     last: Instant,
     printed: u64,
@@ -133,9 +132,6 @@ impl UpdateSink for ProgressLine {
         if let Update::Job(j) = update {
             if j.status == JobStatus::Complete {
                 self.done += 1;
-                if let Some(t) = j.last_gpu_end_ms {
-                    self.completions.push(t);
-                }
             } else {
                 self.incomplete += 1;
             }
@@ -150,20 +146,14 @@ impl UpdateSink for ProgressLine {
         }
         self.printed = ended;
         self.last = Instant::now();
-        let spp = match self.completions.as_slice() {
-            [first, .., last] => {
-                let n = self.completions.len() as f64 - 1.0;
-                format!(
-                    "{:.1} s/proof",
-                    (last - first) as f64 / n / 1000.0 * self.speed
-                )
-            }
-            _ => "- s/proof".to_owned(),
-        };
+        let spp = live.seconds_per_proof.map_or_else(
+            || "- s/proof".to_owned(),
+            |spp| format!("{:.1} s/proof", spp * self.speed),
+        );
         let busy: Vec<String> = live
             .gpus
             .iter()
-            .map(|(g, r, _)| format!("GPU{g} busy {:.0}%", r * 100.0))
+            .map(|g| format!("GPU{} busy {:.0}%", g.gpu, g.busy_ratio * 100.0))
             .collect();
         let total = self.total.map_or_else(|| "∞".to_owned(), |t| t.to_string());
         let line = format!(
@@ -262,7 +252,6 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
             total: (!args.forever).then_some(cfg.jobs.len()),
             done: 0,
             incomplete: 0,
-            completions: Vec::new(),
             tty,
             last: Instant::now(),
             printed: 0,

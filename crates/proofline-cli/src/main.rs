@@ -15,7 +15,8 @@ use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use proofline_core::engine::{self, Engine, EngineConfig};
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::{NoUpdates, PartitionRecord, Report, Update, UpdateSink};
+use proofline_core::report::{PartitionRecord, Report};
+use proofline_core::sink::{NoUpdates, Update, UpdateSink};
 
 /// Shows where a GPU proving pipeline (cuzk and its kind) spends its time.
 #[derive(Debug, Parser)]

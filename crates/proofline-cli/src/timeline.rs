@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use proofline_core::EngineConfig;
-use proofline_core::report::{IdleGap, PartitionRecord, Report, TransitionRecord, Update};
+use proofline_core::report::{IdleGap, PartitionRecord, Report, TransitionRecord};
+use proofline_core::sink::Update;
 
 /// Everything a chart or a trace export needs.
 #[derive(Debug, Default)]

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use proofline_core::Engine;
 use proofline_core::ids::run_key;
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::{TelemetryCounts, UpdateSink};
+use proofline_core::sink::{TelemetryCounts, UpdateSink};
 use proofline_prometheus::{Metrics, PrometheusSink};
 
 use crate::EngineArgs;

@@ -7,9 +7,11 @@ pub mod event;
 pub mod ids;
 pub mod reader;
 pub mod report;
+pub mod sink;
 pub mod text;
 
 pub use codec::{ParseError, parse_line, write_line};
-pub use engine::{Engine, EngineConfig, LiveState};
+pub use engine::{Engine, EngineConfig};
 pub use event::{Event, EventKind, EventRef, TimelineEvent};
-pub use report::{Report, Update, UpdateSink};
+pub use report::Report;
+pub use sink::{Fanout, LiveState, Update, UpdateSink};

@@ -6,7 +6,8 @@ use std::sync::mpsc;
 use crate::codec::{MARKER, parse_line};
 use crate::engine::Engine;
 use crate::event::{EventRef, TimelineEvent};
-use crate::report::{LineError, LineStats, UpdateSink};
+use crate::report::{LineError, LineStats};
+use crate::sink::UpdateSink;
 
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
@@ -368,7 +369,7 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::engine::EngineConfig;
-    use crate::report::NoUpdates;
+    use crate::sink::NoUpdates;
 
     /// Lines straddling reads of any size are read as whole lines, the bad ones are counted
     /// at the same numbers, and the cut last line is still noticed.

@@ -1,4 +1,5 @@
-//! What the engine learns: the records it emits as it goes ([`Update`]) and the [`Report`]
+//! What the engine learns: the records it emits as it goes (carried by
+//! [`crate::sink::Update`]) and the [`Report`]
 //! that sums up a run.
 //!
 //! All times are *timeline milliseconds*: the TIMELINE offset of the first run of a log; a
@@ -16,119 +17,6 @@ use crate::dist::DistSummary;
 
 /// Version of the JSON report schema.
 pub const SCHEMA_VERSION: u32 = 1;
-
-/// A typed update the engine emits the moment it learns something.
-#[derive(Debug, Clone)]
-pub enum Update {
-    /// A partition's GPU work ended (or it was abandoned with its job).
-    Partition(Arc<PartitionRecord>),
-    /// A job completed or was given up on.
-    Job(Arc<JobRecord>),
-    /// Two consecutive jobs on a GPU are known. Transitions come only in a burst just before
-    /// a [`Update::Job`], whose job's end released them (it is their `to_job`, or their
-    /// `from_job` when the job after it on that GPU finished first, or neither when both
-    /// finished earlier): a sink can settle them at that job's record.
-    Transition(Arc<TransitionRecord>),
-    /// A GPU was idle between two busy intervals.
-    IdleGap(Arc<IdleGap>),
-    /// A GPU went from idle to busy (`busy = true`) or back, at `t_ms`.
-    GpuBusy {
-        /// The device.
-        gpu: u32,
-        /// Whether it is now busy.
-        busy: bool,
-        /// When.
-        t_ms: u64,
-    },
-    /// A daemon restart was detected: a new run begins at `t_ms`.
-    NewRun {
-        /// Run index, from 0.
-        run: u32,
-        /// Where the run starts on the timeline.
-        t_ms: u64,
-    },
-}
-
-/// Counters about the telemetry itself, kept by whoever feeds the engine (the layer, or
-/// `watch`) and handed to sinks with each [`UpdateSink::tick`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct TelemetryCounts {
-    /// Events the prover produced that did not fit in the queue (dropped, never waited for).
-    pub events_dropped: u64,
-    /// Malformed TIMELINE lines read.
-    pub malformed_lines: u64,
-}
-
-/// Counters of an exporter that pushes traces (OTLP), shared with the sinks that publish
-/// them (Prometheus) without the two depending on each other.
-#[derive(Debug, Default)]
-pub struct ExportCounters {
-    /// Traces handed to the exporter's queue.
-    pub traces_queued: std::sync::atomic::AtomicU64,
-    /// Traces dropped because the export queue was full.
-    pub traces_dropped: std::sync::atomic::AtomicU64,
-    /// Spans the collector accepted.
-    pub spans_exported: std::sync::atomic::AtomicU64,
-    /// Spans whose export failed (collector down, refused, timed out).
-    pub spans_failed: std::sync::atomic::AtomicU64,
-    /// Transitions whose two jobs' traces had both been sent before the transition was
-    /// known (both finished before the job ahead of them on the GPU): no trace could carry
-    /// their link.
-    pub links_unplaced: std::sync::atomic::AtomicU64,
-}
-
-/// Receives the engine's updates.
-pub trait UpdateSink {
-    /// Called once per update, on the engine's thread.
-    fn update(&mut self, update: Update);
-
-    /// Called after each batch of events and at least once a second, with what is in flight
-    /// (for gauges). The default does nothing.
-    fn tick(&mut self, live: &crate::engine::LiveState, counts: &TelemetryCounts) {
-        let _ = (live, counts);
-    }
-
-    /// Whether this sink uses [`Update::Partition`], the most frequent update (one per
-    /// partition): a sink that says no is spared building them. The default is yes.
-    fn wants_partitions(&self) -> bool {
-        true
-    }
-}
-
-/// Discards every update.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct NoUpdates;
-
-impl UpdateSink for NoUpdates {
-    #[inline]
-    fn update(&mut self, _: Update) {}
-
-    fn wants_partitions(&self) -> bool {
-        false
-    }
-}
-
-impl UpdateSink for Vec<Update> {
-    fn update(&mut self, update: Update) {
-        self.push(update);
-    }
-}
-
-impl<F: FnMut(Update)> UpdateSink for F {
-    fn update(&mut self, update: Update) {
-        self(update)
-    }
-}
-
-impl UpdateSink for Box<dyn UpdateSink + Send> {
-    fn update(&mut self, update: Update) {
-        (**self).update(update);
-    }
-
-    fn tick(&mut self, live: &crate::engine::LiveState, counts: &TelemetryCounts) {
-        (**self).tick(live, counts);
-    }
-}
 
 /// The four stages of a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

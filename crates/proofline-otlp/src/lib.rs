@@ -40,9 +40,8 @@ use opentelemetry::{InstrumentationScope, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 use proofline_core::ids::trace_id;
-use proofline_core::report::{
-    ExportCounters, JobRecord, JobStatus, PartitionRecord, TransitionRecord, Update, UpdateSink,
-};
+use proofline_core::report::{JobRecord, JobStatus, PartitionRecord, TransitionRecord};
+use proofline_core::sink::{ExportCounters, Update, UpdateSink};
 
 /// Traces the export queue holds before new ones are dropped.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 256;

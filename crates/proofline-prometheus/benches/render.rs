@@ -4,11 +4,10 @@
 use std::sync::Arc;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use proofline_core::engine::LiveState;
 use proofline_core::report::{
-    Boundary, IdleGap, JobRecord, JobStatus, PartitionRecord, TelemetryCounts, TransitionRecord,
-    Update, UpdateSink,
+    Boundary, IdleGap, JobRecord, JobStatus, PartitionRecord, TransitionRecord,
 };
+use proofline_core::sink::{GpuLive, LiveState, TelemetryCounts, Update, UpdateSink};
 use proofline_prometheus::{Metrics, PrometheusSink};
 
 fn populated() -> Arc<Metrics> {
@@ -112,7 +111,15 @@ fn populated() -> Arc<Metrics> {
         picked_up: 1,
         on_gpu: 16,
         jobs_in_flight: 3,
-        gpus: (0..8).map(|g| (g, 0.97, 0)).collect(),
+        seconds_per_proof: Some(37.4),
+        gpus: (0..8)
+            .map(|gpu| GpuLive {
+                gpu,
+                busy_ratio: 0.97,
+                idle_ms: 0,
+                busy_ms: t,
+            })
+            .collect(),
     };
     sink.tick(
         &live,

@@ -14,7 +14,7 @@
 
 mod server;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -26,9 +26,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
-use proofline_core::engine::LiveState;
 use proofline_core::ids::trace_id;
-use proofline_core::report::{JobStatus, Stage, TelemetryCounts, Update, UpdateSink};
+use proofline_core::report::{JobStatus, Stage};
+use proofline_core::sink::{ExportCounters, LiveState, TelemetryCounts, Update, UpdateSink};
 
 pub use server::{DEFAULT_ADDR, MetricsServer, ServeError, serve};
 
@@ -36,8 +36,6 @@ pub use server::{DEFAULT_ADDR, MetricsServer, ServeError, serve};
 pub const MAX_GPUS: usize = 64;
 /// At most this many distinct `proof_kind` label values; more fold into `other`.
 pub const MAX_PROOF_KINDS: usize = 16;
-/// Completions the live seconds-per-proof gauge looks back over.
-pub const SPP_WINDOW: usize = 20;
 
 /// Escapes a label value for the text formats (`\`, `"`, newline), which prometheus-client
 /// leaves to its caller.
@@ -431,11 +429,11 @@ pub struct PrometheusSink {
     run_key: String,
     gpus: Cap,
     kinds: Cap,
-    busy_since: HashMap<u32, u64>,
-    completions: VecDeque<u64>,
+    /// Each GPU's busy time last published, ms (the counter moves by the engine's delta).
+    busy_seen: HashMap<u32, u64>,
     dropped_seen: u64,
     malformed_seen: u64,
-    export: Option<(Arc<proofline_core::report::ExportCounters>, [u64; 4])>,
+    export: Option<(Arc<ExportCounters>, [u64; 4])>,
 }
 
 impl PrometheusSink {
@@ -453,8 +451,7 @@ impl PrometheusSink {
             run_key: run_key.into(),
             gpus: Cap::new("gpu", MAX_GPUS),
             kinds: Cap::new("proof_kind", MAX_PROOF_KINDS),
-            busy_since: HashMap::new(),
-            completions: VecDeque::new(),
+            busy_seen: HashMap::new(),
             dropped_seen: 0,
             malformed_seen: 0,
             export: None,
@@ -462,10 +459,7 @@ impl PrometheusSink {
     }
 
     /// Publishes an OTLP exporter's counters too (`proofline_otlp_*`).
-    pub fn with_export_counters(
-        mut self,
-        counters: Arc<proofline_core::report::ExportCounters>,
-    ) -> Self {
+    pub fn with_export_counters(mut self, counters: Arc<ExportCounters>) -> Self {
         self.export = Some((counters, [0; 4]));
         self
     }
@@ -501,17 +495,8 @@ fn secs_i(ms: i64) -> f64 {
 impl UpdateSink for PrometheusSink {
     fn update(&mut self, update: Update) {
         match update {
-            Update::GpuBusy { gpu, busy, t_ms } => {
-                if busy {
-                    self.busy_since.entry(gpu).or_insert(t_ms);
-                } else if let Some(start) = self.busy_since.remove(&gpu) {
-                    let g = self.gpu(gpu);
-                    self.m
-                        .gpu_busy_seconds
-                        .get_or_create(&GpuL { gpu: g })
-                        .inc_by(secs(t_ms.saturating_sub(start)));
-                }
-            }
+            // busy time is published at each tick, from the engine's own figure
+            Update::GpuBusy { .. } => {}
             Update::IdleGap(gap) => {
                 let g = self.gpu(gap.gpu);
                 let labels = GapL {
@@ -566,22 +551,6 @@ impl UpdateSink for PrometheusSink {
                             .get_or_create(&KindL { proof_kind: kind })
                             .observe(secs(w), ex, None);
                     }
-                    if let Some(t) = j.last_gpu_end_ms {
-                        self.completions.push_back(t);
-                        if self.completions.len() > SPP_WINDOW {
-                            self.completions.pop_front();
-                        }
-                        if let (Some(first), Some(last)) =
-                            (self.completions.front(), self.completions.back())
-                        {
-                            let n = self.completions.len();
-                            if n > 1 && last > first {
-                                self.m
-                                    .seconds_per_proof
-                                    .set(secs(last - first) / (n - 1) as f64);
-                            }
-                        }
-                    }
                 } else {
                     let reason = j.status.as_str();
                     self.m
@@ -596,10 +565,7 @@ impl UpdateSink for PrometheusSink {
                     self.m.cold_starts.observe(secs(cs));
                 }
             }
-            Update::NewRun { .. } => {
-                self.busy_since.clear();
-                self.completions.clear();
-            }
+            Update::NewRun { .. } => {}
         }
     }
 
@@ -619,25 +585,27 @@ impl UpdateSink for PrometheusSink {
                 .set(i64::from(n));
         }
         self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
-        for &(gpu, ratio, idle_ms) in &live.gpus {
-            let g = self.gpu(gpu);
-            self.m
-                .gpu_busy_ratio
-                .get_or_create(&GpuL { gpu: g.clone() })
-                .set(ratio);
+        if let Some(spp) = live.seconds_per_proof {
+            self.m.seconds_per_proof.set(spp);
+        }
+        for g in &live.gpus {
+            let l = GpuL {
+                gpu: self.gpu(g.gpu),
+            };
+            self.m.gpu_busy_ratio.get_or_create(&l).set(g.busy_ratio);
             self.m
                 .gpu_idle_seconds
-                .get_or_create(&GpuL { gpu: g.clone() })
-                .set(secs(idle_ms));
-            // the busy counter includes the open busy stretch, so rates do not lag a long kernel
-            if let Some(start) = self.busy_since.get(&gpu).copied() {
-                if live.now_ms > start {
-                    self.m
-                        .gpu_busy_seconds
-                        .get_or_create(&GpuL { gpu: g })
-                        .inc_by(secs(live.now_ms - start));
-                    self.busy_since.insert(gpu, live.now_ms);
-                }
+                .get_or_create(&l)
+                .set(secs(g.idle_ms));
+            // the engine's busy time includes the open busy stretch, so rates do not lag a
+            // long kernel; a counter never goes back
+            let seen = self.busy_seen.entry(g.gpu).or_insert(0);
+            if g.busy_ms > *seen {
+                self.m
+                    .gpu_busy_seconds
+                    .get_or_create(&l)
+                    .inc_by(secs(g.busy_ms - *seen));
+                *seen = g.busy_ms;
             }
         }
         if counts.events_dropped > self.dropped_seen {

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::{ExportCounters, TelemetryCounts, UpdateSink};
+use proofline_core::sink::{ExportCounters, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, EngineConfig};
 use proofline_prometheus::{Metrics, PrometheusSink};
 

@@ -20,7 +20,7 @@ pub use fields::FieldNames;
 pub use layer::{Edge, LayerStats, SpanRule, StatsSnapshot, TimelineLayer};
 pub use proofline_core::{self as core, EventKind, Report};
 
-use proofline_core::report::UpdateSink;
+use proofline_core::sink::UpdateSink;
 use proofline_core::{Engine, EngineConfig};
 
 use crate::layer::{CallsiteSet, LayerConfig, SpanTable};

@@ -17,8 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::time::{Duration, Instant};
 
-use proofline_core::engine::LiveState;
-use proofline_core::report::{TelemetryCounts, Update, UpdateSink};
+use proofline_core::sink::{LiveState, TelemetryCounts, Update, UpdateSink};
 use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use proofline::{EventKind, TimelineLayer};
 use proofline_core::EngineConfig;
 use proofline_core::reader::LineFeeder;
-use proofline_core::report::NoUpdates;
+use proofline_core::sink::NoUpdates;
 use proofline_core::{Engine, parse_line};
 use tracing::{Instrument as _, info_span};
 use tracing_subscriber::prelude::*;

@@ -1,0 +1,81 @@
+//! The engine's settings and their defaults.
+
+/// Default reorder window: events may arrive this much out of time order.
+pub const DEFAULT_REORDER_WINDOW_MS: u64 = 5_000;
+/// Default job timeout: a job with no event for this long is evicted as incomplete.
+pub const DEFAULT_JOB_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// Default restart detection: an offset this far behind the newest one starts a new run.
+/// (Threads print lines milliseconds out of order, never a minute.)
+pub const DEFAULT_RESTART_AFTER_MS: u64 = 60 * 1000;
+/// Default busy history kept per device (also the live busy-ratio window).
+pub const DEFAULT_BUSY_WINDOW_MS: u64 = 60_000;
+/// Default cap on job, transition and incomplete rows kept for the report.
+pub const DEFAULT_MAX_ROWS: usize = 10_000;
+/// cuzk's default number of GPU workers per device.
+pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
+/// Partition indexes at or above this are rejected as absurd.
+pub const MAX_PARTITION: u32 = 1 << 16;
+
+/// The engine sweeps (completes, evicts, forgets jobs) at most this often in timeline time.
+pub(super) const SWEEP_EVERY_MS: u64 = 1_000;
+/// Conflict examples kept for the report.
+pub(super) const MAX_EXAMPLES: usize = 10;
+/// Distinct proof kinds kept; more are folded into `other`.
+pub(super) const MAX_KINDS: usize = 64;
+
+/// Engine settings. Every field has a documented default ([`EngineConfig::default`]).
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// GPU = worker / this, unless the event says `gpu=`. Default 2, as cuzk.
+    pub gpu_workers_per_device: u32,
+    /// How far out of time order events may arrive and still be processed in order.
+    /// Default [`DEFAULT_REORDER_WINDOW_MS`].
+    pub reorder_window_ms: u64,
+    /// A job with no event for this long is evicted and counted as incomplete.
+    /// Default [`DEFAULT_JOB_TIMEOUT_MS`].
+    pub job_timeout_ms: u64,
+    /// An offset this far behind the newest offset means the daemon restarted.
+    /// Default [`DEFAULT_RESTART_AFTER_MS`].
+    pub restart_after_ms: u64,
+    /// Partitions per job, for every job (`None`, the default: 1 for whole-proof jobs, 10
+    /// for `porep-*` ids, 16 for `snap-*`, else the highest partition seen + 1).
+    pub expected_partitions: Option<u32>,
+    /// A job whose partition count is unknown completes when all its partitions are done
+    /// and nothing happened to it for this long. Default [`DEFAULT_REORDER_WINDOW_MS`].
+    pub completion_grace_ms: u64,
+    /// Busy history kept per device, for the live busy ratio.
+    /// Default [`DEFAULT_BUSY_WINDOW_MS`].
+    pub busy_window_ms: u64,
+    /// Rows of jobs, transitions and incomplete jobs kept for the report.
+    /// Default [`DEFAULT_MAX_ROWS`].
+    pub max_rows: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            gpu_workers_per_device: DEFAULT_GPU_WORKERS_PER_DEVICE,
+            reorder_window_ms: DEFAULT_REORDER_WINDOW_MS,
+            job_timeout_ms: DEFAULT_JOB_TIMEOUT_MS,
+            restart_after_ms: DEFAULT_RESTART_AFTER_MS,
+            expected_partitions: None,
+            completion_grace_ms: DEFAULT_REORDER_WINDOW_MS,
+            busy_window_ms: DEFAULT_BUSY_WINDOW_MS,
+            max_rows: DEFAULT_MAX_ROWS,
+        }
+    }
+}
+
+impl EngineConfig {
+    /// The settings the engine runs with: at least one worker per device, a busy history
+    /// long enough to look back past the reorder window and the completion grace, and a
+    /// restart threshold no shorter than the reorder window.
+    pub(super) fn normalized(mut self) -> Self {
+        self.gpu_workers_per_device = self.gpu_workers_per_device.max(1);
+        self.busy_window_ms = self
+            .busy_window_ms
+            .max(self.reorder_window_ms + self.completion_grace_ms + 2 * SWEEP_EVERY_MS);
+        self.restart_after_ms = self.restart_after_ms.max(self.reorder_window_ms);
+        self
+    }
+}

@@ -1,0 +1,46 @@
+//! The live gauges: partitions per stage, and the queue's depth over time.
+
+use super::job::{Part, PartStage};
+
+/// Partitions in each in-flight stage, kept equal to the count of partitions whose
+/// [`Part::stage`] is that stage.
+#[derive(Debug, Default)]
+pub(super) struct Gauges {
+    /// Synthesizing, queued, picked up, on the GPU (by [`PartStage::gauge`]).
+    pub in_stage: [u32; 4],
+    /// Queue depth integrated over timeline time (partition-ms), for the mean depth.
+    pub queue_integral: u128,
+    /// Deepest queue seen.
+    pub max_queue: u32,
+}
+
+impl Gauges {
+    /// Partitions synthesized and not yet picked up.
+    pub fn queue_depth(&self) -> u32 {
+        self.in_stage[1]
+    }
+
+    /// Moves a partition forward to `to`; a stage at or before the present one changes
+    /// nothing. Returns whether it moved.
+    pub fn advance(&mut self, part: &mut Part, to: PartStage) -> bool {
+        if to <= part.stage {
+            return false;
+        }
+        if let Some(g) = part.stage.gauge() {
+            self.in_stage[g] -= 1;
+        }
+        if let Some(g) = to.gauge() {
+            self.in_stage[g] += 1;
+        }
+        part.stage = to;
+        if to == PartStage::Queued {
+            self.max_queue = self.max_queue.max(self.queue_depth());
+        }
+        true
+    }
+
+    /// Timeline time `dt` passed at the present depth.
+    pub fn elapse(&mut self, dt: u64) {
+        self.queue_integral += u128::from(self.queue_depth()) * u128::from(dt);
+    }
+}

@@ -1,0 +1,430 @@
+//! The incremental analysis engine.
+//!
+//! ```text
+//!  events (any order) ─► reorder buffer ─► in time order ─► jobs / partitions ─► records, Update
+//!                         (reorder.rs)      (process.rs)   ─► devices (device.rs: merged busy, idle gaps)
+//!                                                          ─► device chains (chain.rs) ─► transitions
+//!                                                          ─► totals, live state, report (summary.rs)
+//!                                                          ─► verdict (verdict.rs)
+//! ```
+//!
+//! Events are buffered for the reorder window and processed in time order, so each device's
+//! busy time is a sweep over interval edges: a counter of open intervals, a busy segment while
+//! it is above zero. Busy time is the union, never the sum. Memory holds the jobs in flight,
+//! a minute of busy history per device and fixed-size histograms: it does not grow with the
+//! length of the log.
+//!
+//! The rooms: [`config`] (settings), `names` (interned job ids and kinds), `reorder` (the
+//! buffer), `job` (jobs, partitions and a partition's stage), `gauges` (live counts),
+//! `process` (one event), `device` (the busy sweep and idle gaps), `chain` (transitions),
+//! `summary` (totals, live state, report), `verdict`. This file holds the timeline: runs,
+//! time moving on, and the sweep that completes and evicts jobs.
+
+mod chain;
+pub mod config;
+mod device;
+mod gauges;
+mod job;
+mod names;
+mod process;
+mod reorder;
+mod summary;
+mod verdict;
+
+use std::collections::BTreeMap;
+
+pub use config::*;
+pub use device::{GAP_SIZE_CLASSES, gap_size_class};
+pub use summary::LIVE_SPP_WINDOW;
+pub use verdict::GPU_BOUND_RATIO;
+
+use crate::event::{EventRef, expected_partitions_from_job_id, kind_from_job_id};
+use crate::report::JobStatus;
+use crate::sink::Update;
+use crate::sink::UpdateSink;
+use device::Device;
+use gauges::Gauges;
+use job::{Job, JobState};
+use names::{Kinds, Names};
+use reorder::{Ev, Reorder};
+use summary::{RunSteady, Totals};
+
+/// The incremental analysis engine. Feed it events with [`Engine::ingest`], end with
+/// [`Engine::finish`], read the result with [`Engine::report`].
+#[derive(Debug)]
+pub struct Engine {
+    /// The settings, normalized ([`EngineConfig::normalized`]).
+    cfg: EngineConfig,
+    /// Job ids in flight.
+    names: Names,
+    /// Proof kinds seen.
+    kinds: Kinds,
+    /// Events waiting to be processed in time order.
+    reorder: Reorder,
+    /// The newest offset of the current run (`None` before its first event).
+    max_offset: Option<u64>,
+    /// The current run, from 0; a detected daemon restart starts the next.
+    run: u32,
+    /// Where the current run's offset 0 sits on the timeline (just after the previous run).
+    run_base: u64,
+    /// The present: the time of the newest processed event (or of the clock's advance).
+    /// Never moves back.
+    now: u64,
+    /// Whether the present was set by a first event of this run.
+    started: bool,
+    /// When the next sweep is due (`u64::MAX`: none).
+    next_sweep: u64,
+    /// The first instant processed, all runs.
+    first_t: Option<u64>,
+    /// Job instances by slot (`None`: free).
+    jobs: Vec<Option<Job>>,
+    /// Free slots of `jobs`.
+    free_jobs: Vec<usize>,
+    /// The last job uid given.
+    job_uid: u64,
+    /// Devices by index.
+    devices: BTreeMap<u32, Device>,
+    /// Devices with a pending gap to finalize before time moves on.
+    pending_gap_devs: Vec<u32>,
+    /// Partitions per stage, queue depth over time.
+    gauges: Gauges,
+    /// The steady state of the current run.
+    steady: RunSteady,
+    /// Totals over every run and the report's rows.
+    totals: Totals,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new(EngineConfig::default())
+    }
+}
+
+impl Engine {
+    /// A new engine.
+    pub fn new(cfg: EngineConfig) -> Self {
+        Engine {
+            cfg: cfg.normalized(),
+            names: Names::default(),
+            kinds: Kinds::default(),
+            reorder: Reorder::default(),
+            max_offset: None,
+            run: 0,
+            run_base: 0,
+            now: 0,
+            started: false,
+            next_sweep: 0,
+            first_t: None,
+            jobs: Vec::new(),
+            free_jobs: Vec::new(),
+            job_uid: 0,
+            devices: BTreeMap::new(),
+            pending_gap_devs: Vec::new(),
+            gauges: Gauges::default(),
+            steady: RunSteady::default(),
+            totals: Totals::default(),
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &EngineConfig {
+        &self.cfg
+    }
+
+    /// Takes in one event. Events may come in any order within the reorder window; later
+    /// ones are counted as late and still used where they can be.
+    pub fn ingest(&mut self, ev: &EventRef<'_>, sink: &mut impl UpdateSink) {
+        self.totals.stats.events += 1;
+        if ev.partition.is_some_and(|p| p >= MAX_PARTITION) {
+            self.totals.stats.rejected += 1;
+            self.example(|| {
+                format!(
+                    "{}: partition {} is absurd, event ignored",
+                    ev.job_id,
+                    ev.partition.unwrap_or(0)
+                )
+            });
+            return;
+        }
+        if let Some(max) = self.max_offset {
+            if ev.offset_ms + self.cfg.restart_after_ms < max {
+                self.new_run(sink);
+            }
+        }
+        self.max_offset = Some(
+            self.max_offset
+                .map_or(ev.offset_ms, |m| m.max(ev.offset_ms)),
+        );
+        let name = self.names.intern(ev.job_id);
+        let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
+        let e = Ev {
+            t: self.run_base + ev.offset_ms,
+            seq: self.reorder.next_seq(),
+            kind: ev.kind,
+            name,
+            partition: ev.partition,
+            worker: ev.worker,
+            gpu: ev.gpu,
+            synth_ms: ev.synth_ms,
+            gpu_ms: ev.gpu_ms,
+            proof_kind,
+        };
+        if self.started && e.t < self.now {
+            self.totals.stats.late += 1;
+            self.process(e, sink);
+        } else {
+            self.reorder.insert(e);
+        }
+        self.release(sink);
+    }
+
+    /// Tells the engine that timeline time `offset_ms` (of the current run) has been reached
+    /// even if no event came: buffered events older than the window are processed, and jobs
+    /// past their timeout are evicted. Live callers tick with their clock.
+    pub fn advance(&mut self, offset_ms: u64, sink: &mut impl UpdateSink) {
+        if self.max_offset.is_none_or(|m| offset_ms > m) {
+            self.max_offset = Some(offset_ms);
+        }
+        self.release(sink);
+        let t = self.run_base + offset_ms.saturating_sub(self.cfg.reorder_window_ms);
+        if self.started && t > self.now {
+            self.advance_time(t, sink);
+        }
+    }
+
+    /// Processes everything buffered and closes every job still in flight as incomplete.
+    /// The engine can take more events afterwards (they start a fresh run).
+    pub fn finish(&mut self, sink: &mut impl UpdateSink) {
+        self.end_run(JobStatus::InFlightAtEnd, sink);
+    }
+
+    /// Job instances held in memory (in flight, or finished and still needed for duplicate
+    /// detection or a pending transition), and interned job ids. Bounded by the jobs in
+    /// flight, not by the length of the log.
+    pub fn tracked(&self) -> (usize, usize) {
+        (self.jobs.iter().flatten().count(), self.names.len())
+    }
+
+    /// The newest TIMELINE offset of the current run, if any event came.
+    pub fn newest_offset(&self) -> Option<u64> {
+        self.max_offset
+    }
+
+    /// Processes the buffered events a reorder window older than the newest offset.
+    fn release(&mut self, sink: &mut impl UpdateSink) {
+        let Some(max) = self.max_offset else { return };
+        let horizon = (self.run_base + max).saturating_sub(self.cfg.reorder_window_ms);
+        while let Some(e) = self.reorder.pop_until(horizon) {
+            self.process(e, sink);
+        }
+    }
+
+    fn new_run(&mut self, sink: &mut impl UpdateSink) {
+        self.end_run(JobStatus::Restarted, sink);
+        self.totals.recent_completions.clear();
+        self.run += 1;
+        self.totals.stats.runs += 1;
+        sink.update(Update::NewRun {
+            run: self.run,
+            t_ms: self.run_base,
+        });
+    }
+
+    /// Ends the current run: drains the buffer, closes jobs, folds run totals.
+    fn end_run(&mut self, status: JobStatus, sink: &mut impl UpdateSink) {
+        while let Some(e) = self.reorder.pop() {
+            self.process(e, sink);
+        }
+        self.finalize_gaps(sink);
+        // complete what is complete, close the rest
+        for idx in 0..self.jobs.len() {
+            let Some(job) = &self.jobs[idx] else { continue };
+            if job.state != JobState::Active {
+                continue;
+            }
+            if job.unknown_count_complete() {
+                self.complete(idx, sink);
+            } else {
+                self.give_up(idx, status, sink);
+            }
+        }
+        let steady = self
+            .steady
+            .first_completion
+            .map(|first| self.steady.last_completion - first);
+        for dev in self.devices.values_mut() {
+            dev.end_run(steady);
+        }
+        self.totals.end_run(&self.steady);
+        self.steady = RunSteady::default();
+        // every job is finished: drop them all now (a new run never reuses their instances)
+        for idx in 0..self.jobs.len() {
+            if let Some(job) = &mut self.jobs[idx] {
+                job.chain_refs = 0;
+                job.retain_until = 0;
+                self.remove_job(idx);
+            }
+        }
+        let end = self.now.max(self.run_base + self.max_offset.unwrap_or(0));
+        self.run_base = end + 1;
+        self.max_offset = None;
+        self.started = false;
+    }
+
+    fn example(&mut self, f: impl FnOnce() -> String) {
+        push_example(&mut self.totals.stats.conflict_examples, f);
+    }
+
+    /// Moves time forward to `t`: closes pending gaps before it, accounts idle time, sweeps.
+    fn advance_time(&mut self, t: u64, sink: &mut impl UpdateSink) {
+        if !self.started {
+            self.started = true;
+            self.now = t;
+            self.first_t.get_or_insert(t);
+            self.next_sweep = u64::MAX;
+            return;
+        }
+        if t <= self.now {
+            return;
+        }
+        self.finalize_gaps(sink);
+        let dt = t - self.now;
+        self.gauges.elapse(dt);
+        let waiting = self.gauges.queue_depth() > 0;
+        for dev in self.devices.values_mut() {
+            dev.idle_for(dt, waiting);
+        }
+        self.now = t;
+        if t >= self.next_sweep {
+            self.sweep(sink);
+        }
+    }
+
+    /// Asks for a sweep no later than `t` (sweeping early is harmless).
+    fn due(&mut self, t: u64) {
+        self.next_sweep = self.next_sweep.min(t.max(self.now + 1));
+    }
+
+    /// Completes, evicts and forgets jobs whose time has come, and schedules the next sweep
+    /// at the earliest deadline left, so that a sparse log does not sweep at every event.
+    fn sweep(&mut self, sink: &mut impl UpdateSink) {
+        let now = self.now;
+        let mut next = u64::MAX;
+        for idx in 0..self.jobs.len() {
+            let Some(job) = &self.jobs[idx] else { continue };
+            match job.state {
+                JobState::Active => {
+                    let grace = job.last_activity + self.cfg.completion_grace_ms;
+                    let timeout = job.last_activity + self.cfg.job_timeout_ms;
+                    if job.unknown_count_complete() {
+                        if grace <= now {
+                            self.complete(idx, sink);
+                        } else {
+                            next = next.min(grace);
+                        }
+                    } else if timeout <= now {
+                        self.give_up(idx, JobStatus::Evicted, sink);
+                    } else {
+                        next = next.min(timeout);
+                    }
+                }
+                JobState::Finished(_) => {
+                    if job.chain_refs == 0 && job.retain_until <= now {
+                        self.remove_job(idx);
+                    } else if job.chain_refs == 0 {
+                        next = next.min(job.retain_until);
+                    }
+                }
+            }
+        }
+        // finished jobs held by a chain wait for another job to finish: no deadline of theirs
+        self.next_sweep = next.max(now + SWEEP_EVERY_MS);
+    }
+
+    /// Counts and emits the idle gaps that ended at the present.
+    fn finalize_gaps(&mut self, sink: &mut impl UpdateSink) {
+        for gpu in std::mem::take(&mut self.pending_gap_devs) {
+            let Some(gap) = self
+                .devices
+                .get_mut(&gpu)
+                .and_then(|d| d.finalize_gap(self.run))
+            else {
+                continue;
+            };
+            self.totals.idle.record(gap.len_ms() as i64);
+            sink.update(Update::IdleGap(std::sync::Arc::new(gap)));
+        }
+    }
+
+    fn remove_job(&mut self, idx: usize) {
+        let Some(job) = self.jobs[idx].take() else {
+            return;
+        };
+        let entry = self.names.get_mut(job.name);
+        if entry.current == Some(idx) {
+            entry.current = None;
+        }
+        self.names.unref(job.name);
+        self.free_jobs.push(idx);
+    }
+
+    fn new_job(&mut self, e: &Ev) -> usize {
+        let entry = self.names.get_mut(e.name);
+        entry.refs += 1;
+        let attempt = entry.attempts;
+        entry.attempts += 1;
+        let expected = self
+            .cfg
+            .expected_partitions
+            .or_else(|| expected_partitions_from_job_id(&entry.name))
+            .or(if e.partition.is_none() { Some(1) } else { None });
+        let kind_hint = kind_from_job_id(&entry.name).map(|k| self.kinds.intern(k));
+        self.job_uid += 1;
+        self.totals.jobs_seen += 1;
+        let job = Job {
+            uid: self.job_uid,
+            name: e.name,
+            attempt,
+            run: self.run,
+            proof_kind: kind_hint,
+            expected,
+            whole: e.partition.is_none(),
+            parts: Vec::new(),
+            first_synth_start: None,
+            first_synth_end: None,
+            first_gpu_start: None,
+            last_gpu_end: None,
+            synth_total: 0,
+            gpu_total: 0,
+            synth_reported: 0,
+            gpu_reported: 0,
+            done: 0,
+            devs: Vec::new(),
+            last_activity: e.t,
+            state: JobState::Active,
+            cold_start: None,
+            unobserved_gpu: false,
+            chain_refs: 0,
+            retain_until: 0,
+        };
+        let idx = match self.free_jobs.pop() {
+            Some(i) => {
+                self.jobs[i] = Some(job);
+                i
+            }
+            None => {
+                self.jobs.push(Some(job));
+                self.jobs.len() - 1
+            }
+        };
+        self.names.get_mut(e.name).current = Some(idx);
+        self.due(e.t + self.cfg.job_timeout_ms);
+        idx
+    }
+}
+
+fn push_example(examples: &mut Vec<String>, f: impl FnOnce() -> String) {
+    if examples.len() < MAX_EXAMPLES {
+        examples.push(f());
+    }
+}

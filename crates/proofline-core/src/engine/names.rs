@@ -1,0 +1,132 @@
+//! Interning: job ids and proof kinds become small integers while the engine holds them.
+//!
+//! A job id is interned once per buffered event and once per job instance that carries it;
+//! when the last reference goes, the entry is freed and its slot reused, so the table holds
+//! the ids in flight, not every id of the log.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap as HashMap;
+
+use super::config::MAX_KINDS;
+
+/// One interned job id.
+#[derive(Debug)]
+pub(super) struct NameEntry {
+    /// The job id as written.
+    pub name: Arc<str>,
+    /// Buffered events and job instances that refer to this name; the entry is freed at 0.
+    pub refs: u32,
+    /// The job instance (index into the engine's job table) that events of this name go
+    /// to; `None` until the first one is created, and after that instance was removed.
+    pub current: Option<usize>,
+    /// Instances seen so far (the next attempt number): a retry that reuses the id is a
+    /// new instance with the next attempt.
+    pub attempts: u32,
+}
+
+/// Job ids in flight, reference-counted.
+#[derive(Debug, Default)]
+pub(super) struct Names {
+    /// Job id to slot in `tab`; holds exactly the entries whose `refs > 0`.
+    ids: HashMap<Arc<str>, u32>,
+    /// Slots, live or free.
+    tab: Vec<NameEntry>,
+    /// Free slots of `tab`, reused before the table grows.
+    free: Vec<u32>,
+}
+
+impl Names {
+    /// The id's slot, with one more reference.
+    pub fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.ids.get(name) {
+            self.tab[id as usize].refs += 1;
+            return id;
+        }
+        let entry = NameEntry {
+            name: Arc::from(name),
+            refs: 1,
+            current: None,
+            attempts: 0,
+        };
+        let id = match self.free.pop() {
+            Some(id) => {
+                self.tab[id as usize] = entry;
+                id
+            }
+            None => {
+                self.tab.push(entry);
+                (self.tab.len() - 1) as u32
+            }
+        };
+        self.ids.insert(self.tab[id as usize].name.clone(), id);
+        id
+    }
+
+    /// Drops one reference; the slot is freed at the last.
+    pub fn unref(&mut self, id: u32) {
+        let e = &mut self.tab[id as usize];
+        e.refs -= 1;
+        if e.refs == 0 {
+            self.ids.remove(&e.name);
+            e.current = None;
+            self.free.push(id);
+        }
+    }
+
+    /// The entry of a live slot.
+    pub fn get(&self, id: u32) -> &NameEntry {
+        &self.tab[id as usize]
+    }
+
+    /// The entry of a live slot, to change.
+    pub fn get_mut(&mut self, id: u32) -> &mut NameEntry {
+        &mut self.tab[id as usize]
+    }
+
+    /// The job id of a live slot.
+    pub fn name(&self, id: u32) -> &Arc<str> {
+        &self.tab[id as usize].name
+    }
+
+    /// Job ids held.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// Proof kinds seen, never freed (there are a handful; past [`MAX_KINDS`] they fold into
+/// `other`, so a hostile log cannot grow the table).
+#[derive(Debug, Default)]
+pub(super) struct Kinds {
+    /// Slot to kind.
+    tab: Vec<Arc<str>>,
+    /// Kind to slot.
+    ids: HashMap<Arc<str>, u16>,
+}
+
+impl Kinds {
+    /// The kind's slot.
+    pub fn intern(&mut self, kind: &str) -> u16 {
+        if let Some(&id) = self.ids.get(kind) {
+            return id;
+        }
+        let kind: Arc<str> = if self.tab.len() >= MAX_KINDS {
+            Arc::from("other")
+        } else {
+            Arc::from(kind)
+        };
+        if let Some(&id) = self.ids.get(&kind) {
+            return id;
+        }
+        self.tab.push(kind.clone());
+        let id = (self.tab.len() - 1) as u16;
+        self.ids.insert(kind, id);
+        id
+    }
+
+    /// The kind of a slot.
+    pub fn name(&self, id: u16) -> &Arc<str> {
+        &self.tab[id as usize]
+    }
+}

@@ -1,0 +1,435 @@
+//! One event, in time order: to its job and partition, to the device, to the gauges; and a
+//! job's end (complete or given up).
+
+use std::sync::Arc;
+
+use super::Engine;
+use super::device::Device;
+use super::job::{DevJob, JobState, Part, PartStage, earliest, latest};
+use super::reorder::Ev;
+use crate::event::EventKind;
+use crate::report::{JobRecord, JobStatus, PartitionRecord};
+use crate::sink::Update;
+use crate::sink::UpdateSink;
+
+impl Engine {
+    /// Applies one event. Events come in time order, except late ones (older than the
+    /// present), which are recorded at their own time and accounted at the present.
+    pub(super) fn process(&mut self, e: Ev, sink: &mut impl UpdateSink) {
+        let late = self.started && e.t < self.now;
+        if !late {
+            self.advance_time(e.t, sink);
+        }
+        // accounting time: a late event is placed at the present for busy/queue bookkeeping
+        let at = e.t.max(self.now);
+        let Some(idx) = self.job_for(&e) else {
+            self.names.unref(e.name);
+            return;
+        };
+        self.names.unref(e.name);
+        let pidx = e.partition.unwrap_or(0) as usize;
+        if !self.record(idx, pidx, &e) {
+            return;
+        }
+        match e.kind {
+            EventKind::SynthStart => self.on_synth_start(idx, pidx, e.t),
+            EventKind::SynthEnd => self.on_synth_end(idx, pidx, &e),
+            EventKind::GpuQueue => self.on_gpu_queue(idx, pidx, e.t),
+            EventKind::GpuPickup => self.on_gpu_pickup(idx, pidx),
+            EventKind::GpuStart => self.on_gpu_start(idx, pidx, &e, at, sink),
+            EventKind::GpuEnd => self.on_gpu_end(idx, pidx, &e, at, sink),
+        }
+    }
+
+    /// The job instance the event belongs to: the id's current instance while it is
+    /// active; after it finished, a new instance for a SYNTH_START (a retry reusing the id),
+    /// else nothing (a duplicate, or a conflict: counted).
+    fn job_for(&mut self, e: &Ev) -> Option<usize> {
+        let Some(idx) = self.names.get(e.name).current else {
+            return Some(self.new_job(e));
+        };
+        let job = self.jobs[idx].as_ref().expect("current job exists");
+        if job.state == JobState::Active {
+            return Some(idx);
+        }
+        let part = job.parts.get(e.partition.unwrap_or(0) as usize);
+        let recorded = part.and_then(|p| p.at(e.kind));
+        if recorded == Some(e.t) && part.map(|p| p.sig[e.kind.index()]) == Some(e.signature()) {
+            self.totals.stats.duplicates += 1;
+            return None;
+        }
+        if e.kind == EventKind::SynthStart {
+            return Some(self.new_job(e));
+        }
+        self.totals.stats.conflicts += 1;
+        let name = self.names.name(e.name).clone();
+        self.example(|| format!("{name}: {} after the job had ended, ignored", e.kind));
+        None
+    }
+
+    /// Records the event on its partition. Returns false for a second record of the same
+    /// (event, partition): a duplicate or a conflict, counted, the first kept.
+    fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        if job.parts.len() <= pidx {
+            job.parts.resize_with(pidx + 1, Part::default);
+        }
+        if e.partition.is_none() {
+            job.whole = true;
+        }
+        if let Some(k) = e.proof_kind {
+            job.proof_kind = Some(k);
+        }
+        let sig = e.signature();
+        let part = &mut job.parts[pidx];
+        if let Some(prev) = part.at(e.kind) {
+            if prev == e.t && part.sig[e.kind.index()] == sig {
+                self.totals.stats.duplicates += 1;
+            } else {
+                self.totals.stats.conflicts += 1;
+                let name = self.names.name(job.name).clone();
+                let (p, kind, t) = (e.partition, e.kind, e.t);
+                super::push_example(&mut self.totals.stats.conflict_examples, || {
+                    format!(
+                        "{name} partition {p:?}: second {kind} at {t} differs from the first at {prev}, first kept"
+                    )
+                });
+            }
+            return false;
+        }
+        part.t[e.kind.index()] = Some(e.t);
+        part.sig[e.kind.index()] = sig;
+        if e.worker.is_some() {
+            part.worker = e.worker;
+        }
+        job.last_activity = job.last_activity.max(e.t);
+        true
+    }
+
+    fn part(&mut self, idx: usize, pidx: usize) -> &mut Part {
+        &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx]
+    }
+
+    fn on_synth_start(&mut self, idx: usize, pidx: usize, t: u64) {
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        job.first_synth_start = earliest(job.first_synth_start, t);
+        self.gauges
+            .advance(&mut job.parts[pidx], PartStage::Synthesizing);
+    }
+
+    fn on_synth_end(&mut self, idx: usize, pidx: usize, e: &Ev) {
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        job.first_synth_end = earliest(job.first_synth_end, e.t);
+        let part = &mut job.parts[pidx];
+        part.synth_reported = e.synth_ms;
+        if let Some(s) = part.at(EventKind::SynthStart) {
+            job.synth_total += e.t.saturating_sub(s);
+        }
+        if let Some(ms) = e.synth_ms {
+            job.synth_reported += ms;
+        }
+        self.enqueue(idx, pidx, e.t);
+    }
+
+    fn on_gpu_queue(&mut self, idx: usize, pidx: usize, t: u64) {
+        // queue time starts at GPU_QUEUE when present
+        self.part(idx, pidx).queue_start = Some(t);
+        self.enqueue(idx, pidx, t);
+    }
+
+    fn enqueue(&mut self, idx: usize, pidx: usize, t: u64) {
+        let part = &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx];
+        part.queue_start.get_or_insert(t);
+        self.gauges.advance(part, PartStage::Queued);
+    }
+
+    fn on_gpu_pickup(&mut self, idx: usize, pidx: usize) {
+        let part = &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx];
+        self.gauges.advance(part, PartStage::PickedUp);
+    }
+
+    /// The device of a GPU event: `gpu=` if the event says, else the worker's.
+    fn device_of(&self, e: &Ev, part: &Part) -> u32 {
+        let wpd = self.cfg.gpu_workers_per_device;
+        e.gpu
+            .or(part.gpu)
+            .or(part.worker.map(|w| w / wpd))
+            .unwrap_or(0)
+    }
+
+    fn on_gpu_start(
+        &mut self,
+        idx: usize,
+        pidx: usize,
+        e: &Ev,
+        at: u64,
+        sink: &mut impl UpdateSink,
+    ) {
+        let gpu = self.device_of(e, &self.jobs[idx].as_ref().expect("job exists").parts[pidx]);
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        let part = &mut job.parts[pidx];
+        part.gpu = Some(gpu);
+        if let Some(end) = part.at(EventKind::GpuEnd) {
+            // GPU_END came first (late GPU_START): the interval is known whole; it adds to the
+            // serial sum (the busy sweep cannot go back for it)
+            let len = end.saturating_sub(e.t);
+            job.gpu_total += len;
+            let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
+            dev.serial += len;
+            dev.intervals += 1;
+            return;
+        }
+        let worker = part.worker;
+        self.gauges.advance(part, PartStage::OnGpu);
+        let first_anywhere = job.first_gpu_start.is_none();
+        job.first_gpu_start = earliest(job.first_gpu_start, e.t);
+        let new_on_dev = job.dev(gpu).is_none();
+        if new_on_dev {
+            job.devs.push(DevJob {
+                gpu,
+                first_start: e.t,
+                last_end: None,
+                second_last_end: None,
+                closed: 0,
+            });
+            job.chain_refs += 1;
+        }
+        let (uid, attempt, first_synth_start) = (job.uid, job.attempt, job.first_synth_start);
+        let name = self.names.name(job.name).clone();
+        let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
+        if let Some(w) = worker {
+            dev.add_worker(w);
+        }
+        // cold start: the job's first GPU work found its device idle
+        if first_anywhere && dev.active == 0 {
+            if let Some(s) = first_synth_start {
+                let cs = e.t.saturating_sub(s);
+                if let Some(job) = self.jobs[idx].as_mut() {
+                    job.cold_start = Some(cs);
+                }
+                if self.totals.first_cold_start.is_none() && self.run == 0 {
+                    self.totals.first_cold_start = Some(cs);
+                }
+            }
+        }
+        if new_on_dev {
+            self.chain_insert(gpu, idx, &name, e.t);
+        }
+        let dev = self.devices.get_mut(&gpu).expect("device exists");
+        if dev.start(at, uid, (name, attempt), sink) {
+            self.pending_gap_devs.push(gpu);
+        }
+    }
+
+    fn on_gpu_end(&mut self, idx: usize, pidx: usize, e: &Ev, at: u64, sink: &mut impl UpdateSink) {
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        let part = &mut job.parts[pidx];
+        let was = part.stage;
+        if !self.gauges.advance(part, PartStage::Done) {
+            return;
+        }
+        part.gpu_reported = e.gpu_ms;
+        let start = part.at(EventKind::GpuStart);
+        let gpu = part.gpu.unwrap_or(0);
+        job.done += 1;
+        self.totals.partitions_done += 1;
+        if let Some(ms) = e.gpu_ms {
+            job.gpu_reported += ms;
+        }
+        job.last_gpu_end = latest(job.last_gpu_end, e.t);
+        if was == PartStage::OnGpu {
+            let start = start.unwrap_or(e.t);
+            let len = e.t.saturating_sub(start);
+            job.gpu_total += len;
+            let uid = job.uid;
+            if let Some(dj) = job.dev(gpu) {
+                if dj.last_end.is_none_or(|l| e.t >= l) {
+                    dj.second_last_end = dj.last_end;
+                    dj.last_end = Some(e.t);
+                } else if dj.second_last_end.is_none_or(|s| e.t > s) {
+                    dj.second_last_end = Some(e.t);
+                }
+                dj.closed += 1;
+            }
+            let dev = self
+                .devices
+                .get_mut(&gpu)
+                .expect("device of an open interval");
+            // a late GPU_END closes the device's busy time at the present (the sweep
+            // cannot go back): count the same stretch in the serial sum, so that the
+            // union never exceeds the sum whatever the input
+            dev.serial += at.saturating_sub(start).max(len);
+            dev.intervals += 1;
+            dev.end(at, uid, self.cfg.busy_window_ms, sink);
+        } else if start.is_none() {
+            // GPU_END without GPU_START: the GPU time is unobserved
+            job.unobserved_gpu = true;
+        }
+        let part = &job.parts[pidx];
+        self.totals
+            .record_stages(part.stages(), part.synth_reported, part.gpu_reported);
+        if sink.wants_partitions() {
+            let rec = self.partition_record(idx, pidx);
+            sink.update(Update::Partition(Arc::new(rec)));
+        }
+        let job = self.jobs[idx].as_ref().expect("job exists");
+        if job.expected.is_some_and(|n| job.done >= n) {
+            self.complete(idx, sink);
+        } else if job.unknown_count_complete() {
+            let t = job.last_activity + self.cfg.completion_grace_ms;
+            self.due(t);
+        }
+    }
+
+    pub(super) fn partition_record(&self, idx: usize, pidx: usize) -> PartitionRecord {
+        let job = self.jobs[idx].as_ref().expect("job exists");
+        let p = &job.parts[pidx];
+        let [synthesis_ms, queue_ms, lock_wait_ms, gpu_ms] = p.stages();
+        PartitionRecord {
+            job_id: self.names.name(job.name).clone(),
+            run: job.run,
+            proof_kind: job.proof_kind.map(|k| self.kinds.name(k).clone()),
+            partition: if job.whole { None } else { Some(pidx as u32) },
+            worker: p.worker,
+            gpu: p.gpu,
+            synth_start_ms: p.at(EventKind::SynthStart),
+            synth_end_ms: p.at(EventKind::SynthEnd),
+            queue_start_ms: p.queue_start,
+            pickup_ms: p.at(EventKind::GpuPickup),
+            gpu_start_ms: p.at(EventKind::GpuStart),
+            gpu_end_ms: p.at(EventKind::GpuEnd),
+            synthesis_ms,
+            queue_ms,
+            lock_wait_ms,
+            gpu_ms,
+            synth_reported_ms: p.synth_reported,
+            gpu_reported_ms: p.gpu_reported,
+        }
+    }
+
+    fn job_record(&self, idx: usize, status: JobStatus) -> JobRecord {
+        let job = self.jobs[idx].as_ref().expect("job exists");
+        JobRecord {
+            job_id: self.names.name(job.name).clone(),
+            run: job.run,
+            attempt: job.attempt,
+            proof_kind: job.proof_kind.map(|k| self.kinds.name(k).clone()),
+            status,
+            partitions_expected: job.expected,
+            partitions_done: job.done,
+            first_synth_start_ms: job.first_synth_start,
+            first_synth_end_ms: job.first_synth_end,
+            first_gpu_start_ms: job.first_gpu_start,
+            last_gpu_end_ms: job.last_gpu_end,
+            wall_ms: match (job.first_synth_start, job.last_gpu_end) {
+                (Some(s), Some(e)) => Some(e.saturating_sub(s)),
+                _ => None,
+            },
+            synthesis_total_ms: job.synth_total,
+            gpu_total_ms: job.gpu_total,
+            synth_reported_total_ms: job.synth_reported,
+            gpu_reported_total_ms: job.gpu_reported,
+            first_synth_to_first_gpu_ms: match (job.first_synth_start, job.first_gpu_start) {
+                (Some(s), Some(g)) => Some(g.saturating_sub(s)),
+                _ => None,
+            },
+            cold_start_ms: job.cold_start,
+            unobserved_gpu: job.gpu_unobserved(),
+        }
+    }
+
+    /// Job `idx` completed: its record, the steady state, its transitions.
+    pub(super) fn complete(&mut self, idx: usize, sink: &mut impl UpdateSink) {
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        job.state = JobState::Finished(JobStatus::Complete);
+        job.retain_until = self.now + self.cfg.reorder_window_ms * 2 + self.cfg.completion_grace_ms;
+        let retain = job.retain_until;
+        let tc = job.last_gpu_end.unwrap_or(self.now);
+        self.due(retain);
+        let rec = self.job_record(idx, JobStatus::Complete);
+        self.totals.record_complete(&rec, self.cfg.max_rows);
+        // steady state: from the first completion to the last
+        let rs = &mut self.steady;
+        rs.completions += 1;
+        let refirst = rs.first_completion.is_none_or(|f| tc < f);
+        if refirst {
+            rs.first_completion = Some(tc);
+        }
+        let relast = tc >= rs.last_completion;
+        if relast {
+            rs.last_completion = tc;
+        }
+        for dev in self.devices.values_mut() {
+            if refirst {
+                dev.steady_first = Some(dev.cum_busy_at(tc));
+            }
+            if relast {
+                dev.steady_last = dev.cum_busy_at(tc);
+            }
+        }
+        // transitions into this job first, so that a sink sees them before the job's record
+        self.drain_chains_of(idx, sink);
+        sink.update(Update::Job(Arc::new(rec)));
+    }
+
+    /// Job `idx` will not complete (`status` says why): its open work is closed as
+    /// unobserved, its unfinished partitions and its record are emitted.
+    pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
+        let now = self.now;
+        let job = self.jobs[idx].as_mut().expect("job exists");
+        job.state = JobState::Finished(status);
+        job.retain_until = now + self.cfg.reorder_window_ms * 2;
+        let retain = job.retain_until;
+        let uid = job.uid;
+        self.next_sweep = self.next_sweep.min(retain.max(now + 1));
+        let mut unfinished = Vec::new();
+        for (pidx, part) in job.parts.iter_mut().enumerate() {
+            if part.is_done() {
+                continue;
+            }
+            if part.t.iter().any(Option::is_some) {
+                unfinished.push(pidx);
+            }
+            let was = part.stage;
+            self.gauges.advance(part, PartStage::Abandoned);
+            if was != PartStage::OnGpu {
+                continue;
+            }
+            // close at the latest instant observed on the device: unobserved, not busy
+            job.unobserved_gpu = true;
+            let Some(dev) = self.devices.get_mut(&part.gpu.unwrap_or(0)) else {
+                continue;
+            };
+            // what the busy time keeps of this interval counts in the serial sum too, so
+            // that the union never exceeds the sum: up to now while other workers keep the
+            // GPU busy, else up to the segment's last observed end
+            let start = part
+                .at(EventKind::GpuStart)
+                .unwrap_or(now)
+                .max(dev.seg_start);
+            let kept_until = if dev.active > 1 { now } else { dev.seg_max_end };
+            dev.serial += kept_until.saturating_sub(start);
+            dev.active -= 1;
+            if dev.active == 0 {
+                let end = dev.seg_max_end;
+                dev.note_ended(end, uid);
+                dev.close_segment(end, self.cfg.busy_window_ms, sink);
+            }
+        }
+        // the partitions that never finished, for charts and traces (not in the stage stats)
+        if sink.wants_partitions() {
+            for pidx in unfinished {
+                let rec = self.partition_record(idx, pidx);
+                sink.update(Update::Partition(Arc::new(rec)));
+            }
+        }
+        let rec = self.job_record(idx, status);
+        self.totals.jobs_incomplete += 1;
+        if self.totals.incomplete_rows.len() < self.cfg.max_rows {
+            self.totals.incomplete_rows.push(rec.clone());
+        }
+        // transitions into this job first, so that a sink sees them before the job's record
+        self.drain_chains_of(idx, sink);
+        sink.update(Update::Job(Arc::new(rec)));
+    }
+}

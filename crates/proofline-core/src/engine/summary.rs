@@ -1,0 +1,383 @@
+//! What the engine sums up: totals and distributions as jobs finish, the live state for
+//! gauges, and the [`Report`].
+
+use std::collections::{BTreeMap, VecDeque};
+
+use super::Engine;
+use super::device::GAP_SIZE_CLASSES;
+use super::job::JobState;
+use super::verdict::{Evidence, verdict};
+use crate::dist::Dist;
+use crate::report::*;
+use crate::sink::{GpuLive, LiveState};
+
+/// Completions the live seconds-per-proof figure looks back over.
+pub const LIVE_SPP_WINDOW: usize = 20;
+
+/// The steady state of the run in progress: from its first job completion to its last.
+#[derive(Debug, Default)]
+pub(super) struct RunSteady {
+    /// Earliest completion instant (a job's last GPU_END).
+    pub first_completion: Option<u64>,
+    /// Latest completion instant.
+    pub last_completion: u64,
+    /// Jobs completed in the run.
+    pub completions: u64,
+}
+
+/// Totals and distributions over every run, and the rows kept for the report.
+#[derive(Debug)]
+pub(super) struct Totals {
+    /// Event counts (duplicates, conflicts, late, runs, ...).
+    pub stats: EventStats,
+    /// Job instances created.
+    pub jobs_seen: u64,
+    /// Jobs completed.
+    pub jobs_complete: u64,
+    /// Jobs given up on.
+    pub jobs_incomplete: u64,
+    /// Completed jobs by proof kind.
+    pub complete_by_kind: BTreeMap<String, u64>,
+    /// Partitions with GPU_END.
+    pub partitions_done: u64,
+    /// Cold start of the first job of the first run that found its GPU idle.
+    pub first_cold_start: Option<u64>,
+    /// Stage durations, in [`Stage::ALL`] order.
+    pub stage: [Dist; 4],
+    /// Printed `synth_ms`.
+    pub synth_rep: Dist,
+    /// Printed `gpu_ms`.
+    pub gpu_rep: Dist,
+    /// Wall time of completed jobs.
+    pub job_wall: Dist,
+    /// Transition gaps.
+    pub tr_gap: Dist,
+    /// Hand-overs.
+    pub tr_handoff: Dist,
+    /// Synthesis leads.
+    pub tr_lead: Dist,
+    /// Idle gaps.
+    pub idle: Dist,
+    /// Completed jobs, up to `max_rows`.
+    pub job_rows: Vec<JobRecord>,
+    /// Completed jobs past `max_rows`.
+    pub jobs_omitted: u64,
+    /// Transitions, up to `max_rows`.
+    pub tr_rows: Vec<TransitionRecord>,
+    /// Transitions past `max_rows`.
+    pub tr_omitted: u64,
+    /// Incomplete jobs, up to `max_rows`.
+    pub incomplete_rows: Vec<JobRecord>,
+    /// Steady-state span of finished runs with at least two completions, ms.
+    pub steady_span: u64,
+    /// Completions after the first of those runs (the divisor of seconds per proof).
+    pub steady_jobs: u64,
+    /// Steady-state length of every finished run, ms.
+    pub steady_state_ms: u64,
+    /// Completion instants of the current run (kept after `finish`, cleared when a restart
+    /// starts the next run), the latest [`LIVE_SPP_WINDOW`] (for the live seconds per proof).
+    pub recent_completions: VecDeque<u64>,
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Totals {
+            stats: EventStats {
+                runs: 1,
+                ..Default::default()
+            },
+            jobs_seen: 0,
+            jobs_complete: 0,
+            jobs_incomplete: 0,
+            complete_by_kind: BTreeMap::new(),
+            partitions_done: 0,
+            first_cold_start: None,
+            stage: Default::default(),
+            synth_rep: Dist::new(),
+            gpu_rep: Dist::new(),
+            job_wall: Dist::new(),
+            tr_gap: Dist::new(),
+            tr_handoff: Dist::new(),
+            tr_lead: Dist::new(),
+            idle: Dist::new(),
+            job_rows: Vec::new(),
+            jobs_omitted: 0,
+            tr_rows: Vec::new(),
+            tr_omitted: 0,
+            incomplete_rows: Vec::new(),
+            steady_span: 0,
+            steady_jobs: 0,
+            steady_state_ms: 0,
+            recent_completions: VecDeque::new(),
+        }
+    }
+}
+
+impl Totals {
+    /// A transition's figures.
+    pub fn record_transition(&mut self, rec: &TransitionRecord, max_rows: usize) {
+        self.tr_gap.record(rec.gap_ms);
+        if let Some(h) = rec.handoff_ms {
+            self.tr_handoff.record(h);
+        }
+        if let Some(l) = rec.synthesis_lead_ms {
+            self.tr_lead.record(l);
+        }
+        if self.tr_rows.len() < max_rows {
+            self.tr_rows.push(rec.clone());
+        } else {
+            self.tr_omitted += 1;
+        }
+    }
+
+    /// A finished partition's stages.
+    pub fn record_stages(
+        &mut self,
+        stages: [Option<u64>; 4],
+        synth: Option<u64>,
+        gpu: Option<u64>,
+    ) {
+        for (dist, v) in self.stage.iter_mut().zip(stages) {
+            if let Some(v) = v {
+                dist.record(v as i64);
+            }
+        }
+        if let Some(v) = synth {
+            self.synth_rep.record(v as i64);
+        }
+        if let Some(v) = gpu {
+            self.gpu_rep.record(v as i64);
+        }
+    }
+
+    /// A completed job.
+    pub fn record_complete(&mut self, rec: &JobRecord, max_rows: usize) {
+        self.jobs_complete += 1;
+        let kind = rec.proof_kind.as_deref().unwrap_or("unknown").to_owned();
+        *self.complete_by_kind.entry(kind).or_default() += 1;
+        if let Some(w) = rec.wall_ms {
+            self.job_wall.record(w as i64);
+        }
+        if let Some(t) = rec.last_gpu_end_ms {
+            self.recent_completions.push_back(t);
+            if self.recent_completions.len() > LIVE_SPP_WINDOW {
+                self.recent_completions.pop_front();
+            }
+        }
+        if self.job_rows.len() < max_rows {
+            self.job_rows.push(rec.clone());
+        } else {
+            self.jobs_omitted += 1;
+        }
+    }
+
+    /// Seconds per proof over the recent completions of the current run, in the order they
+    /// completed: (latest - earliest) / (completions - 1).
+    pub fn live_seconds_per_proof(&self) -> Option<f64> {
+        let (first, last) = (
+            self.recent_completions.front()?,
+            self.recent_completions.back()?,
+        );
+        let n = self.recent_completions.len();
+        (n > 1 && last > first).then(|| (last - first) as f64 / 1000.0 / (n - 1) as f64)
+    }
+
+    /// Folds a finished run's steady state.
+    pub fn end_run(&mut self, run: &RunSteady) {
+        if let Some(first) = run.first_completion {
+            let span = run.last_completion - first;
+            self.steady_state_ms += span;
+            if run.completions > 1 {
+                self.steady_span += span;
+                self.steady_jobs += run.completions - 1;
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// What is in flight now, for live gauges.
+    pub fn live(&self) -> LiveState {
+        let now = self.now;
+        let w = self.cfg.busy_window_ms;
+        let [synthesizing, queue_depth, picked_up, on_gpu] = self.gauges.in_stage;
+        LiveState {
+            now_ms: now,
+            queue_depth,
+            synthesizing,
+            picked_up,
+            on_gpu,
+            jobs_in_flight: self
+                .jobs
+                .iter()
+                .flatten()
+                .filter(|j| j.state == JobState::Active)
+                .count() as u32,
+            seconds_per_proof: self.totals.live_seconds_per_proof(),
+            gpus: self
+                .devices
+                .values()
+                .map(|d| {
+                    let from = now.saturating_sub(w);
+                    let span = now - from;
+                    GpuLive {
+                        gpu: d.gpu,
+                        busy_ratio: if span == 0 {
+                            0.0
+                        } else {
+                            d.busy_between(from, now) as f64 / span as f64
+                        },
+                        idle_ms: if d.active > 0 {
+                            0
+                        } else {
+                            d.idle_since.map_or(0, |l| now.saturating_sub(l))
+                        },
+                        busy_ms: d.cum_busy_at(now),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// The report of everything processed so far. Call [`Engine::finish`] first for the
+    /// final one; before that, events in the reorder buffer and jobs in flight are not in it.
+    pub fn report(&self) -> Report {
+        let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+        let t = &self.totals;
+        let mut gpus = Vec::new();
+        let (mut busy_all, mut elapsed_all, mut sbusy_all, mut selapsed_all) = (0, 0, 0, 0);
+        let (mut idle_wait, mut idle_empty) = (0, 0);
+        for d in self.devices.values() {
+            // include the run in progress
+            let elapsed = d.elapsed
+                + match (d.first_start, d.last_end) {
+                    (Some(f), Some(l)) => l.saturating_sub(f),
+                    _ => 0,
+                };
+            let (sb, se) = match self.steady.first_completion {
+                Some(f) => (
+                    d.steady_busy + d.steady_last.saturating_sub(d.steady_first.unwrap_or(0)),
+                    d.steady_elapsed + (self.steady.last_completion - f),
+                ),
+                _ => (d.steady_busy, d.steady_elapsed),
+            };
+            let busy = d.closed_busy;
+            busy_all += busy;
+            elapsed_all += elapsed;
+            sbusy_all += sb;
+            selapsed_all += se;
+            idle_wait += d.idle_wait;
+            idle_empty += d.idle_empty;
+            let total = GapCount {
+                count: d.gaps_by_size.iter().map(|g| g.count).sum(),
+                total_ms: d.gaps_by_size.iter().map(|g| g.total_ms).sum(),
+            };
+            gpus.push(GpuReport {
+                gpu: d.gpu,
+                workers: d.workers.clone(),
+                intervals: d.intervals,
+                busy_ms: busy,
+                serial_sum_ms: d.serial,
+                concurrency: (busy > 0).then(|| d.serial as f64 / busy as f64),
+                elapsed_ms: elapsed,
+                busy_ratio: ratio(busy, elapsed),
+                steady_busy_ms: sb,
+                steady_elapsed_ms: se,
+                steady_busy_ratio: ratio(sb, se),
+                idle_gaps_by_size: d
+                    .gaps_by_size
+                    .iter()
+                    .zip(GAP_SIZE_CLASSES)
+                    .map(|(g, (_, l))| GapBucket {
+                        label: l.to_owned(),
+                        count: g.count,
+                        total_ms: g.total_ms,
+                    })
+                    .collect(),
+                idle_cross_sector: d.gaps_cross.clone(),
+                idle_intra_sector: d.gaps_intra.clone(),
+                idle_total: total,
+                idle_with_queue_ms: d.idle_wait,
+                idle_queue_empty_ms: d.idle_empty,
+            });
+        }
+        let (mut span, mut sjobs, mut steady_ms) =
+            (t.steady_span, t.steady_jobs, t.steady_state_ms);
+        if let Some(f) = self.steady.first_completion {
+            let s = self.steady.last_completion - f;
+            steady_ms += s;
+            if self.steady.completions > 1 {
+                span += s;
+                sjobs += self.steady.completions - 1;
+            }
+        }
+        let steady_ratio = ratio(sbusy_all, selapsed_all);
+        let busy_ratio = ratio(busy_all, elapsed_all);
+        let verdict = verdict(Evidence {
+            steady: steady_ratio,
+            whole: busy_ratio,
+            wait: idle_wait,
+            empty: idle_empty,
+            lead: t.tr_lead.quantile(0.5),
+        });
+        let elapsed_events = self
+            .first_t
+            .map(|f| self.now.saturating_sub(f))
+            .unwrap_or(0);
+        Report {
+            schema_version: SCHEMA_VERSION,
+            gpu_workers_per_device: self.cfg.gpu_workers_per_device,
+            lines: LineStats::default(),
+            events: t.stats.clone(),
+            summary: Summary {
+                jobs_seen: t.jobs_seen,
+                jobs_complete: t.jobs_complete,
+                jobs_incomplete: t.jobs_incomplete,
+                complete_by_kind: t
+                    .complete_by_kind
+                    .iter()
+                    .map(|(k, v)| (k.clone(), *v))
+                    .collect(),
+                partitions_done: t.partitions_done,
+                first_event_ms: self.first_t,
+                last_event_ms: self.first_t.map(|_| self.now),
+                cold_start_ms: t.first_cold_start,
+                seconds_per_proof: (sjobs > 0).then(|| span as f64 / sjobs as f64 / 1000.0),
+                steady_state_ms: steady_ms,
+                steady_busy_ratio: steady_ratio,
+                busy_ratio,
+            },
+            verdict,
+            gpus,
+            stages: StageSummaries {
+                synthesis: t.stage[0].summary(),
+                queue: t.stage[1].summary(),
+                lock_wait: t.stage[2].summary(),
+                gpu: t.stage[3].summary(),
+                synth_reported: t.synth_rep.summary(),
+                gpu_reported: t.gpu_rep.summary(),
+            },
+            job_wall: t.job_wall.summary(),
+            transitions_summary: TransitionSummaries {
+                gap: t.tr_gap.summary(),
+                handoff: t.tr_handoff.summary(),
+                synthesis_lead: t.tr_lead.summary(),
+            },
+            idle_gaps: t.idle.summary(),
+            queue: QueueSummary {
+                max_depth: self.gauges.max_queue,
+                mean_depth: if elapsed_events > 0 {
+                    (self.gauges.queue_integral as f64 / elapsed_events as f64 * 100.0).round()
+                        / 100.0
+                } else {
+                    0.0
+                },
+            },
+            jobs: t.job_rows.clone(),
+            jobs_omitted: t.jobs_omitted,
+            transitions: t.tr_rows.clone(),
+            transitions_omitted: t.tr_omitted,
+            incomplete: t.incomplete_rows.clone(),
+        }
+    }
+}
