@@ -41,7 +41,7 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter, SpanLinks};
 use proofline_core::ids::trace_id;
 use proofline_core::report::{JobRecord, JobStatus, PartitionRecord, TransitionRecord};
-use proofline_core::sink::{ExportCounters, Update, UpdateSink};
+use proofline_core::sink::{ExportCounters, SinkError, Update, UpdateSink};
 
 /// Traces the export queue holds before new ones are dropped.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
@@ -183,24 +183,81 @@ pub struct Transitions<'a> {
 #[derive(Debug)]
 pub struct OtlpSink {
     builder: TraceBuilder,
-    tx: SyncSender<Trace>,
+    /// The export queue; `None` once the sink was shut down (the exporter then finishes).
+    tx: Option<SyncSender<Trace>>,
     counters: Arc<ExportCounters>,
+    /// The exporter thread, shared with the handle.
+    export: Arc<ExportThread>,
     parts: HashMap<(u32, Arc<str>), Vec<Arc<PartitionRecord>>>,
     /// Transitions since the last job record (they all come just before one).
     transitions: Vec<Arc<TransitionRecord>>,
     block_when_full: bool,
 }
 
-/// Controls the exporter thread.
+/// Controls the exporter thread. Shutting down either the sink ([`UpdateSink::shutdown`],
+/// which the layer's guard does for every sink) or the handle waits for the same export;
+/// the first to finish waiting keeps the result for the other.
 #[derive(Debug)]
 pub struct OtlpHandle {
+    export: Arc<ExportThread>,
+}
+
+/// The exporter thread and what its shutdown found.
+#[derive(Debug)]
+struct ExportThread {
     counters: Arc<ExportCounters>,
-    done: Receiver<()>,
-    thread: Option<JoinHandle<()>>,
-    result: Option<Result<(), ShutdownError>>,
+    done: Mutex<Receiver<()>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    result: Mutex<Option<Result<(), ShutdownError>>>,
     /// the sink's sender is dropped to close the queue; keep a way to close it if the sink is
     /// still alive (shutdown before the engine finished)
     closer: Arc<Mutex<bool>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl ExportThread {
+    /// Waits until `deadline` at most for the queue to be exported; later calls return the
+    /// first result.
+    fn wait(&self, deadline: Instant) -> Result<(), ShutdownError> {
+        if let Some(r) = &*lock(&self.result) {
+            return r.clone();
+        }
+        let started = Instant::now();
+        let done = lock(&self.done);
+        // a second waiter that got here first already decided
+        if let Some(r) = &*lock(&self.result) {
+            return r.clone();
+        }
+        let result = match done.recv_timeout(deadline.saturating_duration_since(started)) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if let Some(t) = lock(&self.thread).take() {
+                    let _ = t.join();
+                }
+                Ok(())
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                // stop exporting what is left; the thread ends when its current export does
+                *lock(&self.closer) = true;
+                let c = &self.counters;
+                Err(ShutdownError {
+                    waited: started.elapsed(),
+                    queued: c.traces_queued.load(Ordering::Relaxed),
+                    exported: c.spans_exported.load(Ordering::Relaxed),
+                    failed: c.spans_failed.load(Ordering::Relaxed),
+                    dropped: c.traces_dropped.load(Ordering::Relaxed),
+                })
+            }
+        };
+        *lock(&self.result) = Some(result.clone());
+        result
+    }
+
+    fn decided(&self) -> bool {
+        lock(&self.result).is_some()
+    }
 }
 
 /// Starts the exporter thread; returns the sink to add to the layer (or any engine) and the
@@ -234,24 +291,26 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
             let _ = done_tx.send(());
         })
         .map_err(OtlpError::Thread)?;
+    let export = Arc::new(ExportThread {
+        counters: counters.clone(),
+        done: Mutex::new(done_rx),
+        thread: Mutex::new(Some(thread)),
+        result: Mutex::new(None),
+        closer,
+    });
     let sink = OtlpSink {
         builder: TraceBuilder {
             run_key: cfg.run_key,
             epoch_unix_ms: cfg.epoch_unix_ms,
         },
-        tx,
+        tx: Some(tx),
         counters: counters.clone(),
+        export: export.clone(),
         parts: HashMap::new(),
         transitions: Vec::new(),
         block_when_full: cfg.block_when_full,
     };
-    let handle = OtlpHandle {
-        counters,
-        done: done_rx,
-        thread: Some(thread),
-        result: None,
-        closer,
-    };
+    let handle = OtlpHandle { export };
     Ok((sink, handle))
 }
 
@@ -308,14 +367,20 @@ impl UpdateSink for OtlpSink {
                 };
                 let trace = self.builder.trace(&j, &parts, trs);
                 self.counters.traces_queued.fetch_add(1, Ordering::Relaxed);
+                let Some(tx) = &self.tx else {
+                    // shut down: nothing more is exported
+                    self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
+                    self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                    return;
+                };
                 if self.block_when_full {
-                    if self.tx.send(trace).is_err() {
+                    if tx.send(trace).is_err() {
                         self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
                         self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
                     }
                     return;
                 }
-                match self.tx.try_send(trace) {
+                match tx.try_send(trace) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                         self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
@@ -330,53 +395,40 @@ impl UpdateSink for OtlpSink {
             Update::IdleGap(_) | Update::GpuBusy { .. } => {}
         }
     }
+
+    fn wants_partitions(&self) -> bool {
+        true
+    }
+
+    /// Closes the export queue (nothing more is sent) and waits until `deadline` at most for
+    /// what it holds to be exported.
+    fn shutdown(&mut self, deadline: Instant) -> Result<(), SinkError> {
+        self.tx = None;
+        self.export.wait(deadline).map_err(|e| SinkError {
+            sink: "otlp".into(),
+            message: e.to_string(),
+        })
+    }
 }
 
 impl OtlpHandle {
     /// The exporter's counters.
     pub fn counters(&self) -> Arc<ExportCounters> {
-        self.counters.clone()
+        self.export.counters.clone()
     }
 
     /// Waits, at most `timeout`, for the queue to be exported. Call it after the engine has
     /// finished (the layer's guard shut down, or the replay read to its end) and the sink was
-    /// dropped. Safe to call twice: later calls return the first result.
+    /// dropped or shut down. Safe to call twice: later calls return the first result (also
+    /// when the sink's own shutdown waited first).
     pub fn shutdown(&mut self, timeout: Duration) -> Result<(), ShutdownError> {
-        if let Some(r) = &self.result {
-            return r.clone();
-        }
-        let started = Instant::now();
-        let result = match self.done.recv_timeout(timeout) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
-                if let Some(t) = self.thread.take() {
-                    let _ = t.join();
-                }
-                Ok(())
-            }
-            Err(RecvTimeoutError::Timeout) => {
-                // stop exporting what is left; the thread ends when its current export does
-                *self
-                    .closer
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = true;
-                let c = &self.counters;
-                Err(ShutdownError {
-                    waited: started.elapsed(),
-                    queued: c.traces_queued.load(Ordering::Relaxed),
-                    exported: c.spans_exported.load(Ordering::Relaxed),
-                    failed: c.spans_failed.load(Ordering::Relaxed),
-                    dropped: c.traces_dropped.load(Ordering::Relaxed),
-                })
-            }
-        };
-        self.result = Some(result.clone());
-        result
+        self.export.wait(Instant::now() + timeout)
     }
 }
 
 impl Drop for OtlpHandle {
     fn drop(&mut self) {
-        if self.result.is_none() {
+        if !self.export.decided() {
             if let Err(e) = self.shutdown(DEFAULT_SHUTDOWN_TIMEOUT) {
                 eprintln!("proofline: {e}");
             }

@@ -12,12 +12,12 @@
 //! interval of latency.
 
 use std::io::Write;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use proofline_core::sink::{LiveState, TelemetryCounts, Update, UpdateSink};
+use proofline_core::sink::{Fanout, SinkError, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
@@ -29,26 +29,6 @@ use crate::queued::Queued;
 /// Events handled between two ticks at most, so gauges stay fresh under load.
 const MAX_BATCH: usize = 4096;
 
-/// Every sink, fed one update at a time.
-pub(crate) struct Sinks(pub Vec<Box<dyn UpdateSink + Send>>);
-
-impl UpdateSink for Sinks {
-    fn update(&mut self, update: Update) {
-        if let Some((last, rest)) = self.0.split_last_mut() {
-            for s in rest {
-                s.update(update.clone());
-            }
-            last.update(update);
-        }
-    }
-
-    fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
-        for s in &mut self.0 {
-            s.tick(live, counts);
-        }
-    }
-}
-
 pub(crate) struct Worker {
     pub handoff: Arc<Handoff>,
     pub rings: Rings,
@@ -56,13 +36,16 @@ pub(crate) struct Worker {
     pub poll: Duration,
     pub engine: Engine,
     pub out: Option<Box<dyn Write + Send>>,
-    pub sinks: Sinks,
+    pub sinks: Fanout,
+    /// When the sinks must be done delivering, set by the guard before it asks the worker
+    /// to stop (`None`: [`crate::DEFAULT_SHUTDOWN_TIMEOUT`] from then).
+    pub deadline: Arc<Mutex<Option<Instant>>>,
     pub stats: Arc<LayerStats>,
     pub clock: Clock,
     /// The layer's span table, where first-enter events wait to be taken.
     pub spans: Arc<SpanTable>,
     pub tick: Duration,
-    pub done: Sender<Report>,
+    pub done: Sender<(Report, Result<(), SinkError>)>,
     /// Whether the drop warning was printed.
     pub warned: bool,
 }
@@ -115,7 +98,14 @@ impl Worker {
         self.engine.finish(&mut self.sinks);
         self.tick_sinks();
         self.flush();
-        let _ = self.done.send(self.engine.report());
+        self.sinks.flush();
+        let deadline = self
+            .deadline
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(|| Instant::now() + crate::DEFAULT_SHUTDOWN_TIMEOUT);
+        let delivered = self.sinks.shutdown(deadline);
+        let _ = self.done.send((self.engine.report(), delivered));
     }
 
     /// Once, on stderr (not through tracing: this thread's telemetry is off, and the

@@ -568,3 +568,84 @@ fn wake_delivers_what_is_queued_without_waiting_for_the_poll() {
     );
     guard.shutdown(Duration::from_secs(10)).unwrap();
 }
+
+/// A sink that remembers its lifecycle calls and fails its shutdown.
+struct Lifecycle {
+    calls: Arc<Mutex<Vec<String>>>,
+    fail: bool,
+}
+
+impl proofline_core::sink::UpdateSink for Lifecycle {
+    fn update(&mut self, u: proofline_core::sink::Update) {
+        if let proofline_core::sink::Update::Job(j) = u {
+            self.calls.lock().unwrap().push(format!("job {}", j.job_id));
+        }
+    }
+    fn flush(&mut self) {
+        self.calls.lock().unwrap().push("flush".into());
+    }
+    fn shutdown(
+        &mut self,
+        deadline: std::time::Instant,
+    ) -> Result<(), proofline_core::sink::SinkError> {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        self.calls.lock().unwrap().push(format!(
+            "shutdown, deadline {}",
+            if left > Duration::from_secs(3) && left <= Duration::from_secs(7) {
+                "the guard's"
+            } else {
+                "another"
+            }
+        ));
+        if self.fail {
+            return Err(proofline_core::sink::SinkError {
+                sink: "test".into(),
+                message: "3 traces not delivered".into(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn the_guard_flushes_and_shuts_down_every_sink_within_its_deadline() {
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let (layer, mut guard) = TimelineLayer::builder()
+        .no_timeline()
+        .sink(Lifecycle {
+            calls: calls.clone(),
+            fail: false,
+        })
+        .sink(Lifecycle {
+            calls: calls.clone(),
+            fail: true,
+        })
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        tracing::info!(target: "timeline", event = "SYNTH_START", job_id = "w-1", kind = "winning-post");
+        tracing::info!(target: "timeline", event = "GPU_END", job_id = "w-1", worker = 0u32, gpu_ms = 5u64);
+    });
+    let err = guard
+        .shutdown(Duration::from_secs(7))
+        .expect_err("the second sink fails its shutdown");
+    assert!(
+        matches!(&err, proofline::ShutdownError::Sink(e) if e.sink == "test"),
+        "{err}"
+    );
+    let calls = calls.lock().unwrap().clone();
+    // each sink saw the job, then a flush, then its shutdown with the guard's deadline
+    assert_eq!(
+        calls,
+        [
+            "job w-1",
+            "job w-1",
+            "flush",
+            "flush",
+            "shutdown, deadline the guard's",
+            "shutdown, deadline the guard's"
+        ]
+    );
+    // later calls keep the first result
+    assert!(guard.shutdown(Duration::from_secs(1)).is_err());
+}

@@ -1,0 +1,254 @@
+//! The builder: every setting of the layer, its worker and its engine, with its default.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use proofline_core::sink::{Fanout, UpdateSink};
+use proofline_core::{Engine, EngineConfig, EventKind};
+
+use crate::layer::{
+    CallsiteSet, Edge, LayerConfig, LayerStats, SpanRule, SpanTable, TimelineLayer,
+};
+use crate::worker::Worker;
+use crate::{
+    DEFAULT_CHANNEL_CAPACITY, DEFAULT_EVENT_TARGET, DEFAULT_LIVE_REORDER_WINDOW_MS,
+    DEFAULT_POLL_INTERVAL, FieldNames, TimelineGuard, clock, handoff,
+};
+
+/// Where TIMELINE lines go.
+enum Output {
+    Stderr,
+    Writer(Box<dyn Write + Send>),
+    Discard,
+}
+
+impl std::fmt::Debug for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Output::Stderr => "Stderr",
+            Output::Writer(_) => "Writer",
+            Output::Discard => "Discard",
+        })
+    }
+}
+
+/// Builds a [`TimelineLayer`] and its [`TimelineGuard`]. Every setting has a documented
+/// default; setters take and return the builder by value.
+pub struct Builder {
+    rules: Vec<SpanRule>,
+    fields: FieldNames,
+    event_target: String,
+    gpu_queue_on_synth_end: bool,
+    engine: EngineConfig,
+    channel_capacity: usize,
+    output: Output,
+    sinks: Fanout,
+    tick: Duration,
+    poll: Duration,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("rules", &self.rules)
+            .field("fields", &self.fields)
+            .field("event_target", &self.event_target)
+            .field("channel_capacity", &self.channel_capacity)
+            .field("output", &self.output)
+            .field("sinks", &self.sinks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder {
+            rules: SpanRule::cuzk_defaults(),
+            fields: FieldNames::default(),
+            event_target: DEFAULT_EVENT_TARGET.to_owned(),
+            gpu_queue_on_synth_end: true,
+            engine: EngineConfig {
+                reorder_window_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
+                completion_grace_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
+                ..EngineConfig::default()
+            },
+            channel_capacity: DEFAULT_CHANNEL_CAPACITY,
+            output: Output::Stderr,
+            sinks: Fanout::new(),
+            tick: Duration::from_secs(1),
+            poll: DEFAULT_POLL_INTERVAL,
+        }
+    }
+}
+
+impl TimelineLayer {
+    /// A builder with cuzk's defaults: its span names, TIMELINE lines to stderr, two GPU
+    /// workers per device, a queue of [`DEFAULT_CHANNEL_CAPACITY`] events.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+}
+
+impl Builder {
+    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk).
+    pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
+        self.engine.gpu_workers_per_device = n.max(1);
+        self
+    }
+
+    /// Adds a mapping from a span edge to a TIMELINE event.
+    pub fn map(mut self, span: impl Into<String>, event: EventKind, edge: Edge) -> Self {
+        self.rules.push(SpanRule::new(span, event, edge));
+        self
+    }
+
+    /// Forgets every mapping, cuzk's defaults included (then add your own with [`Builder::map`]).
+    pub fn clear_mappings(mut self) -> Self {
+        self.rules.clear();
+        self
+    }
+
+    /// The names of the fields looked up on spans and their ancestors.
+    pub fn field_names(mut self, names: FieldNames) -> Self {
+        self.fields = names;
+        self
+    }
+
+    /// The target of events read as TIMELINE events (default `timeline`).
+    pub fn event_target(mut self, target: impl Into<String>) -> Self {
+        self.event_target = target.into();
+        self
+    }
+
+    /// Emit GPU_QUEUE at the instant of SYNTH_END (default true). Turn it off when the
+    /// prover emits its own GPU_QUEUE `timeline` events.
+    pub fn gpu_queue_on_synth_end(mut self, on: bool) -> Self {
+        self.gpu_queue_on_synth_end = on;
+        self
+    }
+
+    /// Entries each prover thread's queue holds before new ones are dropped (default 4 096:
+    /// 256 KiB for each thread that emits events). The worker empties the queues every poll
+    /// interval, so a thread would have to emit this many within one to lose any.
+    pub fn channel_capacity(mut self, n: usize) -> Self {
+        self.channel_capacity = n.max(1);
+        self
+    }
+
+    /// The live engine's settings (the reorder window defaults to 1 s here).
+    pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
+        self.engine = cfg;
+        self
+    }
+
+    /// TIMELINE lines to stderr, as cuzk prints them (the default).
+    pub fn timeline_to_stderr(mut self) -> Self {
+        self.output = Output::Stderr;
+        self
+    }
+
+    /// TIMELINE lines to any writer (written by the worker thread, flushed after each batch).
+    pub fn timeline_to_writer(mut self, w: impl Write + Send + 'static) -> Self {
+        self.output = Output::Writer(Box::new(w));
+        self
+    }
+
+    /// TIMELINE lines appended to a file.
+    pub fn timeline_to_file(self, path: impl AsRef<Path>) -> io::Result<Self> {
+        let path = path.as_ref();
+        let f = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(self.timeline_to_writer(io::BufWriter::new(f)))
+    }
+
+    /// No TIMELINE lines (the engine and the sinks still run).
+    pub fn no_timeline(mut self) -> Self {
+        self.output = Output::Discard;
+        self
+    }
+
+    /// A receiver of the engine's updates (an exporter). Sinks run on the worker thread.
+    pub fn sink(mut self, sink: impl UpdateSink + Send + 'static) -> Self {
+        self.sinks.push(sink);
+        self
+    }
+
+    /// How often the worker ticks the engine and the sinks when idle (default 1 s).
+    pub fn tick(mut self, every: Duration) -> Self {
+        self.tick = every.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How long the worker sleeps when the queue is empty (default 5 ms).
+    pub fn poll_interval(mut self, every: Duration) -> Self {
+        self.poll = every.max(Duration::from_micros(100));
+        self
+    }
+
+    /// Starts the worker thread and returns the layer and the guard that shuts it down.
+    ///
+    /// # Panics
+    /// If the OS cannot start a thread.
+    pub fn build(self) -> (TimelineLayer, TimelineGuard) {
+        let cfg = Arc::new(LayerConfig {
+            rules: self.rules,
+            fields: self.fields,
+            event_target: self.event_target,
+            gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
+        });
+        let handoff = Arc::new(handoff::Handoff::new(self.channel_capacity));
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let (done_tx, done_rx) = mpsc::channel();
+        let deadline = Arc::new(std::sync::Mutex::new(None));
+        let stats = Arc::new(LayerStats::default());
+        let clock = clock::Clock::start();
+        let spans = Arc::new(SpanTable::new());
+        let out: Option<Box<dyn Write + Send>> = match self.output {
+            Output::Stderr => Some(Box::new(io::stderr())),
+            Output::Writer(w) => Some(w),
+            Output::Discard => None,
+        };
+        let worker = Worker {
+            handoff: handoff.clone(),
+            rings: handoff::Rings::default(),
+            shutdown: shutdown.clone(),
+            poll: self.poll,
+            engine: Engine::new(self.engine),
+            out,
+            sinks: self.sinks,
+            deadline: deadline.clone(),
+            stats: stats.clone(),
+            clock: clock.clone(),
+            spans: spans.clone(),
+            tick: self.tick,
+            done: done_tx,
+            warned: false,
+        };
+        let handle = std::thread::Builder::new()
+            .name("proofline-worker".into())
+            .spawn(move || worker.run())
+            .expect("failed to start the proofline-worker thread");
+        let layer = TimelineLayer {
+            cfg,
+            handoff,
+            closed: shutdown.clone(),
+            stats: stats.clone(),
+            clock,
+            callsites: CallsiteSet::new(),
+            spans,
+        };
+        let guard = TimelineGuard {
+            shutdown,
+            done: done_rx,
+            handle: Some(handle),
+            result: None,
+            stats,
+            deadline,
+        };
+        (layer, guard)
+    }
+}

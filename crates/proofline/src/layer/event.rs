@@ -1,0 +1,136 @@
+//! What an event carries: the one place that decides the fields of an event built from a
+//! span edge or read from a `timeline` event.
+
+use std::sync::atomic::Ordering;
+
+use proofline_core::{EventKind, EventRef, TimelineEvent};
+use tracing::field::{Field, Visit};
+
+use super::stats::*;
+use crate::clock::{Clock, Raw};
+use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
+use crate::queued::Queued;
+
+/// The queue entry of a span edge's event (`Queued::span_edge`); a span without a job id
+/// emits nothing, and is counted.
+pub(crate) fn edge(
+    clock: &Clock,
+    stats: &LayerStats,
+    kind: EventKind,
+    f: &SpanFields,
+    at: Raw,
+    ms: Option<u64>,
+    then_queue: bool,
+) -> Option<Queued> {
+    let q = Queued::span_edge(f, kind, clock.offset_ms(at), ms, then_queue);
+    if q.is_none() {
+        stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
+    }
+    q
+}
+
+/// Builds the event the way cuzk prints it for this edge, its strings borrowed from the
+/// fields: what `Queued::span_edge` puts in an entry (a test holds them equal). `None`
+/// without a job id.
+pub(crate) fn span_event(
+    kind: EventKind,
+    f: &SpanFields,
+    offset_ms: u64,
+    ms: Option<u64>,
+) -> Option<EventRef<'_>> {
+    let mut ev = TimelineEvent::new(offset_ms, kind, f.job_id()?);
+    ev.partition = f.partition;
+    if kind.is_gpu() {
+        ev.worker = f.worker;
+        ev.gpu = f.gpu;
+    }
+    match kind {
+        EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind(),
+        EventKind::SynthEnd => ev.synth_ms = ms,
+        EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
+        EventKind::GpuEnd => ev.gpu_ms = ms,
+        _ => {}
+    }
+    Some(ev)
+}
+
+/// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
+pub(crate) struct TimelineVisitor<'a> {
+    pub(crate) names: &'a FieldNames,
+    pub(crate) fields: SpanFields,
+    pub(crate) ev: Option<EventKind>,
+    pub(crate) detail: Option<String>,
+    pub(crate) synth_ms: Option<u64>,
+    pub(crate) gpu_ms: Option<u64>,
+}
+
+impl TimelineVisitor<'_> {
+    pub(crate) fn set_ms(&mut self, name: &str, v: u64) -> bool {
+        match name {
+            "synth_ms" => self.synth_ms = Some(v),
+            "gpu_ms" => self.gpu_ms = Some(v),
+            _ => return false,
+        }
+        true
+    }
+
+    pub(crate) fn field_str(&mut self, field: &Field, s: &str) {
+        match field.name() {
+            "event" => self.ev = EventKind::from_name(s),
+            "detail" => self.detail = Some(s.to_owned()),
+            "message" => {}
+            name => {
+                if let Some(v) = parse_index(s).map(u64::from) {
+                    if self.set_ms(name, v) {
+                        return;
+                    }
+                }
+                let mut fv = FieldVisitor {
+                    names: self.names,
+                    slots: None,
+                    out: &mut self.fields,
+                };
+                fv.record_str(field, s);
+            }
+        }
+    }
+}
+
+impl Visit for TimelineVisitor<'_> {
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if !self.set_ms(field.name(), value) {
+            FieldVisitor {
+                names: self.names,
+                slots: None,
+                out: &mut self.fields,
+            }
+            .record_u64(field, value);
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        if let Ok(v) = u64::try_from(value) {
+            self.record_u64(field, v);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.field_str(field, value);
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        use std::fmt::Write as _;
+        let mut s = StackStr::new();
+        let owned;
+        let text = if write!(s, "{value:?}").is_ok() && s.as_str().is_some() {
+            s.as_str().unwrap_or_default()
+        } else {
+            owned = format!("{value:?}");
+            &owned
+        };
+        let text = text.trim_matches('"');
+        self.field_str(field, text);
+    }
+}

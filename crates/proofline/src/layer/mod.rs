@@ -1,0 +1,347 @@
+//! The `tracing` layer: span edges in, TIMELINE events onto each thread's bounded ring.
+//!
+//! Everything here runs on the prover's threads, so it does no I/O, takes no lock an
+//! exporter can hold (only the short locks of its own per-span table, which the worker also
+//! takes, briefly, once a poll), reads the clock only at mapped edges, and pushes onto the
+//! thread's own bounded ring (`handoff`) without waking anyone: a full ring drops and counts.
+//!
+//! A span's first-enter event (SYNTH_START, GPU_START) waits in the span's state: the worker
+//! takes it from the table at its next poll, or the close sends it in the same queue entry
+//! as the end event. So a span costs one queue entry, and its start is written as promptly
+//! as a queued event.
+//!
+//! Interest is decided once per callsite (`register_callsite`) into a lock-free set of
+//! callsite addresses, so a span the layer does not map costs one probe of that set when it
+//! is created and one atomic load when it is entered and closed. The layer never filters
+//! spans for the other layers.
+
+mod callsites;
+mod event;
+mod rules;
+mod spans;
+mod stats;
+
+pub(crate) use callsites::CallsiteSet;
+#[cfg(test)]
+pub(crate) use event::span_event;
+pub(crate) use rules::LayerConfig;
+pub use rules::{Edge, SpanRule};
+pub(crate) use spans::SpanTable;
+pub use stats::{LayerStats, StatsSnapshot};
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use proofline_core::{EventKind, codec};
+use tracing::span;
+use tracing::subscriber::Interest;
+use tracing::{Metadata, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+use tracing_subscriber::registry::LookupSpan;
+
+use crate::clock::{Clock, Raw};
+use crate::fields::{FieldVisitor, SpanFields};
+use crate::handoff::Handoff;
+use crate::queued::Queued;
+use callsites::*;
+use event::*;
+use rules::*;
+use spans::*;
+
+/// The layer. Build it with [`crate::TimelineLayer::builder`].
+#[derive(Debug)]
+pub struct TimelineLayer {
+    pub(crate) cfg: Arc<LayerConfig>,
+    pub(crate) handoff: Arc<Handoff>,
+    pub(crate) closed: Arc<AtomicBool>,
+    pub(crate) stats: Arc<LayerStats>,
+    pub(crate) clock: Clock,
+    pub(crate) callsites: CallsiteSet,
+    pub(crate) spans: Arc<SpanTable>,
+}
+
+impl TimelineLayer {
+    /// Whether the layer wants the callsite, and where its info is (`None` for a wanted
+    /// callsite the full set could not take).
+    fn wants(&self, meta: &'static Metadata<'static>) -> Option<Option<u32>> {
+        let known = match self.callsites.find(meta) {
+            Known::Missing => self.callsites.classify(meta, &self.cfg),
+            known => known,
+        };
+        match known {
+            Known::Wanted(at) => Some(Some(at)),
+            Known::Unwanted => None,
+            Known::Missing => self.cfg.interesting(meta).then_some(None),
+        }
+    }
+
+    /// Hands the entry to the worker, or drops and counts it (the worker warns, once).
+    #[inline(always)]
+    fn send(&self, q: Queued) {
+        self.send_with(q.events(), move || q);
+    }
+
+    /// [`TimelineLayer::send`] for the entry (of `events` events) that `build` makes,
+    /// straight into the ring's slot; not built at all when it would be dropped.
+    #[inline(always)]
+    fn send_with(&self, events: u64, build: impl FnOnce() -> Queued) {
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
+        if !pushed {
+            self.stats.dropped.fetch_add(events, Ordering::Relaxed);
+        }
+    }
+
+    fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
+        if mask == 0 {
+            return;
+        }
+        for kind in EventKind::ALL {
+            if mask & (1 << kind.index()) == 0 {
+                continue;
+            }
+            let then_queue = self.then_queue(kind, mask);
+            if let Some(q) = edge(&self.clock, &self.stats, kind, f, at, ms, then_queue) {
+                self.send(q);
+            }
+        }
+    }
+
+    /// Whether a GPU_QUEUE goes with this event of an edge's `mask` (cuzk writes one at
+    /// SYNTH_END), unless the mask maps GPU_QUEUE itself.
+    fn then_queue(&self, kind: EventKind, mask: u8) -> bool {
+        kind == EventKind::SynthEnd
+            && self.cfg.gpu_queue_on_synth_end
+            && mask & (1 << EventKind::GpuQueue.index()) == 0
+    }
+}
+
+impl TimelineLayer {
+    /// Fills what `fields` lack from the nearest ancestor that carries fields (its own
+    /// merged with what it inherited). The parent is looked up in the layer's table; the
+    /// registry is walked only when the parent is not one of the layer's spans.
+    fn inherit<S>(
+        &self,
+        attrs: &span::Attributes<'_>,
+        ctx: &Context<'_, S>,
+        fields: &mut SpanFields,
+    ) where
+        S: Subscriber + for<'a> LookupSpan<'a>,
+    {
+        let parent = if let Some(p) = attrs.parent() {
+            p.clone()
+        } else if attrs.is_contextual() {
+            match ctx.current_span().id() {
+                Some(p) => p.clone(),
+                None => return,
+            }
+        } else {
+            return;
+        };
+        if self.inherit_from(&parent, fields) {
+            return;
+        }
+        let Some(span) = ctx.span(&parent) else {
+            return;
+        };
+        // the parent itself was looked up above
+        for ancestor in span.scope().skip(1) {
+            if self.inherit_from(&ancestor.id(), fields) {
+                return;
+            }
+        }
+    }
+
+    /// Fills what `fields` lack from the span's, in place, if it is one of the layer's
+    /// spans; `false` if it is not.
+    fn inherit_from(&self, id: &span::Id, fields: &mut SpanFields) -> bool {
+        self.spans
+            .with(id, |st| fields.inherit(&st.fields))
+            .is_some()
+    }
+}
+
+impl TimelineLayer {
+    /// A span's close edge, its state already out of the table.
+    fn close(&self, st: &SpanState) {
+        let mask = st.rules[Edge::Close.index()];
+        let panicking = mask != 0 && std::thread::panicking();
+        if mask == 0 || panicking {
+            // it did start: a start still waiting goes out alone
+            self.send_pending_start(st);
+            if panicking {
+                // the work did not finish: no end edge (the job shows as incomplete)
+                self.stats.aborted.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let has_start = st.rules[Edge::FirstEnter.index()] != 0;
+        let Some(first) = st.first_enter else {
+            if has_start {
+                return; // never entered: it never ran, so it neither started nor ended
+            }
+            self.emit_mask(mask, &st.fields, self.clock.now(), None);
+            return;
+        };
+        let at = self.clock.now();
+        let ms = self.clock.ms_between(first, at);
+        // the usual span, start still waiting: its start and end (and a GPU_QUEUE) in one
+        // entry (without a job id, the general path below counts what is missing)
+        if st.start_pending {
+            if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
+                let start = (start, self.clock.offset_ms(first));
+                let end = (end, self.clock.offset_ms(at));
+                if let Some(pair) = Queued::pair_of(&st.fields, start, end) {
+                    let then_queue = self.then_queue(end.0, mask);
+                    // built straight into the ring's slot: built first and then copied,
+                    // the copy stalled on the entry's narrow stores (BENCHMARKS.md)
+                    self.send_with(2 + u64::from(then_queue), || {
+                        Queued::span_pair(pair, Some(ms), then_queue)
+                    });
+                    return;
+                }
+            }
+        }
+        self.send_pending_start(st);
+        self.emit_mask(mask, &st.fields, at, Some(ms));
+    }
+
+    /// Sends a span's first-enter event if it is still waiting in its state.
+    fn send_pending_start(&self, st: &SpanState) {
+        if let Some(q) = st.pending_start(&self.clock, &self.stats) {
+            self.send(q);
+        }
+    }
+}
+
+impl<S> Layer<S> for TimelineLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
+        self.callsites.classify(meta, &self.cfg);
+        // never filter for the other layers: a prover's fmt layer decides for itself
+        Interest::always()
+    }
+
+    fn on_new_span(&self, attrs: &span::Attributes<'_>, id: &span::Id, ctx: Context<'_, S>) {
+        let Some(callsite) = self.wants(attrs.metadata()) else {
+            return;
+        };
+        let info = callsite.and_then(|at| self.callsites.info(at));
+        let mut state = SpanState {
+            fields: SpanFields::default(),
+            callsite,
+            rules: match info {
+                Some(i) => i.rules,
+                None => self.cfg.rules_for(attrs.metadata().name()),
+            },
+            first_enter: None,
+            start_pending: false,
+        };
+        attrs.record(&mut FieldVisitor {
+            names: &self.cfg.fields,
+            slots: info.map(|i| &*i.slots),
+            out: &mut state.fields,
+        });
+        if !state.fields.complete() {
+            self.inherit(attrs, &ctx, &mut state.fields);
+        }
+        let created = state.rules[Edge::Created.index()];
+        if created != 0 {
+            self.emit_mask(created, &state.fields, self.clock.now(), None);
+        }
+        self.spans.insert(id, state);
+    }
+
+    fn on_record(&self, id: &span::Id, values: &span::Record<'_>, _ctx: Context<'_, S>) {
+        self.spans.with(id, |st| {
+            let info = st.callsite.and_then(|at| self.callsites.info(at));
+            values.record(&mut FieldVisitor {
+                names: &self.cfg.fields,
+                slots: info.map(|i| &*i.slots),
+                out: &mut st.fields,
+            })
+        });
+    }
+
+    fn on_enter(&self, id: &span::Id, _ctx: Context<'_, S>) {
+        // A single first-enter event (SYNTH_START, GPU_START) stays in the span's state: the
+        // worker takes it from the table at its next poll, or the close sends it with the
+        // end event in one queue entry, whichever comes first. Either way it is written within
+        // a poll interval, as an event through the queue is, and most spans push one entry
+        // instead of two. Other masks are pushed now (under the shard lock: the push never
+        // waits, and it saves copying the fields out).
+        self.spans.with(id, |st| {
+            let (enter, close) = (
+                st.rules[Edge::FirstEnter.index()],
+                st.rules[Edge::Close.index()],
+            );
+            if st.first_enter.is_some() || (enter == 0 && close == 0) {
+                return;
+            }
+            let at = self.clock.now();
+            st.first_enter = Some(at);
+            // (after shutdown it goes to the queue, which counts it as dropped)
+            if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
+                st.start_pending = true;
+            } else {
+                self.emit_mask(enter, &st.fields, at, None);
+            }
+        });
+    }
+
+    fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
+        if let Some(st) = self.spans.remove(&id) {
+            self.close(&st);
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if self.wants(event.metadata()).is_none() {
+            return;
+        }
+        let at = self.clock.now();
+        let mut v = TimelineVisitor {
+            names: &self.cfg.fields,
+            fields: SpanFields::default(),
+            ev: None,
+            detail: None,
+            synth_ms: None,
+            gpu_ms: None,
+        };
+        event.record(&mut v);
+        let Some(kind) = v.ev else { return };
+        let mut f = v.fields;
+        if !f.complete() {
+            if let Some(mut scope) = ctx.event_scope(event) {
+                // the nearest of the layer's spans
+                scope.any(|span| self.inherit_from(&span.id(), &mut f));
+            }
+        }
+        let Some(mut ev) = span_event(kind, &f, self.clock.offset_ms(at), None) else {
+            self.stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        // (outlives `ev`, which may borrow its proof kind)
+        let line;
+        if let Some(d) = v.detail {
+            // a `detail` string in TIMELINE form: its pairs win
+            line = format!("TIMELINE,0,{kind},j,{d}");
+            if let Ok(Some(p)) = codec::parse_line(&line) {
+                ev.partition = p.partition.or(ev.partition);
+                ev.worker = p.worker.or(ev.worker);
+                ev.gpu = p.gpu.or(ev.gpu);
+                ev.synth_ms = p.synth_ms;
+                ev.gpu_ms = p.gpu_ms;
+                ev.monolithic = p.monolithic;
+                if let Some(k) = p.proof_kind {
+                    ev.proof_kind = Some(k);
+                }
+            }
+        } else {
+            ev.synth_ms = v.synth_ms;
+            ev.gpu_ms = v.gpu_ms;
+        }
+        self.send(Queued::new(&ev, false));
+    }
+}

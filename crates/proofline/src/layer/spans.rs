@@ -1,0 +1,161 @@
+//! The layer's span table: per-span state, by span id, in shards.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use proofline_core::EventKind;
+use rustc_hash::FxHashMap as HashMap;
+use tracing::span;
+
+use super::event::*;
+use super::rules::*;
+use super::stats::*;
+use crate::clock::{Clock, Raw};
+use crate::fields::SpanFields;
+use crate::queued::Queued;
+
+/// The layer's per-span state, by span id, in shards of its own: a span's edges cost a
+/// short uncontended lock here instead of a registry lookup plus its extension map (the
+/// extension map's boxed insert and remove were a third of a mapped span's cost).
+///
+/// Beside the shards, a count of the table's spans by span id modulo [`SpanTable::LIVE`]:
+/// a zero says "not one of ours" with one load, so that the enter and close of a span the
+/// layer does not map touch no lock. Every id counted in one slot lives in one shard (the
+/// slot count is a multiple of the shard count), so the counts change under that shard's
+/// lock, with plain stores.
+#[derive(Debug)]
+pub(crate) struct SpanTable {
+    pub(crate) shards: Box<[Shard]>,
+    pub(crate) live: Box<[AtomicU32]>,
+}
+
+impl SpanTable {
+    pub(crate) const SHARDS: usize = 64;
+    pub(crate) const LIVE: usize = 4096;
+
+    pub fn new() -> Self {
+        SpanTable {
+            shards: (0..Self::SHARDS)
+                .map(|_| Shard(Mutex::new(HashMap::default())))
+                .collect(),
+            live: (0..Self::LIVE).map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    pub(crate) fn shard(
+        &self,
+        id: &span::Id,
+    ) -> std::sync::MutexGuard<'_, HashMap<u64, SpanState>> {
+        self.shards[id.into_u64() as usize % Self::SHARDS]
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    #[inline]
+    pub(crate) fn live(&self, id: &span::Id) -> &AtomicU32 {
+        &self.live[id.into_u64() as usize % Self::LIVE]
+    }
+
+    /// Whether the span may be in the table: `false` means it is not (one atomic load).
+    #[inline]
+    pub(crate) fn maybe(&self, id: &span::Id) -> bool {
+        self.live(id).load(Ordering::Relaxed) != 0
+    }
+
+    pub(crate) fn insert(&self, id: &span::Id, st: SpanState) {
+        let mut shard = self.shard(id);
+        if shard.insert(id.into_u64(), st).is_none() {
+            // under the shard's lock: no other thread changes this count now
+            let n = self.live(id);
+            n.store(n.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// Runs `f` on the span's state, if the span is in the table.
+    #[inline]
+    pub(crate) fn with<R>(&self, id: &span::Id, f: impl FnOnce(&mut SpanState) -> R) -> Option<R> {
+        if !self.maybe(id) {
+            return None;
+        }
+        self.shard(id).get_mut(&id.into_u64()).map(f)
+    }
+
+    /// Takes the span's state out of the table, if the span is in it.
+    #[inline]
+    pub(crate) fn remove(&self, id: &span::Id) -> Option<SpanState> {
+        if !self.maybe(id) {
+            return None;
+        }
+        let mut shard = self.shard(id);
+        let st = shard.remove(&id.into_u64())?;
+        // under the shard's lock: no other thread changes this count now
+        let n = self.live(id);
+        n.store(n.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
+        Some(st)
+    }
+
+    /// Takes the first-enter events still waiting in the table (spans entered and not yet
+    /// closed); each shard is locked only to copy its events out.
+    pub fn take_starts(&self, clock: &Clock, stats: &LayerStats, out: &mut Vec<Queued>) {
+        for shard in &self.shards {
+            let mut shard = shard
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // written only where a start waits: the prover's lines stay clean
+            for st in shard.values_mut().filter(|st| st.start_pending) {
+                out.extend(st.pending_start(clock, stats));
+                st.start_pending = false;
+            }
+        }
+    }
+}
+
+const _: () = assert!(SpanTable::LIVE % SpanTable::SHARDS == 0);
+
+/// One shard, on a cache line of its own: the worker locks every shard at each poll, and
+/// must not take the line of a shard a prover thread is using along with its own.
+#[derive(Debug)]
+#[repr(align(64))]
+pub(crate) struct Shard(Mutex<HashMap<u64, SpanState>>);
+
+/// Per-span state, kept in the layer's span table.
+#[derive(Debug)]
+pub(crate) struct SpanState {
+    /// The span's fields: its own, and what its nearest mapped-or-field-carrying ancestor
+    /// knew when it was created for those it lacks (`record` updates its own).
+    pub(crate) fields: SpanFields,
+    /// Where the info of its callsite is.
+    pub(crate) callsite: Option<u32>,
+    pub(crate) rules: RuleMask,
+    pub(crate) first_enter: Option<Raw>,
+    /// The first enter's event is not sent yet: the worker's next look at the table, or
+    /// the close if it comes first, sends it (see `on_enter`).
+    pub(crate) start_pending: bool,
+}
+
+impl SpanState {
+    /// The one event the first enter emits, when it emits exactly one (the common case:
+    /// SYNTH_START, GPU_START), which can wait in the table for the worker.
+    pub(crate) fn single_start(&self) -> Option<EventKind> {
+        only_kind(self.rules[Edge::FirstEnter.index()])
+    }
+
+    /// The queue entry of the first-enter event, if it is still waiting.
+    pub(crate) fn pending_start(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
+        if !self.start_pending {
+            return None;
+        }
+        let kind = self.single_start()?;
+        edge(
+            clock,
+            stats,
+            kind,
+            &self.fields,
+            self.first_enter?,
+            None,
+            false,
+        )
+    }
+}

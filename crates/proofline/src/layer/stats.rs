@@ -1,0 +1,48 @@
+//! The layer's own counters.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters shared by the layer, its worker and its guard.
+#[derive(Debug, Default)]
+pub struct LayerStats {
+    /// Events the worker took in: off the queue, or (first-enter events) from the span
+    /// table. Counted by the worker, once per batch, so the prover's threads pay no shared
+    /// counter for an event that fits.
+    pub received: AtomicU64,
+    /// Events dropped because the queue was full (or the worker had stopped).
+    pub dropped: AtomicU64,
+    /// TIMELINE lines written.
+    pub written: AtomicU64,
+    /// Close edges not emitted because the span closed while its thread panicked.
+    pub aborted: AtomicU64,
+    /// Events not emitted because no job id was found on the span or its ancestors.
+    pub missing_job_id: AtomicU64,
+}
+
+/// A snapshot of [`LayerStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    /// Events the worker took off the queue.
+    pub received: u64,
+    /// Events dropped because the queue was full (or the worker had stopped).
+    pub dropped: u64,
+    /// TIMELINE lines written.
+    pub written: u64,
+    /// Close edges not emitted because the span closed while its thread panicked.
+    pub aborted: u64,
+    /// Events not emitted for want of a job id.
+    pub missing_job_id: u64,
+}
+
+impl LayerStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> StatsSnapshot {
+        StatsSnapshot {
+            received: self.received.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            written: self.written.load(Ordering::Relaxed),
+            aborted: self.aborted.load(Ordering::Relaxed),
+            missing_job_id: self.missing_job_id.load(Ordering::Relaxed),
+        }
+    }
+}
