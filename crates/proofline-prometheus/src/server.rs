@@ -150,3 +150,15 @@ async fn handle(
         ),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_endpoint_listens_on_loopback_unless_told_otherwise() {
+        let addr: std::net::SocketAddr = DEFAULT_ADDR.parse().unwrap();
+        assert!(addr.ip().is_loopback());
+        assert_eq!(addr.port(), 9464);
+    }
+}

@@ -1,0 +1,220 @@
+//! The metric set: every proofline metric, its buckets, HELP text and registration.
+
+use std::sync::Arc;
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::labels::*;
+
+pub(crate) const GAP_BUCKETS: [f64; 13] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+];
+pub(crate) const SIGNED_BUCKETS: [f64; 17] = [
+    -60.0, -30.0, -10.0, -5.0, -2.0, -1.0, -0.5, -0.1, 0.0, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
+    60.0,
+];
+pub(crate) const STAGE_BUCKETS: [f64; 15] = [
+    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0,
+];
+pub(crate) const SECTOR_BUCKETS: [f64; 12] = [
+    5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
+];
+pub(crate) const COLD_BUCKETS: [f64; 10] =
+    [1.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0];
+
+pub(crate) fn gap_hist() -> HistogramWithExemplars<TraceL> {
+    HistogramWithExemplars::new(GAP_BUCKETS.into_iter())
+}
+pub(crate) fn signed_hist() -> HistogramWithExemplars<TraceL> {
+    HistogramWithExemplars::new(SIGNED_BUCKETS.into_iter())
+}
+pub(crate) fn sector_hist() -> HistogramWithExemplars<TraceL> {
+    HistogramWithExemplars::new(SECTOR_BUCKETS.into_iter())
+}
+pub(crate) fn stage_hist() -> Histogram {
+    Histogram::new(STAGE_BUCKETS)
+}
+
+/// Every proofline metric, registered in one registry.
+#[derive(Debug)]
+pub struct Metrics {
+    pub(crate) registry: Registry,
+    pub(crate) gpu_busy_seconds: Family<GpuL, FloatCounter>,
+    pub(crate) gpu_busy_ratio: Family<GpuL, FloatGauge>,
+    pub(crate) gpu_idle_seconds: Family<GpuL, FloatGauge>,
+    pub(crate) idle_gap: ExHist<GapL>,
+    pub(crate) transition_gap: ExHist<GpuL>,
+    pub(crate) synthesis_lead: ExHist<GpuL>,
+    pub(crate) stage: PlainHist<StageKindL>,
+    pub(crate) sector: ExHist<KindL>,
+    pub(crate) proofs_completed: Family<KindL, Counter>,
+    pub(crate) seconds_per_proof: FloatGauge,
+    pub(crate) cold_start: FloatGauge,
+    pub(crate) cold_starts: Histogram,
+    pub(crate) queue_depth: Gauge,
+    pub(crate) in_flight: Family<StageL, Gauge>,
+    pub(crate) jobs_in_flight: Gauge,
+    pub(crate) jobs_incomplete: Family<ReasonL, Counter>,
+    pub(crate) events_dropped: Counter,
+    pub(crate) malformed_lines: Counter,
+    pub(crate) otlp_traces_dropped: Counter,
+    pub(crate) otlp_spans_exported: Counter,
+    pub(crate) otlp_spans_failed: Counter,
+    pub(crate) otlp_links_unplaced: Counter,
+    pub(crate) folded: Family<LabelL, Counter>,
+}
+
+impl Metrics {
+    /// A registry with every metric, all at zero.
+    pub fn new() -> Arc<Metrics> {
+        let mut r = Registry::default();
+        let m = Metrics {
+            gpu_busy_seconds: Family::default(),
+            gpu_busy_ratio: Family::default(),
+            gpu_idle_seconds: Family::default(),
+            idle_gap: Family::new_with_constructor(gap_hist),
+            transition_gap: Family::new_with_constructor(signed_hist),
+            synthesis_lead: Family::new_with_constructor(signed_hist),
+            stage: Family::new_with_constructor(stage_hist),
+            sector: Family::new_with_constructor(sector_hist),
+            proofs_completed: Family::default(),
+            seconds_per_proof: FloatGauge::default(),
+            cold_start: FloatGauge::default(),
+            cold_starts: Histogram::new(COLD_BUCKETS),
+            queue_depth: Gauge::default(),
+            in_flight: Family::default(),
+            jobs_in_flight: Gauge::default(),
+            jobs_incomplete: Family::default(),
+            events_dropped: Counter::default(),
+            malformed_lines: Counter::default(),
+            otlp_traces_dropped: Counter::default(),
+            otlp_spans_exported: Counter::default(),
+            otlp_spans_failed: Counter::default(),
+            otlp_links_unplaced: Counter::default(),
+            folded: Family::default(),
+            registry: Registry::default(),
+        };
+        r.register(
+            "proofline_gpu_busy_seconds",
+            "Time a GPU had at least one worker between GPU_START and GPU_END (union of the workers' intervals, never their sum)",
+            m.gpu_busy_seconds.clone(),
+        );
+        r.register(
+            "proofline_gpu_busy_ratio",
+            "Busy share of the last busy window (60 s by default) per GPU",
+            m.gpu_busy_ratio.clone(),
+        );
+        r.register(
+            "proofline_gpu_idle_seconds",
+            "Time since the GPU last had work; 0 while busy",
+            m.gpu_idle_seconds.clone(),
+        );
+        r.register(
+            "proofline_gpu_idle_gap_seconds",
+            "Holes between busy intervals of a GPU; boundary=cross_sector when the jobs before and after differ",
+            m.idle_gap.clone(),
+        );
+        r.register(
+            "proofline_sector_transition_gap_seconds",
+            "First GPU_START of sector N+1 minus last GPU_END of sector N on a GPU (negative: overlap)",
+            m.transition_gap.clone(),
+        );
+        r.register(
+            "proofline_synthesis_lead_seconds",
+            "Last GPU_END of sector N minus first SYNTH_END of sector N+1 (positive: synthesis ahead of the GPU)",
+            m.synthesis_lead.clone(),
+        );
+        r.register(
+            "proofline_partition_stage_seconds",
+            "Partition stage lengths: synthesis, queue, lock_wait, gpu",
+            m.stage.clone(),
+        );
+        r.register(
+            "proofline_sector_seconds",
+            "Job wall time, first SYNTH_START to last GPU_END",
+            m.sector.clone(),
+        );
+        r.register(
+            "proofline_proofs_completed",
+            "Jobs whose every partition finished",
+            m.proofs_completed.clone(),
+        );
+        r.register(
+            "proofline_seconds_per_proof",
+            "Steady-state seconds per proof over the last 20 completions",
+            m.seconds_per_proof.clone(),
+        );
+        r.register(
+            "proofline_cold_start_seconds",
+            "Cold start of the last job that found its GPU idle: first GPU_START minus first SYNTH_START",
+            m.cold_start.clone(),
+        );
+        r.register(
+            "proofline_cold_starts_seconds",
+            "Cold starts of jobs that found their GPU idle",
+            m.cold_starts.clone(),
+        );
+        r.register(
+            "proofline_gpu_queue_depth",
+            "Partitions synthesized and not yet picked up by a GPU worker",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "proofline_partitions_in_flight",
+            "Partitions in each stage now: synthesis, queue, lock_wait, gpu",
+            m.in_flight.clone(),
+        );
+        r.register(
+            "proofline_jobs_in_flight",
+            "Jobs started and not yet complete",
+            m.jobs_in_flight.clone(),
+        );
+        r.register(
+            "proofline_jobs_incomplete",
+            "Jobs given up on: evicted after the timeout, cut by a restart, or in flight at shutdown",
+            m.jobs_incomplete.clone(),
+        );
+        r.register(
+            "proofline_events_dropped",
+            "TIMELINE events the prover produced that the telemetry queue could not take (dropped, never waited for)",
+            m.events_dropped.clone(),
+        );
+        r.register(
+            "proofline_malformed_lines",
+            "Malformed TIMELINE lines read",
+            m.malformed_lines.clone(),
+        );
+        // 0 unless an OTLP exporter's counters are attached (`with_export_counters`)
+        r.register(
+            "proofline_otlp_traces_dropped",
+            "Sector traces dropped because the OTLP export queue was full",
+            m.otlp_traces_dropped.clone(),
+        );
+        r.register(
+            "proofline_otlp_spans_exported",
+            "Spans the OTLP collector accepted",
+            m.otlp_spans_exported.clone(),
+        );
+        r.register(
+            "proofline_otlp_spans_failed",
+            "Spans whose OTLP export failed (collector down, refused, timed out)",
+            m.otlp_spans_failed.clone(),
+        );
+        r.register(
+            "proofline_otlp_links_unplaced",
+            "Sector-to-sector links no trace could carry: both sectors' traces were sent before their transition was known",
+            m.otlp_links_unplaced.clone(),
+        );
+        r.register(
+            "proofline_label_values_folded",
+            "Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap",
+            m.folded.clone(),
+        );
+        Arc::new(Metrics { registry: r, ..m })
+    }
+}

@@ -1,0 +1,234 @@
+//! The sink: engine updates and ticks into the metric set.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use proofline_core::ids::trace_id;
+use proofline_core::report::{JobStatus, Stage};
+use proofline_core::sink::{ExportCounters, LiveState, TelemetryCounts, Update, UpdateSink};
+
+use crate::labels::*;
+use crate::metrics::*;
+use crate::*;
+
+/// Keeps [`Metrics`] up to date from the engine's updates.
+#[derive(Debug)]
+pub struct PrometheusSink {
+    m: Arc<Metrics>,
+    run_key: String,
+    gpus: Cap,
+    kinds: Cap,
+    /// Each GPU's busy time last published, ms (the counter moves by the engine's delta).
+    busy_seen: HashMap<u32, u64>,
+    dropped_seen: u64,
+    malformed_seen: u64,
+    export: Option<(Arc<ExportCounters>, [u64; 4])>,
+}
+
+impl PrometheusSink {
+    /// A sink feeding `metrics`; `run_key` ([`proofline_core::ids::run_key`]) names the run
+    /// in exemplar trace ids.
+    pub fn new(metrics: Arc<Metrics>, run_key: impl Into<String>) -> Self {
+        // counters of known label values start at 0, so rates and alerts see them at once
+        for status in JobStatus::INCOMPLETE {
+            drop(metrics.jobs_incomplete.get_or_create(&ReasonL {
+                reason: status.as_str().to_owned(),
+            }));
+        }
+        PrometheusSink {
+            m: metrics,
+            run_key: run_key.into(),
+            gpus: Cap::new("gpu", MAX_GPUS),
+            kinds: Cap::new("proof_kind", MAX_PROOF_KINDS),
+            busy_seen: HashMap::new(),
+            dropped_seen: 0,
+            malformed_seen: 0,
+            export: None,
+        }
+    }
+
+    /// Publishes an OTLP exporter's counters too (`proofline_otlp_*`).
+    pub fn with_export_counters(mut self, counters: Arc<ExportCounters>) -> Self {
+        self.export = Some((counters, [0; 4]));
+        self
+    }
+
+    /// Changes the run key (for readers that learn the run's epoch from the first event).
+    pub fn set_run_key(&mut self, run_key: impl Into<String>) {
+        self.run_key = run_key.into();
+    }
+
+    fn gpu(&mut self, gpu: u32) -> String {
+        self.gpus.get(&gpu.to_string(), &self.m.folded)
+    }
+
+    fn kind(&mut self, kind: Option<&str>) -> String {
+        self.kinds.get(kind.unwrap_or("unknown"), &self.m.folded)
+    }
+
+    fn exemplar(&self, run: u32, job: &str, attempt: u32) -> Option<TraceL> {
+        Some(TraceL {
+            trace_id: trace_id(&self.run_key, run, job, attempt).to_string(),
+        })
+    }
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn secs_i(ms: i64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl UpdateSink for PrometheusSink {
+    fn update(&mut self, update: Update) {
+        match update {
+            // busy time is published at each tick, from the engine's own figure
+            Update::GpuBusy { .. } => {}
+            Update::IdleGap(gap) => {
+                let g = self.gpu(gap.gpu);
+                let labels = GapL {
+                    gpu: g,
+                    boundary: gap.boundary.as_str().to_owned(),
+                };
+                let ex = self.exemplar(gap.run, &gap.next_job, gap.next_attempt);
+                self.m
+                    .idle_gap
+                    .get_or_create(&labels)
+                    .observe(secs(gap.len_ms()), ex, None);
+            }
+            Update::Transition(t) => {
+                let g = self.gpu(t.gpu);
+                let ex = self.exemplar(t.run, &t.to_job, t.to_attempt);
+                self.m
+                    .transition_gap
+                    .get_or_create(&GpuL { gpu: g.clone() })
+                    .observe(secs_i(t.gap_ms), ex.clone(), None);
+                if let Some(lead) = t.synthesis_lead_ms {
+                    self.m
+                        .synthesis_lead
+                        .get_or_create(&GpuL { gpu: g })
+                        .observe(secs_i(lead), ex, None);
+                }
+            }
+            Update::Partition(p) => {
+                let kind = self.kind(p.proof_kind.as_deref());
+                for stage in Stage::ALL {
+                    if let Some(ms) = p.stage_ms(stage) {
+                        let l = StageKindL {
+                            stage: stage.as_str().to_owned(),
+                            proof_kind: kind.clone(),
+                        };
+                        self.m.stage.get_or_create(&l).observe(secs(ms));
+                    }
+                }
+            }
+            Update::Job(j) => {
+                let kind = self.kind(j.proof_kind.as_deref());
+                if j.status == JobStatus::Complete {
+                    self.m
+                        .proofs_completed
+                        .get_or_create(&KindL {
+                            proof_kind: kind.clone(),
+                        })
+                        .inc();
+                    if let Some(w) = j.wall_ms {
+                        let ex = self.exemplar(j.run, &j.job_id, j.attempt);
+                        self.m
+                            .sector
+                            .get_or_create(&KindL { proof_kind: kind })
+                            .observe(secs(w), ex, None);
+                    }
+                } else {
+                    let reason = j.status.as_str();
+                    self.m
+                        .jobs_incomplete
+                        .get_or_create(&ReasonL {
+                            reason: reason.to_owned(),
+                        })
+                        .inc();
+                }
+                if let Some(cs) = j.cold_start_ms {
+                    self.m.cold_start.set(secs(cs));
+                    self.m.cold_starts.observe(secs(cs));
+                }
+            }
+            Update::NewRun { .. } => {}
+        }
+    }
+
+    fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        self.m.queue_depth.set(i64::from(live.queue_depth));
+        for (stage, n) in [
+            (Stage::Synthesis, live.synthesizing),
+            (Stage::Queue, live.queue_depth),
+            (Stage::LockWait, live.picked_up),
+            (Stage::Gpu, live.on_gpu),
+        ] {
+            self.m
+                .in_flight
+                .get_or_create(&StageL {
+                    stage: stage.as_str().to_owned(),
+                })
+                .set(i64::from(n));
+        }
+        self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
+        if let Some(spp) = live.seconds_per_proof {
+            self.m.seconds_per_proof.set(spp);
+        }
+        for g in &live.gpus {
+            let l = GpuL {
+                gpu: self.gpu(g.gpu),
+            };
+            self.m.gpu_busy_ratio.get_or_create(&l).set(g.busy_ratio);
+            self.m
+                .gpu_idle_seconds
+                .get_or_create(&l)
+                .set(secs(g.idle_ms));
+            // the engine's busy time includes the open busy stretch, so rates do not lag a
+            // long kernel; a counter never goes back
+            let seen = self.busy_seen.entry(g.gpu).or_insert(0);
+            if g.busy_ms > *seen {
+                self.m
+                    .gpu_busy_seconds
+                    .get_or_create(&l)
+                    .inc_by(secs(g.busy_ms - *seen));
+                *seen = g.busy_ms;
+            }
+        }
+        if counts.events_dropped > self.dropped_seen {
+            self.m
+                .events_dropped
+                .inc_by(counts.events_dropped - self.dropped_seen);
+            self.dropped_seen = counts.events_dropped;
+        }
+        if let Some((c, seen)) = &mut self.export {
+            use std::sync::atomic::Ordering::Relaxed;
+            let now = [
+                c.traces_dropped.load(Relaxed),
+                c.spans_exported.load(Relaxed),
+                c.spans_failed.load(Relaxed),
+                c.links_unplaced.load(Relaxed),
+            ];
+            let metrics = [
+                &self.m.otlp_traces_dropped,
+                &self.m.otlp_spans_exported,
+                &self.m.otlp_spans_failed,
+                &self.m.otlp_links_unplaced,
+            ];
+            for i in 0..metrics.len() {
+                if now[i] > seen[i] {
+                    metrics[i].inc_by(now[i] - seen[i]);
+                    seen[i] = now[i];
+                }
+            }
+        }
+        if counts.malformed_lines > self.malformed_seen {
+            self.m
+                .malformed_lines
+                .inc_by(counts.malformed_lines - self.malformed_seen);
+            self.malformed_seen = counts.malformed_lines;
+        }
+    }
+}
