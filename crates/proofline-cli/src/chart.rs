@@ -12,13 +12,37 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use ::svg::Document;
 use ::svg::node::element::{Group, Line, Rectangle, Style, Text, Title};
 use anyhow::{Context, Result};
 
-use crate::timeline::{Lanes, Timeline};
+use crate::input::EngineArgs;
+use crate::timeline::{self, Lanes, Timeline};
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ChartArgs {
+    /// The log: a file (plain or gzip) or `-` for stdin.
+    #[arg(value_name = "FILE|-")]
+    input: PathBuf,
+    /// Where to write the chart: `.svg`, or `.html` for a page that zooms and pans.
+    #[arg(short, long, default_value = "timeline.svg")]
+    output: PathBuf,
+    /// Draw at most this many partitions (the first ones).
+    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
+    max_partitions: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+pub(crate) fn run(args: &ChartArgs) -> Result<()> {
+    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
+    let title = format!("proofline timeline: {}", args.input.display());
+    write(&t, &title, &args.output)?;
+    eprintln!("proofline: wrote {}", args.output.display());
+    Ok(())
+}
 
 const LEFT: f64 = 170.0;
 const RIGHT: f64 = 30.0;

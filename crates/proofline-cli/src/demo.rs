@@ -11,15 +11,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use proofline::TimelineLayer;
 use proofline_core::EngineConfig;
-use proofline_core::ids::run_key;
 use proofline_core::report::JobStatus;
 use proofline_core::sink::{LiveState, TelemetryCounts, Update, UpdateSink};
-use proofline_prometheus::{Metrics, PrometheusSink};
 use proofline_sim::SimConfig;
 use proofline_sim::threaded::{self, Progress};
 use tracing_subscriber::prelude::*;
 
-use crate::parse_pair;
+use crate::exporters::Exporters;
+use crate::generate::parse_pair;
 
 /// The simulated prover's shape and faults, shared by `demo` and `generate`.
 #[derive(Debug, clap::Args)]
@@ -208,41 +207,21 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
         ..EngineConfig::default()
     };
-    let mut builder = TimelineLayer::builder();
-    let mut server = None;
     let epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let key = run_key(&args.instance, epoch);
-    // OTLP traces when the standard variables name a collector
-    let mut otlp_handle = None;
-    let mut export_counters = None;
-    if proofline_otlp::endpoint_from_env().is_some() {
-        let (sink, handle) =
-            proofline_otlp::start(proofline_otlp::OtlpConfig::new(key.clone(), epoch))?;
-        eprintln!("proofline demo: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
-        export_counters = Some(sink.counters());
-        builder = builder.sink(sink);
-        otlp_handle = Some(handle);
-    }
-    if !args.no_metrics {
+    let metrics_addr = (!args.no_metrics).then(|| {
         let mut addr = args.metrics_addr;
         if let Some(p) = args.port {
             addr.set_port(p);
         }
-        let metrics = Metrics::new();
-        let srv = proofline_prometheus::serve(metrics.clone(), addr)?;
-        eprintln!(
-            "proofline demo: metrics on http://{}/metrics",
-            srv.local_addr()
-        );
-        let mut prom = PrometheusSink::new(metrics, key.clone());
-        if let Some(c) = &export_counters {
-            prom = prom.with_export_counters(c.clone());
-        }
-        builder = builder.sink(prom);
-        server = Some(srv);
+        addr
+    });
+    let mut exporters = Exporters::start("proofline demo", &args.instance, epoch, metrics_addr)?;
+    if let Some(addr) = exporters.metrics_addr() {
+        eprintln!("proofline demo: metrics on http://{addr}/metrics");
     }
+    let builder = TimelineLayer::builder().sink(exporters.take_sink());
     let (layer, mut guard) = builder
         .engine_config(engine)
         .timeline_to_writer(io::BufWriter::new(log))
@@ -282,11 +261,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         .shutdown(Duration::from_secs(10))
         .map_err(anyhow::Error::from)?;
     let stats = guard.stats();
-    if let Some(mut h) = otlp_handle.take() {
-        if let Err(e) = h.shutdown(Duration::from_secs(10)) {
-            eprintln!("proofline demo: {e}");
-        }
-    }
+    exporters.finish("proofline demo", Duration::from_secs(10));
     if tty {
         eprintln!();
     }
@@ -338,9 +313,9 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         "Same numbers offline: proofline analyze {}",
         log_path.display()
     );
-    if server.is_some() && args.linger > 0 {
+    if exporters.server.is_some() && args.linger > 0 {
         std::thread::sleep(Duration::from_secs(args.linger));
     }
-    drop(server);
+    drop(exporters);
     Ok(())
 }

@@ -3,9 +3,59 @@
 //! worker's intervals overlap, so that slices nest properly), a process for synthesis with a
 //! thread per slot, one for the queue, and counters for queue depth and GPU busy.
 
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::ValueEnum;
 use serde_json::{Value, json};
 
-use crate::timeline::Timeline;
+use crate::input::EngineArgs;
+use crate::timeline::{self, Timeline};
+
+/// Export formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
+    Perfetto,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct ExportArgs {
+    /// The log: a file (plain or gzip) or `-` for stdin.
+    #[arg(value_name = "FILE|-")]
+    input: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
+    format: ExportFormat,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// Export at most this many partitions (the first ones).
+    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
+    max_partitions: usize,
+    #[command(flatten)]
+    engine: EngineArgs,
+}
+
+pub(crate) fn run(args: &ExportArgs) -> Result<()> {
+    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
+    let ExportFormat::Perfetto = args.format;
+    let trace = perfetto(&t);
+    match &args.output {
+        Some(p) => {
+            let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
+            serde_json::to_writer(io::BufWriter::new(f), &trace)?;
+        }
+        None => {
+            let mut out = io::BufWriter::new(io::stdout().lock());
+            serde_json::to_writer(&mut out, &trace)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
 
 const PID_SYNTH: u32 = 1;
 const PID_QUEUE: u32 = 2;

@@ -34,7 +34,7 @@ impl Timeline {
             ..Timeline::default()
         };
         let mut too_many = false;
-        let report = crate::run_log(path, cfg, |u| {
+        let report = crate::input::run_log(path, cfg, |u| {
             // past the cap nothing more is kept (busy edges, gaps and transitions included),
             // so that memory stays bounded however long the log
             if too_many {

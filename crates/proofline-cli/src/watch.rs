@@ -9,12 +9,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use proofline_core::Engine;
-use proofline_core::ids::run_key;
 use proofline_core::reader::LineFeeder;
 use proofline_core::sink::{TelemetryCounts, UpdateSink};
-use proofline_prometheus::{Metrics, PrometheusSink};
 
-use crate::EngineArgs;
+use crate::exporters::Exporters;
+use crate::input::EngineArgs;
 
 /// Follows a live TIMELINE log and serves its metrics.
 #[derive(Debug, clap::Args)]
@@ -36,25 +35,6 @@ pub struct WatchArgs {
     instance: String,
     #[command(flatten)]
     engine: EngineArgs,
-}
-
-/// The sinks `watch` feeds.
-struct WatchSinks {
-    prom: PrometheusSink,
-    otlp: Option<proofline_otlp::OtlpSink>,
-}
-
-impl UpdateSink for WatchSinks {
-    fn update(&mut self, update: proofline_core::Update) {
-        if let Some(s) = &mut self.otlp {
-            s.update(update.clone());
-        }
-        self.prom.update(update);
-    }
-
-    fn tick(&mut self, live: &proofline_core::LiveState, counts: &TelemetryCounts) {
-        self.prom.tick(live, counts);
-    }
 }
 
 /// A file followed like `tail -F`.
@@ -223,25 +203,16 @@ fn unix_ms() -> u64 {
 }
 
 pub fn watch(args: &WatchArgs) -> Result<()> {
-    let metrics = Metrics::new();
-    let server = proofline_prometheus::serve(metrics.clone(), args.metrics_addr)?;
+    let mut exporters = Exporters::start(
+        "proofline watch",
+        &args.instance,
+        unix_ms(),
+        Some(args.metrics_addr),
+    )?;
+    let metrics_addr = exporters.metrics_addr().unwrap_or(args.metrics_addr);
+    let sink = &mut exporters.sink;
     let mut engine = Engine::new(args.engine.config());
     let mut feeder = LineFeeder::new();
-    let mut prom = PrometheusSink::new(metrics.clone(), run_key(&args.instance, unix_ms()));
-    // OTLP traces when the standard variables name a collector
-    let mut otlp = None;
-    let mut _otlp_handle = None;
-    if proofline_otlp::endpoint_from_env().is_some() {
-        let (s, h) = proofline_otlp::start(proofline_otlp::OtlpConfig::new(
-            run_key(&args.instance, unix_ms()),
-            unix_ms(),
-        ))?;
-        eprintln!("proofline watch: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
-        prom = prom.with_export_counters(s.counters());
-        otlp = Some(s);
-        _otlp_handle = Some(h);
-    }
-    let mut sink = WatchSinks { prom, otlp };
     let mut epoch_known = false;
     let mut tail = Tail::new(&args.log);
     let mut first_open = true;
@@ -264,7 +235,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                         } else {
                             "its end"
                         },
-                        server.local_addr()
+                        metrics_addr
                     );
                 }
                 Ok(false) => {
@@ -280,7 +251,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         }
         let event = tail
             .poll(|line, number| {
-                if let Some(e) = feeder.feed_line(line, &mut engine, &mut sink) {
+                if let Some(e) = feeder.feed_line(line, &mut engine, sink) {
                     eprintln!("proofline watch: {path}:{number}: {}", e.error);
                 }
             })
@@ -306,15 +277,12 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             if !epoch_known {
                 // the run's epoch: now minus the newest offset when reading starts
                 let epoch = unix_ms().saturating_sub(o);
-                sink.prom.set_run_key(run_key(&args.instance, epoch));
-                if let Some(s) = &mut sink.otlp {
-                    s.set_run(run_key(&args.instance, epoch), epoch);
-                }
+                sink.set_epoch(&args.instance, epoch);
                 epoch_known = true;
             }
         }
         if let Some((offset, at)) = newest {
-            engine.advance(offset + at.elapsed().as_millis() as u64, &mut sink);
+            engine.advance(offset + at.elapsed().as_millis() as u64, sink);
         }
         let counts = TelemetryCounts {
             events_dropped: 0,

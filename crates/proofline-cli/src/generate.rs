@@ -1,0 +1,58 @@
+//! `proofline generate`: a simulated cuzk TIMELINE log, deterministic for a seed.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use crate::demo;
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct GenerateArgs {
+    #[command(flatten)]
+    sim: demo::SimArgs,
+    /// Print lines up to this many ms out of time order, as concurrent threads do.
+    #[arg(long, default_value_t = 0, value_name = "MS")]
+    shuffle_ms: u64,
+    /// Write to this file instead of stdout.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
+    let mut cfg = args.sim.sim_config()?;
+    cfg.shuffle_ms = args.shuffle_ms;
+    match &args.output {
+        Some(p) => {
+            let mut w = io::BufWriter::new(
+                File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            );
+            proofline_sim::instant::write_log(&cfg, &mut w)?;
+            w.flush()?;
+        }
+        None => {
+            let mut w = io::BufWriter::new(io::stdout().lock());
+            proofline_sim::instant::write_log(&cfg, &mut w)?;
+            w.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Parses `A:B` flag values.
+pub(crate) fn parse_pair<A: std::str::FromStr, B: std::str::FromStr>(
+    s: &str,
+    flag: &str,
+) -> Result<(A, B)> {
+    let (a, b) = s
+        .split_once(':')
+        .with_context(|| format!("{flag} takes two values as A:B, got `{s}`"))?;
+    let a = a
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{a}` is not a valid number"))?;
+    let b = b
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{b}` is not a valid number"))?;
+    Ok((a, b))
+}

@@ -1,0 +1,130 @@
+//! Reading a log: plain, gzip or stdin, through the engine.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, IsTerminal, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use proofline_core::reader::LineFeeder;
+use proofline_core::report::Report;
+use proofline_core::sink::UpdateSink;
+use proofline_core::{Engine, EngineConfig, engine};
+
+/// Settings of the analysis engine shared by the commands that run one.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct EngineArgs {
+    /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
+    #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N")]
+    pub(crate) gpu_workers_per_device: u32,
+    /// Partitions per job when the job id does not tell (porep-* is 10, snap-* 16);
+    /// default: the highest partition seen + 1.
+    #[arg(long, value_name = "N")]
+    pub(crate) partitions: Option<u32>,
+    /// How far out of time order lines may be and still be processed in order.
+    #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS")]
+    pub(crate) reorder_window_ms: u64,
+    /// A job with no event for this long is evicted and counted as incomplete.
+    #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS")]
+    pub(crate) job_timeout_s: u64,
+    /// An offset this far behind the newest one means the daemon restarted (a new run).
+    #[arg(long, default_value_t = engine::DEFAULT_RESTART_AFTER_MS / 1000, value_name = "SECONDS")]
+    pub(crate) restart_after_s: u64,
+    /// Rows of jobs and transitions kept in the report (aggregates always count all).
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N")]
+    pub(crate) max_rows: usize,
+}
+
+impl EngineArgs {
+    pub(crate) fn config(&self) -> EngineConfig {
+        EngineConfig {
+            gpu_workers_per_device: self.gpu_workers_per_device,
+            expected_partitions: self.partitions,
+            reorder_window_ms: self.reorder_window_ms,
+            completion_grace_ms: self.reorder_window_ms,
+            job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
+            restart_after_ms: self.restart_after_s.saturating_mul(1000),
+            max_rows: self.max_rows,
+            ..EngineConfig::default()
+        }
+    }
+}
+
+/// Opens a log: `-` is stdin; gzip is detected by its magic bytes.
+pub(crate) fn open_log(
+    path: &Path,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Result<Box<dyn BufRead + Send>> {
+    const BUF: usize = 256 * 1024;
+    let raw: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+        Box::new(io::stdin())
+    } else {
+        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        if let Some(pb) = progress {
+            if let Ok(meta) = f.metadata() {
+                pb.set_length(meta.len());
+            }
+            Box::new(pb.wrap_read(f))
+        } else {
+            Box::new(f)
+        }
+    };
+    let mut buffered = BufReader::with_capacity(BUF, raw);
+    let is_gzip = buffered
+        .fill_buf()
+        .map(|b| b.starts_with(&[0x1f, 0x8b]))
+        .unwrap_or(false);
+    Ok(if is_gzip {
+        Box::new(BufReader::with_capacity(
+            BUF,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        ))
+    } else {
+        Box::new(buffered)
+    })
+}
+
+/// Reads a whole log through the engine; `on_update` sees every update.
+pub(crate) fn run_log(path: &Path, cfg: EngineConfig, mut sink: impl UpdateSink) -> Result<Report> {
+    let progress = (io::stderr().is_terminal() && path.as_os_str() != "-").then(|| {
+        let pb = indicatif::ProgressBar::new(0);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {bytes}/{total_bytes} {binary_bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        pb
+    });
+    let input = open_log(path, progress.as_ref())?;
+    let mut engine = Engine::new(cfg);
+    let mut feeder = LineFeeder::new();
+    // read and parse on one thread, run the engine (and `on_update`) on this one
+    feeder
+        .feed_all_parallel(input, &mut engine, &mut sink)
+        .with_context(|| format!("reading {}", path.display()))?;
+    engine.finish(&mut sink);
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+    let mut report = engine.report();
+    report.lines = feeder.stats;
+    Ok(report)
+}
+
+/// The newest TIMELINE offset of a log (a quick scan), for the default replay epoch.
+pub(crate) fn newest_offset(path: &Path) -> Result<u64> {
+    let mut input = open_log(path, None)?;
+    let mut newest = 0;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(newest);
+        }
+        if let Ok(Some(ev)) =
+            std::str::from_utf8(&line).map(|l| proofline_core::parse_line(l).ok().flatten())
+        {
+            newest = newest.max(ev.offset_ms);
+        }
+    }
+}
