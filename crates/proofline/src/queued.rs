@@ -14,6 +14,7 @@ use std::sync::Arc;
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 use crate::fields::{HEAD as INLINE, Name, SpanFields, padded};
+use crate::layer::carries;
 
 const PARTITION: u8 = 1;
 const WORKER: u8 = 1 << 1;
@@ -150,10 +151,7 @@ impl Queued {
     /// `Queued::new` makes of the event `span_event` builds for that edge (a property test
     /// holds the two equal), without building the event first. `None` without a job id.
     ///
-    /// Which fields an event carries is decided here for the layer's spans, as cuzk prints
-    /// them: the partition always; the worker and GPU on GPU events; the proof kind on a
-    /// SYNTH_START without a partition; the duration on SYNTH_END and GPU_END; a GPU_QUEUE
-    /// without a partition is monolithic.
+    /// Which fields the event carries is `layer::carries`' decision; this only packs them.
     #[inline(always)]
     pub fn span_edge(
         f: &SpanFields,
@@ -176,10 +174,12 @@ impl Queued {
         ms: Option<u64>,
         then_queue: bool,
     ) -> Self {
+        let c = carries(kind);
+        let whole = f.partition.is_none();
         let mut flags = if then_queue { THEN_QUEUE } else { 0 };
         let mut ext = None::<Box<Ext>>;
         let mut inline_ms = None;
-        if let (EventKind::SynthEnd | EventKind::GpuEnd, Some(v)) = (kind, ms) {
+        if let (true, Some(v)) = (c.duration, ms) {
             match u32::try_from(v) {
                 Ok(v) => inline_ms = Some(v),
                 Err(_) => {
@@ -192,14 +192,13 @@ impl Queued {
                 }
             }
         }
-        match kind {
-            EventKind::SynthStart if f.partition.is_none() => {
-                if let Some(k) = &f.proof_kind {
-                    ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
-                }
+        if c.proof_kind_if_whole && whole {
+            if let Some(k) = &f.proof_kind {
+                ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
             }
-            EventKind::GpuQueue if f.partition.is_none() => flags |= MONOLITHIC,
-            _ => {}
+        }
+        if c.monolithic_if_whole && whole {
+            flags |= MONOLITHIC;
         }
         // a fixed-size copy of the padded head
         let job = match id.head() {
@@ -209,7 +208,7 @@ impl Queued {
                 ([0; INLINE], 0)
             }
         };
-        let gpu = kind.is_gpu();
+        let gpu = c.worker_gpu;
         Queued::from_parts(
             offset_ms,
             kind,
@@ -254,7 +253,7 @@ impl Queued {
         let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue);
         q.start = p.start.index() as u8 + 1;
         q.start_delta = p.delta;
-        if p.start == EventKind::SynthStart && f.partition.is_none() {
+        if carries(p.start).proof_kind_if_whole && f.partition.is_none() {
             if let Some(k) = &f.proof_kind {
                 q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(k.clone());
             }
@@ -272,7 +271,7 @@ impl Queued {
             end.job_id,
         );
         ev.partition = end.partition;
-        if kind.is_gpu() {
+        if carries(kind).worker_gpu {
             ev.worker = end.worker;
             ev.gpu = end.gpu;
         }

@@ -17,13 +17,13 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use proofline_core::EventRef;
 use proofline_core::sink::{Fanout, SinkError, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, Report, codec};
-use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 use crate::clock::Clock;
 use crate::handoff::{Handoff, Rings};
-use crate::layer::{LayerStats, SpanTable};
+use crate::layer::{LayerStats, SpanTable, queue_after};
 use crate::queued::Queued;
 
 /// Events handled between two ticks at most, so gauges stay fresh under load.
@@ -135,10 +135,7 @@ impl Worker {
         }
         self.handle(&ev, line);
         if q.then_queue() {
-            let mut g = TimelineEvent::new(ev.offset_ms, EventKind::GpuQueue, ev.job_id);
-            g.partition = ev.partition;
-            g.monolithic = ev.partition.is_none();
-            self.handle(&g, line);
+            self.handle(&queue_after(&ev), line);
         }
     }
 

@@ -11,6 +11,41 @@ use crate::clock::{Clock, Raw};
 use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
 use crate::queued::Queued;
 
+/// What an event of a kind carries besides its time, job id and partition, as cuzk prints
+/// it. Decided here only: the layer's queue entries ([`Queued::span_edge`], the start an
+/// entry carries along), the events it builds ([`span_event`]) and the worker's GPU_QUEUE
+/// after a SYNTH_END all read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Carries {
+    /// `worker=` and `gpu=` (GPU events).
+    pub worker_gpu: bool,
+    /// `kind=`, when the job is whole-proof (no partition): SYNTH_START.
+    pub proof_kind_if_whole: bool,
+    /// The span's duration: `synth_ms=` on SYNTH_END, `gpu_ms=` on GPU_END.
+    pub duration: bool,
+    /// The bare word `monolithic`, when the job is whole-proof: GPU_QUEUE.
+    pub monolithic_if_whole: bool,
+}
+
+/// What an event of `kind` carries.
+#[inline(always)]
+pub(crate) const fn carries(kind: EventKind) -> Carries {
+    Carries {
+        worker_gpu: kind.is_gpu(),
+        proof_kind_if_whole: matches!(kind, EventKind::SynthStart),
+        duration: matches!(kind, EventKind::SynthEnd | EventKind::GpuEnd),
+        monolithic_if_whole: matches!(kind, EventKind::GpuQueue),
+    }
+}
+
+/// The GPU_QUEUE that follows a SYNTH_END (cuzk prints one), from the SYNTH_END itself.
+pub(crate) fn queue_after<'a>(synth_end: &EventRef<'a>) -> EventRef<'a> {
+    let mut g = TimelineEvent::new(synth_end.offset_ms, EventKind::GpuQueue, synth_end.job_id);
+    g.partition = synth_end.partition;
+    g.monolithic = carries(EventKind::GpuQueue).monolithic_if_whole && g.partition.is_none();
+    g
+}
+
 /// The queue entry of a span edge's event (`Queued::span_edge`); a span without a job id
 /// emits nothing, and is counted.
 pub(crate) fn edge(
@@ -38,19 +73,24 @@ pub(crate) fn span_event(
     offset_ms: u64,
     ms: Option<u64>,
 ) -> Option<EventRef<'_>> {
+    let c = carries(kind);
     let mut ev = TimelineEvent::new(offset_ms, kind, f.job_id()?);
     ev.partition = f.partition;
-    if kind.is_gpu() {
+    let whole = ev.partition.is_none();
+    if c.worker_gpu {
         ev.worker = f.worker;
         ev.gpu = f.gpu;
     }
-    match kind {
-        EventKind::SynthStart if ev.partition.is_none() => ev.proof_kind = f.proof_kind(),
-        EventKind::SynthEnd => ev.synth_ms = ms,
-        EventKind::GpuQueue => ev.monolithic = ev.partition.is_none(),
-        EventKind::GpuEnd => ev.gpu_ms = ms,
-        _ => {}
+    if c.proof_kind_if_whole && whole {
+        ev.proof_kind = f.proof_kind();
     }
+    if c.duration {
+        match kind {
+            EventKind::SynthEnd => ev.synth_ms = ms,
+            _ => ev.gpu_ms = ms,
+        }
+    }
+    ev.monolithic = c.monolithic_if_whole && whole;
     Some(ev)
 }
 

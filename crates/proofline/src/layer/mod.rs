@@ -24,6 +24,7 @@ mod stats;
 pub(crate) use callsites::CallsiteSet;
 #[cfg(test)]
 pub(crate) use event::span_event;
+pub(crate) use event::{carries, queue_after};
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule};
 pub(crate) use spans::SpanTable;
