@@ -207,9 +207,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
         ..EngineConfig::default()
     };
-    let epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let epoch = proofline_core::ids::unix_ms(std::time::SystemTime::now());
     let metrics_addr = (!args.no_metrics).then(|| {
         let mut addr = args.metrics_addr;
         if let Some(p) = args.port {

@@ -16,8 +16,9 @@ pub(crate) struct EngineArgs {
     /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
     #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N")]
     pub(crate) gpu_workers_per_device: u32,
-    /// Partitions per job when the job id does not tell (porep-* is 10, snap-* 16);
-    /// default: the highest partition seen + 1.
+    /// Partitions per job, for every job (it overrides what the id says). Default: 1 for
+    /// whole-proof jobs, 10 for porep-* ids, 16 for snap-*, else the highest partition seen
+    /// + 1.
     #[arg(long, value_name = "N")]
     pub(crate) partitions: Option<u32>,
     /// How far out of time order lines may be and still be processed in order.

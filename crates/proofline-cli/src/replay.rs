@@ -42,7 +42,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             format!("--epoch `{e}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
         })?,
         None if args.input.as_os_str() == "-" => {
-            proofline_otlp::unix_ms(std::time::SystemTime::now())
+            proofline_core::ids::unix_ms(std::time::SystemTime::now())
         }
         None => {
             let mtime = std::fs::metadata(&args.input)
@@ -53,7 +53,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
                         args.input.display()
                     )
                 })?;
-            proofline_otlp::unix_ms(mtime).saturating_sub(newest_offset(&args.input)?)
+            proofline_core::ids::unix_ms(mtime).saturating_sub(newest_offset(&args.input)?)
         }
     };
     let mut cfg =

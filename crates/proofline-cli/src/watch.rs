@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use proofline_core::Engine;
@@ -59,7 +59,7 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
         0,
         meta.created()
             .ok()
-            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_nanos() as u64),
     )
 }
@@ -197,9 +197,7 @@ enum Event {
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    proofline_core::ids::unix_ms(SystemTime::now())
 }
 
 pub fn watch(args: &WatchArgs) -> Result<()> {

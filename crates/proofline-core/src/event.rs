@@ -208,7 +208,7 @@ pub fn kind_from_job_id(job_id: &str) -> Option<&'static str> {
     }
 }
 
-/// The number of partitions a job id implies (DESIGN.md "Expected partitions"):
+/// The number of partitions a job id implies (docs/definitions.md, "Expected partitions per job"):
 /// 10 for `porep-*`, 16 for `snap-*`, 1 for the whole-proof PoSt ids; `None` when unknown.
 pub fn expected_partitions_from_job_id(job_id: &str) -> Option<u32> {
     if job_id.starts_with("porep-") {

@@ -48,6 +48,24 @@ pub fn trace_id(run_key: &str, run: u32, job_id: &str, attempt: u32) -> TraceId 
     TraceId(h.to_be_bytes())
 }
 
+/// A span id (8 bytes, never all zero) derived from its trace id and a name that is unique
+/// within the trace (`root`, `partition 3`, `partition 3/gpu`): replaying a log gives the
+/// spans the ids the live exporter gave them. FNV-1a, 64 bits.
+pub fn span_id(trace: &TraceId, what: &str) -> [u8; 8] {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in trace.0.iter().chain(what.as_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    if h == 0 { 1u64 } else { h }.to_be_bytes()
+}
+
+/// Unix milliseconds of a wall-clock time (0 before 1970).
+pub fn unix_ms(t: std::time::SystemTime) -> u64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// A run key: what tells one prover run from another (its name and the wall-clock
 /// instant, in Unix milliseconds, that its TIMELINE offsets count from).
 pub fn run_key(instance: &str, epoch_unix_ms: u64) -> String {
@@ -57,6 +75,18 @@ pub fn run_key(instance: &str, epoch_unix_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn span_ids_are_stable_and_distinct() {
+        let t = TraceId([7u8; 16]);
+        assert_eq!(span_id(&t, "root"), span_id(&t, "root"));
+        assert_ne!(span_id(&t, "root"), span_id(&t, "partition 0"));
+        assert_ne!(
+            span_id(&t, "partition 1/gpu"),
+            span_id(&t, "partition 1/queue")
+        );
+        assert_ne!(span_id(&t, "root"), span_id(&TraceId([8u8; 16]), "root"));
+    }
 
     #[test]
     fn stable_distinct_and_hex() {

@@ -152,7 +152,9 @@ pub struct JobRecord {
     pub job_id: Arc<str>,
     /// Run of the log.
     pub run: u32,
-    /// 0 for the first job of this id, 1 for its first retry, ...
+    /// 0 for the first instance of this id the engine holds, 1 for a retry while the
+    /// first is still held, ... (an id is held while its job is in flight and for about two
+    /// reorder windows after it finished; a retry after that counts from 0 again).
     pub attempt: u32,
     /// Proof kind, when known (from `kind=` or the id's prefix).
     pub proof_kind: Option<Arc<str>>,
@@ -270,7 +272,8 @@ impl IdleGap {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Bound {
-    /// The GPUs were busy (steady-state busy ratio >= 0.95).
+    /// The GPUs were busy: busy ratio >= 0.95 (the steady state's, else the whole run's
+    /// when fewer than two jobs completed).
     GpuBound,
     /// The GPUs idled with an empty queue: synthesis did not keep up.
     SynthesisBound,

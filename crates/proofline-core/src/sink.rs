@@ -4,7 +4,7 @@
 //!
 //! ```text
 //!  Engine ──update()──► Fanout ──► sink, sink, ...      (on the engine's thread, in order)
-//!         ──tick(live, counts)──►  (about once a second: gauges)
+//!         ──tick(live, counts)──►  (the layer: each `tick`, 1 s; watch: each poll)
 //!  owner  ──flush() / shutdown(deadline)──►             (the layer's guard, demo, watch)
 //! ```
 //!
@@ -134,8 +134,9 @@ pub trait UpdateSink {
     fn update(&mut self, update: Update);
 
     /// Called by the engine's owner with what is in flight (for gauges): the layer's
-    /// worker and `watch` about once a second (the layer's `tick` setting), analyze at the
-    /// end. The default does nothing.
+    /// worker at each of its ticks (1 s by default) and once after its last update, `watch`
+    /// after each poll of its log (`--poll-ms`); `analyze` never ticks. The default does
+    /// nothing.
     fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
         let _ = (live, counts);
     }

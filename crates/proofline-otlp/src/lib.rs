@@ -25,6 +25,8 @@
 //! ([`ExportCounters`]), and [`OtlpHandle::shutdown`] returns within its timeout, saying what
 //! was not delivered.
 
+#![warn(missing_docs)]
+
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -445,14 +447,12 @@ pub struct TraceBuilder {
     pub epoch_unix_ms: u64,
 }
 
-/// A span id derived from the trace id and a name (never zero).
+/// A span id derived from the trace id and a name ([`proofline_core::ids::span_id`]).
 fn span_id(trace: &[u8; 16], what: &str) -> SpanId {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in trace.iter().chain(what.as_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    SpanId::from_bytes(if h == 0 { 1u64 } else { h }.to_be_bytes())
+    SpanId::from_bytes(proofline_core::ids::span_id(
+        &proofline_core::ids::TraceId(*trace),
+        what,
+    ))
 }
 
 impl TraceBuilder {
@@ -802,11 +802,7 @@ fn block_on<F: std::future::Future>(fut: F) -> F::Output {
     }
 }
 
-/// Unix milliseconds of a wall-clock time.
-pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
+pub use proofline_core::ids::unix_ms;
 
 /// Parses an RFC 3339 timestamp (`2026-11-30T01:31:00Z`, `...T01:31:00.250+01:00`) to Unix ms.
 pub fn parse_rfc3339(s: &str) -> Option<u64> {
@@ -892,16 +888,5 @@ mod tests {
         ] {
             assert_eq!(parse_rfc3339(bad), None, "{bad}");
         }
-    }
-
-    #[test]
-    fn span_ids_are_stable_and_distinct() {
-        let t = [7u8; 16];
-        assert_eq!(span_id(&t, "root"), span_id(&t, "root"));
-        assert_ne!(span_id(&t, "root"), span_id(&t, "partition 0"));
-        assert_ne!(
-            span_id(&t, "partition 1/gpu"),
-            span_id(&t, "partition 1/queue")
-        );
     }
 }

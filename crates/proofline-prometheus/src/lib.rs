@@ -12,6 +12,8 @@
 //! with the sector's trace id ([`proofline_core::ids::trace_id`]), the same id the OTLP
 //! exporter gives the sector's trace.
 
+#![warn(missing_docs)]
+
 mod formatting;
 mod labels;
 mod metrics;

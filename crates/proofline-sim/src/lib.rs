@@ -7,6 +7,8 @@
 //! each GPU has several workers that prepare on the CPU, take the GPU's lock for the kernel,
 //! and leave the finalization (which prints GPU_END) to a separate task.
 
+#![warn(missing_docs)]
+
 pub mod instant;
 pub mod model;
 pub mod threaded;

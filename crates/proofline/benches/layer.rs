@@ -5,7 +5,7 @@
 //! The baseline is the Registry with a layer that does nothing, not the Registry alone: a
 //! Registry frees a closed span only through the close guard that a `Layered` stack runs
 //! (tokio-rs/tracing#2668), so the Registry alone keeps every span it ever made and measures
-//! its slab growing (a median of 78-94 ns, a mean of 311 ns, gigabytes after a run).
+//! its slab growing (a mean several times its median, gigabytes after a run).
 //!
 //! Each subscriber is the only one alive while it is measured (callsite interest depends
 //! on every live dispatcher). Run: `cargo bench -p proofline --bench layer`.
@@ -126,7 +126,7 @@ fn pin_this_thread(cpu: usize) -> bool {
 /// Builds a layer whose worker runs on CPU 1 while the bench's thread stays on CPU 0 (a
 /// thread starts with its creator's CPUs). Unpinned on a 2-CPU machine, the scheduler
 /// sometimes ran both on one CPU for a whole run, and each burst's time then took in the
-/// worker's (~297 ns a mapped span with both on one CPU). What the prover's thread pays is
+/// worker's (BENCHMARKS.md). What the prover's thread pays is
 /// the figure with the worker elsewhere.
 fn on_cpu_1<T>(build: impl FnOnce() -> T) -> T {
     // (not `available_parallelism`: once pinned, it counts only the pinned CPU)

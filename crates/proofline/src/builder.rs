@@ -177,7 +177,8 @@ impl Builder {
         self
     }
 
-    /// How often the worker ticks the engine and the sinks when idle (default 1 s).
+    /// How often the worker moves the engine's clock on and ticks the sinks (gauges), busy or
+    /// idle (default 1 s, at least 10 ms).
     pub fn tick(mut self, every: Duration) -> Self {
         self.tick = every.max(Duration::from_millis(10));
         self

@@ -3,8 +3,8 @@
 //! A mapped span reads the clock twice on the prover's thread. `quanta` reads the CPU's
 //! time-stamp counter where it is invariant (and, by its documentation, falls back to the
 //! OS's monotonic clock where it is not), calibrated against the monotonic clock: in an A/B
-//! against `std::time::Instant` (BENCHMARKS.md) a mapped span was lower in each of five
-//! interleaved pairs (medians 215 against 280 ns, in a slow spell of the VM). The worker
+//! against `std::time::Instant` a mapped span was cheaper in each interleaved pair
+//! (figures in BENCHMARKS.md). The worker
 //! reads the same clock, so that its idea of "now" and the events' offsets never drift
 //! apart.
 

@@ -3,7 +3,7 @@
 //!
 //! A shared many-producer queue costs every push a compare-and-swap on a tail index that the
 //! worker reads at each poll, so the push itself waits for that cache line to come back from
-//! the worker's core (`perf`: ~8 % of a mapped span in the bench, ~15 ns). A thread's own
+//! the worker's core (a visible share of a mapped span under `perf`: BENCHMARKS.md). A thread's own
 //! ring is written with plain stores: the entry, in its slot, and then the tail, released;
 //! the producer reads the worker's head only when its cached copy says the ring is full.
 //! While the worker drains a thread's ring, that thread's spans cost more, by an amount that
@@ -58,8 +58,8 @@ impl Handoff {
     /// when the thread is exiting and its rings are gone.
     ///
     /// Built in the slot, not built first and copied in: the copy of an entry just written
-    /// field by field stalled on those narrow stores (`perf annotate`), ~18 ns of a mapped
-    /// span (BENCHMARKS.md).
+    /// field by field stalled on those narrow stores (`perf annotate`; figures in
+    /// BENCHMARKS.md).
     #[inline]
     pub fn push_with(&self, build: impl FnOnce() -> Queued) -> bool {
         RINGS

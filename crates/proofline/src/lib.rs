@@ -1,4 +1,5 @@
 #![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
 
 mod builder;
 mod clock;
@@ -28,5 +29,6 @@ pub const DEFAULT_LIVE_REORDER_WINDOW_MS: u64 = 1_000;
 /// The target of `tracing` events read as TIMELINE events (cuzk's `timeline_event()`).
 pub const DEFAULT_EVENT_TARGET: &str = "timeline";
 
-/// How long the worker sleeps when the queue is empty: the most a TIMELINE line waits.
+/// How long the worker sleeps when the queue is empty: how long a TIMELINE line waits at
+/// most while the worker keeps up with the prover.
 pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(5);

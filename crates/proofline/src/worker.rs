@@ -8,8 +8,8 @@
 //! ```
 //!
 //! The worker polls instead of being woken: a wake-up per event would cost the prover a
-//! futex call (~700 ns a span, measured); polling costs a TIMELINE line at most one poll
-//! interval of latency.
+//! futex call (BENCHMARKS.md); polling costs a TIMELINE line about one poll interval of
+//! latency while the worker keeps up.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,7 +26,8 @@ use crate::handoff::{Handoff, Rings};
 use crate::layer::{LayerStats, SpanTable, queue_after};
 use crate::queued::Queued;
 
-/// Events handled between two ticks at most, so gauges stay fresh under load.
+/// Queue entries taken in one pass over the rings, so that the tick (and the span table's
+/// pending starts) are looked at between passes under load.
 const MAX_BATCH: usize = 4096;
 
 pub(crate) struct Worker {

@@ -2,7 +2,7 @@
 //! them, then leave in time order.
 //!
 //! Lines from many threads arrive nearly sorted, so inserting from the back is O(1) in the
-//! common case (a binary heap cost 10 % of analyze time). How long an event waits: until an
+//! common case (a binary heap was a visible share of analyze time). How long an event waits: until an
 //! event at least `reorder_window_ms` newer arrives, or until a live caller's clock passes
 //! it by that much ([`super::Engine::advance`]).
 

@@ -49,7 +49,7 @@ impl SpanRule {
         }
     }
 
-    /// cuzk's span names (DESIGN.md "Spans in the prover"):
+    /// cuzk's span names:
     ///
     /// | event | span and edge |
     /// |---|---|

@@ -16,7 +16,8 @@ use crate::queued::Queued;
 
 /// The layer's per-span state, by span id, in shards of its own: a span's edges cost a
 /// short uncontended lock here instead of a registry lookup plus its extension map (the
-/// extension map's boxed insert and remove were a third of a mapped span's cost).
+/// extension map's boxed insert and remove were a large share of a mapped span's cost:
+/// BENCHMARKS.md).
 ///
 /// Beside the shards, a count of the table's spans by span id modulo [`SpanTable::LIVE`]:
 /// a zero says "not one of ours" with one load, so that the enter and close of a span the
