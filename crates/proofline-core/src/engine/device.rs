@@ -188,6 +188,13 @@ impl Device {
         if self.first_start.is_none() {
             self.first_start = Some(t);
         }
+        // every job starting the instant a gap ends is among the gap's `starting`, whatever
+        // order their GPU_STARTs of that millisecond came in
+        if let Some(pg) = &mut self.pending_gap {
+            if pg.end == t && !pg.starting.contains(&uid) {
+                pg.starting.push(uid);
+            }
+        }
         if self.active > 1 {
             return false;
         }
@@ -198,10 +205,7 @@ impl Device {
             busy: true,
             t_ms: t,
         });
-        if let Some(pg) = &mut self.pending_gap {
-            if pg.end == t {
-                pg.starting.push(uid);
-            }
+        if self.pending_gap.is_some() {
             return false;
         }
         let mut opened = false;
@@ -330,5 +334,45 @@ impl Device {
         self.tent_empty = 0;
         self.prev = None;
         self.chain.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::Boundary;
+    use crate::sink::Update;
+    use crate::{Engine, parse_line};
+
+    /// Two jobs start in the same millisecond after a gap that one of them ended: the gap is
+    /// cross-sector whichever GPU_START line comes first.
+    #[test]
+    fn a_gap_is_cross_sector_whatever_the_order_of_same_instant_starts() {
+        for order in [["a", "b"], ["b", "a"]] {
+            let mut lines = vec![
+                "TIMELINE,0,GPU_START,a,worker=0,partition=0".to_owned(),
+                "TIMELINE,100,GPU_END,a,worker=0,partition=0,gpu_ms=100".to_owned(),
+            ];
+            for job in order {
+                let w = if job == "a" { 0 } else { 1 };
+                lines.push(format!("TIMELINE,300,GPU_START,{job},worker={w},partition=1"));
+            }
+            lines.push("TIMELINE,400,GPU_END,a,worker=0,partition=1,gpu_ms=100".into());
+            lines.push("TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=100".into());
+            let mut engine = Engine::default();
+            let mut updates: Vec<Update> = Vec::new();
+            for l in &lines {
+                let ev = parse_line(l).unwrap().unwrap();
+                engine.ingest(&ev, &mut updates);
+            }
+            engine.finish(&mut updates);
+            let gaps: Vec<Boundary> = updates
+                .iter()
+                .filter_map(|u| match u {
+                    Update::IdleGap(g) => Some(g.boundary),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(gaps, [Boundary::CrossSector], "order {order:?}");
+        }
     }
 }
