@@ -43,3 +43,64 @@ impl SharedBuf {
             .expect("TIMELINE lines are UTF-8")
     }
 }
+
+/// What a run of the cuzk-shaped simulator under the layer gave.
+#[derive(Debug)]
+pub struct CuzkRun {
+    /// The TIMELINE lines the layer wrote.
+    pub layer_lines: String,
+    /// The TIMELINE lines the simulated cuzk printed itself (its `eprintln!`).
+    pub printed: String,
+    /// The layer's live report.
+    pub report: Report,
+    /// The layer's counters.
+    pub stats: proofline::StatsSnapshot,
+}
+
+/// Runs the threaded simulator (cuzk's shape) at `speed` under a layer built from `builder`
+/// (its TIMELINE lines captured), with cuzk's own lines printed beside them; with
+/// `via_tracing`, cuzk's `timeline_event()` also logs each line through `tracing` (the
+/// one-line adoption change).
+pub fn cuzk_run(
+    cfg: &proofline_sim::SimConfig,
+    speed: f64,
+    builder: proofline::Builder,
+    via_tracing: bool,
+) -> CuzkRun {
+    use std::sync::Arc;
+    use std::sync::atomic::AtomicBool;
+    use tracing_subscriber::prelude::*;
+    let buf = SharedBuf::default();
+    let printed = SharedBuf::default();
+    let (layer, mut guard) = builder.timeline_to_writer(buf.clone()).build();
+    let printer = proofline_sim::threaded::Printer {
+        out: Some(Arc::new(std::sync::Mutex::new(printed.clone()))),
+        via_tracing,
+    };
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        proofline_sim::threaded::run_printing(
+            cfg,
+            speed,
+            false,
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(proofline_sim::threaded::Progress::default()),
+            printer,
+        )
+    });
+    let report = guard
+        .shutdown(std::time::Duration::from_secs(20))
+        .expect("the layer shuts down");
+    CuzkRun {
+        layer_lines: buf.text(),
+        printed: printed.text(),
+        report,
+        stats: guard.stats(),
+    }
+}
+
+/// The lines of a log, sorted (lines from several threads are in no fixed order).
+pub fn sorted_lines(text: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = text.lines().collect();
+    v.sort_unstable();
+    v
+}

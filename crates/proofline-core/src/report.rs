@@ -477,6 +477,11 @@ pub struct Report {
     pub schema_version: u32,
     /// `gpu_workers_per_device` the GPUs were derived with.
     pub gpu_workers_per_device: u32,
+    /// Where the GPU intervals came from when not from the prover's own GPU_START/GPU_END
+    /// events (absent then): e.g. the edges of the `gpu_worker` span, which end before
+    /// cuzk's finalizer work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_interval_source: Option<String>,
     /// Input lines (from the reader).
     pub lines: LineStats,
     /// Events.

@@ -335,6 +335,12 @@ pub fn render(r: &Report) -> String {
             o,
             "\nGPUs (busy = union of worker intervals; serial = their sum)"
         );
+        if let Some(src) = &r.gpu_interval_source {
+            let _ = writeln!(
+                o,
+                "GPU intervals from {src}, not the prover's own GPU_START/GPU_END: they can start and end elsewhere (README, \"Adopting proofline in cuzk\")"
+            );
+        }
         let mut t = Table::new(&[
             "gpu",
             "workers",

@@ -304,6 +304,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         builder: TraceBuilder {
             run_key: cfg.run_key,
             epoch_unix_ms: cfg.epoch_unix_ms,
+            gpu_interval_source: None,
         },
         tx: Some(tx),
         counters: counters.clone(),
@@ -332,6 +333,7 @@ impl OtlpSink {
         self.builder = TraceBuilder {
             run_key: run_key.into(),
             epoch_unix_ms,
+            gpu_interval_source: self.builder.gpu_interval_source.take(),
         };
     }
 }
@@ -398,8 +400,16 @@ impl UpdateSink for OtlpSink {
         }
     }
 
-    fn wants_partitions(&self) -> bool {
-        true
+    fn tick(
+        &mut self,
+        live: &proofline_core::LiveState,
+        _: &proofline_core::sink::TelemetryCounts,
+    ) {
+        if self.builder.gpu_interval_source != live.gpu_interval_source {
+            self.builder
+                .gpu_interval_source
+                .clone_from(&live.gpu_interval_source);
+        }
     }
 
     /// Closes the export queue (nothing more is sent) and waits until `deadline` at most for
@@ -445,6 +455,9 @@ pub struct TraceBuilder {
     pub run_key: String,
     /// Unix ms of TIMELINE offset 0.
     pub epoch_unix_ms: u64,
+    /// Where GPU intervals come from when not the prover's own events (span edges): the
+    /// `gpu` stage spans carry it as `proofline.gpu_interval_source`.
+    pub gpu_interval_source: Option<String>,
 }
 
 /// A span id derived from the trace id and a name ([`proofline_core::ids::span_id`]).
@@ -674,10 +687,13 @@ impl TraceBuilder {
                 .synth_reported_ms
                 .map(|v| vec![KeyValue::new("synth_ms.reported", v as i64)])
                 .unwrap_or_default();
-            let gpu_extra = p
+            let mut gpu_extra = p
                 .gpu_reported_ms
                 .map(|v| vec![KeyValue::new("gpu_ms.reported", v as i64)])
                 .unwrap_or_default();
+            if let Some(src) = &self.gpu_interval_source {
+                gpu_extra.push(KeyValue::new("proofline.gpu_interval_source", src.clone()));
+            }
             spans.extend(
                 [
                     stage("synthesis", p.synth_start_ms, p.synth_end_ms, synth_extra),

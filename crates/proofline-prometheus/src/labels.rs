@@ -58,6 +58,11 @@ pub(crate) struct ReasonL {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct SourceL {
+    pub(crate) source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct LabelL {
     pub(crate) label: String,
 }

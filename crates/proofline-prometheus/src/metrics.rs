@@ -59,6 +59,7 @@ pub struct Metrics {
     pub(crate) queue_depth: Gauge,
     pub(crate) in_flight: Family<StageL, Gauge>,
     pub(crate) jobs_in_flight: Gauge,
+    pub(crate) gpu_interval_source: Family<SourceL, Gauge>,
     pub(crate) jobs_incomplete: Family<ReasonL, Counter>,
     pub(crate) events_dropped: Counter,
     pub(crate) malformed_lines: Counter,
@@ -89,6 +90,7 @@ impl Metrics {
             queue_depth: Gauge::default(),
             in_flight: Family::default(),
             jobs_in_flight: Gauge::default(),
+            gpu_interval_source: Family::default(),
             jobs_incomplete: Family::default(),
             events_dropped: Counter::default(),
             malformed_lines: Counter::default(),
@@ -173,6 +175,11 @@ impl Metrics {
             "proofline_jobs_in_flight",
             "Jobs started and not yet complete",
             m.jobs_in_flight.clone(),
+        );
+        r.register(
+            "proofline_gpu_interval_source",
+            "1 for where the GPU intervals come from when not the prover's own GPU_START/GPU_END (span edges, which can fall elsewhere); absent when they are the prover's own",
+            m.gpu_interval_source.clone(),
         );
         r.register(
             "proofline_jobs_incomplete",

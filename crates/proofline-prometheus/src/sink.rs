@@ -174,6 +174,14 @@ impl UpdateSink for PrometheusSink {
                 .set(i64::from(n));
         }
         self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
+        if let Some(src) = &live.gpu_interval_source {
+            self.m
+                .gpu_interval_source
+                .get_or_create(&SourceL {
+                    source: escape_label_value(src),
+                })
+                .set(1);
+        }
         if let Some(spp) = live.seconds_per_proof {
             self.m.seconds_per_proof.set(spp);
         }

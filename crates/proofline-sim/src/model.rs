@@ -125,6 +125,23 @@ pub struct Faults {
     pub never_finish: Option<(usize, u32)>,
     /// GPU worker `.0` panics in the middle of its `.1`-th partition (0-based) and is gone.
     pub panic_worker: Option<(u32, u32)>,
+    /// The synthesis of partition `.1` of job `.0` fails: cuzk prints no SYNTH_END and no
+    /// GPU_QUEUE for it, logs the error outside the synthesis span (which has closed), and
+    /// fails the job: its later partitions are not synthesized, those already queued are
+    /// picked up and dropped.
+    pub fail_synthesis: Option<(usize, u32)>,
+}
+
+/// Which of cuzk's GPU paths the threaded mode takes (`CUZK_DISABLE_SPLIT_PROVE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GpuPath {
+    /// The default split path: GPU_START printed in the `gpu_worker` task before the GPU
+    /// lock, GPU_END by a finalizer task with no span; no span around the GPU work.
+    #[default]
+    Split,
+    /// `CUZK_DISABLE_SPLIT_PROVE=1`: the whole proof in a `gpu_prove{circuit_id, partition}`
+    /// span on a blocking thread with no parent and no job id; no GPU_START or GPU_END printed.
+    Sync,
 }
 
 /// The whole simulated prover.
@@ -150,6 +167,8 @@ pub struct SimConfig {
     pub faults: Faults,
     /// Lines are printed up to this many ms out of order, as many threads do.
     pub shuffle_ms: u64,
+    /// The GPU path of the threaded mode.
+    pub gpu_path: GpuPath,
 }
 
 impl Default for SimConfig {
@@ -177,6 +196,7 @@ impl SimConfig {
             timings: Timings::default(),
             faults: Faults::default(),
             shuffle_ms: 0,
+            gpu_path: GpuPath::Split,
         }
     }
 

@@ -1,18 +1,41 @@
-//! The threaded mode: real threads and real `tracing` spans named and shaped as cuzk's, so
-//! that the layer, the exporters and the dashboards see what they would see in cuzk.
+//! The threaded mode: real threads and real `tracing` spans with cuzk's names, fields and
+//! shape, so that the layer, the exporters and the dashboards see what they would see in
+//! cuzk as it is, and cuzk's own TIMELINE lines printed beside them for comparison.
+//!
+//! Each shape decision follows filecoin-project/curio at e0294b0f, `extern/cuzk` (described
+//! here, not copied):
 //!
 //! ```text
-//!  dispatcher (job, partition) order ─► N synthesis threads ─► GPU queue, (job, partition) order
-//!      synthesize_partition{job_id, partition}                       │
-//!                                                                    ▼
-//!   G GPUs x W workers: gpu_worker{worker_id, gpu, job_id, proof_kind, partition}
-//!        gpu_prove{partition}: CPU prep ─► per-GPU lock: kernel ─► finalizer thread (closes it)
+//!  synthesis task (no span)          blocking thread (no parent span)
+//!   SYNTH_START ─► spawn_blocking ─►  synthesize_partition{job_id, partition}: build + synthesize
+//!   SYNTH_END, GPU_QUEUE ◄────────────┘   (cuzk-core/src/engine.rs synth worker; pipeline.rs)
+//!        │ (job, partition) order
+//!        ▼
+//!  GPU worker task, one gpu_worker{worker_id, gpu, job_id=%, proof_kind=%, batch_size,
+//!  partition=?} span per work item (engine.rs gpu worker, `.instrument(span)`):
+//!   split path (default): enter: GPU_PICKUP, GPU_START ─ exit ─► gpu_prove_start on a blocking
+//!     thread, no span (CPU prep, GPU lock, kernels) ─► enter: hand the proof to a finalizer
+//!     task (plain tokio::spawn, no span) ─ exit, close ──► finalizer: b_g2_msm, epilogue, GPU_END
+//!   sync path (CUZK_DISABLE_SPLIT_PROVE=1): enter: GPU_PICKUP ─ exit ─► gpu_prove{circuit_id,
+//!     partition} on a blocking thread, no parent, no job id: the whole proof ─► close;
+//!     no GPU_START, no GPU_END printed
 //! ```
+//!
+//! Whole-proof jobs (WinningPoSt, WindowPoSt) are synthesized under their own span names
+//! (`synthesize_winning_post{job_id}`, `synthesize_window_post{job_id, partition}`), with
+//! `SYNTH_START ... kind=`, `GPU_QUEUE ... monolithic`, and a `gpu_worker` with
+//! `partition = None`. A failed synthesis prints no SYNTH_END and no GPU_QUEUE; its error is
+//! logged after its span closed, outside any span, as cuzk does.
+//!
+//! cuzk prints its TIMELINE lines with `eprintln!` from `timeline_event()`; here they go to
+//! a [`Printer`]: a writer (what cuzk prints), or `tracing` events with target `timeline`
+//! whose message is the line (the one-line adoption change), or both.
 //!
 //! Durations are [`Timings`](crate::Timings) divided by the speed factor.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
+use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -23,7 +46,29 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use tracing::{Span, info_span};
 
-use crate::model::{JobSpec, ProofKind, SimConfig};
+use crate::model::{GpuPath, JobSpec, ProofKind, SimConfig};
+
+/// The share of a partition's synthesis that builds the circuit before `synthesize_auto`:
+/// inside the synthesis span, outside cuzk's printed `synth_ms`.
+const CIRCUIT_SHARE: f64 = 0.05;
+
+/// Where the simulated cuzk's `timeline_event()` sends its lines.
+#[derive(Clone, Default)]
+pub struct Printer {
+    /// What cuzk prints (`eprintln!`), one line each.
+    pub out: Option<Arc<Mutex<dyn Write + Send>>>,
+    /// Also as a `tracing` event with target `timeline` whose message is the line.
+    pub via_tracing: bool,
+}
+
+impl std::fmt::Debug for Printer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Printer")
+            .field("out", &self.out.is_some())
+            .field("via_tracing", &self.via_tracing)
+            .finish()
+    }
+}
 
 /// What a threaded run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -192,6 +237,7 @@ impl GpuQueue {
 
 struct Shared {
     cfg: SimConfig,
+    /// cuzk's TIMELINE epoch (its engine's start).
     start: Instant,
     speed: f64,
     stop: Arc<AtomicBool>,
@@ -202,24 +248,66 @@ struct Shared {
     progress: Arc<Progress>,
     synth_live: AtomicUsize,
     panicked: AtomicU64,
+    timeline: Timeline,
+    /// Jobs (by dispatch number) whose synthesis failed.
+    failed: Mutex<HashSet<u64>>,
 }
 
 impl Shared {
-    fn sleep(&self, rng: &mut SmallRng, mean_ms: f64) {
+    /// A duration drawn around `mean_ms` (simulated), in real time.
+    fn draw(&self, rng: &mut SmallRng, mean_ms: f64) -> Duration {
         let s = self.cfg.timings.spread.clamp(0.0, 0.99);
         let f = if s > 0.0 {
             rng.random_range(1.0 - s..=1.0 + s)
         } else {
             1.0
         };
-        let ms = mean_ms * f / self.speed;
-        thread::sleep(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+        Duration::from_secs_f64((mean_ms * f / self.speed).max(0.0) / 1000.0)
+    }
+
+    fn sleep(&self, rng: &mut SmallRng, mean_ms: f64) {
+        thread::sleep(self.draw(rng, mean_ms));
+    }
+
+    fn job_failed(&self, seq: u64) -> bool {
+        self.failed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&seq)
+    }
+}
+
+/// cuzk's `timeline_event()`: TIMELINE lines, offset from its engine's start.
+#[derive(Clone)]
+struct Timeline {
+    printer: Printer,
+    start: Instant,
+}
+
+impl Timeline {
+    fn line(&self, event: &str, job: &str, detail: &str) {
+        let ms = self.start.elapsed().as_millis();
+        if let Some(out) = &self.printer.out {
+            let mut w = out.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = writeln!(w, "TIMELINE,{ms},{event},{job},{detail}");
+        }
+        if self.printer.via_tracing {
+            tracing::info!(target: "timeline", "TIMELINE,{},{},{},{}", ms, event, job, detail);
+        }
+    }
+}
+
+/// `worker=W[,partition=N]`, as cuzk details its GPU events.
+fn gpu_detail(worker: u32, partition: Option<u32>) -> String {
+    match partition {
+        Some(p) => format!("worker={worker},partition={p}"),
+        None => format!("worker={worker}"),
     }
 }
 
 /// Runs the simulated prover on real threads until its jobs are done (or, with `forever`,
-/// until `stop` is set). Spans go to the calling thread's default subscriber, which every
-/// thread of the prover inherits.
+/// until `stop` is set), printing no TIMELINE lines. Spans go to the calling thread's
+/// default subscriber, which every thread of the prover inherits.
 pub fn run(
     cfg: &SimConfig,
     speed: f64,
@@ -227,10 +315,23 @@ pub fn run(
     stop: Arc<AtomicBool>,
     progress: Arc<Progress>,
 ) -> RunSummary {
+    run_printing(cfg, speed, forever, stop, progress, Printer::default())
+}
+
+/// [`run`], with cuzk's own TIMELINE lines going to `printer`.
+pub fn run_printing(
+    cfg: &SimConfig,
+    speed: f64,
+    forever: bool,
+    stop: Arc<AtomicBool>,
+    progress: Arc<Progress>,
+    printer: Printer,
+) -> RunSummary {
     let dispatch = tracing::dispatcher::get_default(Clone::clone);
+    let start = Instant::now();
     let shared = Arc::new(Shared {
         cfg: cfg.clone(),
-        start: Instant::now(),
+        start,
         speed: if speed > 0.0 { speed } else { 1.0 },
         stop,
         dispatcher: Mutex::new(Dispatcher {
@@ -251,6 +352,8 @@ pub fn run(
         progress,
         synth_live: AtomicUsize::new(cfg.synth_workers.max(1) as usize),
         panicked: AtomicU64::new(0),
+        timeline: Timeline { printer, start },
+        failed: Mutex::new(HashSet::new()),
     });
 
     let mut synth = Vec::new();
@@ -291,6 +394,25 @@ pub fn run(
     }
 }
 
+/// The span a synthesis runs in on its blocking thread: no parent (cuzk enters it inside
+/// `spawn_blocking`, which carries no span), `job_id` recorded as a plain `&str`, the
+/// partition as a plain integer; whole proofs under their own span names.
+fn synthesis_span(unit: &Unit) -> Span {
+    let job: &str = &unit.job;
+    match (unit.partition, unit.kind.kind()) {
+        (Some(p), ProofKind::SnapDeals) => {
+            info_span!(parent: None, "synthesize_snap_deals_partition", job_id = job, partition = p as usize)
+        }
+        (Some(p), _) => {
+            info_span!(parent: None, "synthesize_partition", job_id = job, partition = p as usize)
+        }
+        (None, ProofKind::WindowPost) => {
+            info_span!(parent: None, "synthesize_window_post", job_id = job, partition = 0u32)
+        }
+        (None, _) => info_span!(parent: None, "synthesize_winning_post", job_id = job),
+    }
+}
+
 fn synth_worker(sh: &Shared, w: u32) {
     let mut rng =
         SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(1000).wrapping_add(u64::from(w)));
@@ -307,11 +429,25 @@ fn synth_worker(sh: &Shared, w: u32) {
             sh.budget.release();
             break;
         };
+        if sh.job_failed(unit.seq) {
+            // cuzk skips the partitions of a failed job after taking budget, silently
+            drop(d);
+            sh.budget.release();
+            continue;
+        }
         let kind = unit.kind.kind();
-        let span = match unit.partition {
-            Some(p) => info_span!("synthesize_partition", job_id = %unit.job, partition = p),
-            None => info_span!("synthesize_partition", job_id = %unit.job, proof_kind = %kind),
+        let detail = match unit.partition {
+            Some(p) => format!("partition={p}"),
+            None => format!("kind={kind}"),
         };
+        // whole proofs are dispatched by a `synth_single{proof_kind}` task (engine.rs
+        // process_batch), which prints their events inside it
+        let batch = unit
+            .partition
+            .is_none()
+            .then(|| info_span!("synth_single", proof_kind = %kind));
+        let _batch = batch.as_ref().map(Span::enter);
+        let span = synthesis_span(&unit);
         if first {
             sh.progress.jobs_started.fetch_add(1, Ordering::Relaxed);
             // a job is not dispatched before it arrives
@@ -321,6 +457,9 @@ fn synth_worker(sh: &Shared, w: u32) {
             if let Some(wait) = arrival.checked_sub(sh.start.elapsed()) {
                 thread::sleep(wait);
             }
+        }
+        sh.timeline.line("SYNTH_START", &unit.job, &detail);
+        if first {
             if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
                 if job as u64 == unit.seq {
                     span.in_scope(|| {
@@ -335,9 +474,40 @@ fn synth_worker(sh: &Shared, w: u32) {
         } else {
             sh.cfg.timings.whole_synth_ms
         };
-        span.in_scope(|| sh.sleep(&mut rng, mean));
+        let fails = sh
+            .cfg
+            .faults
+            .fail_synthesis
+            .is_some_and(|(j, p)| j as u64 == unit.seq && unit.partition.unwrap_or(0) == p);
+        // circuit building, then `synthesize_auto`: cuzk's `synth_ms` times the latter only
+        let total = sh.draw(&mut rng, mean);
+        let synth_ms = span.in_scope(|| {
+            thread::sleep(total.mul_f64(CIRCUIT_SHARE));
+            let t = Instant::now();
+            thread::sleep(total.mul_f64(1.0 - CIRCUIT_SHARE));
+            (t.elapsed().as_secs_f64() * 1000.0 * sh.speed) as u64
+        });
         drop(span);
+        if fails {
+            // the error is logged outside the span, which has closed: no SYNTH_END
+            sh.failed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(unit.seq);
+            tracing::error!(job_id = %unit.job, partition = ?unit.partition, "partition synthesis failed");
+            sh.budget.release();
+            continue;
+        }
+        let (end, queue) = match unit.partition {
+            Some(p) => (
+                format!("partition={p},synth_ms={synth_ms}"),
+                format!("partition={p}"),
+            ),
+            None => (format!("synth_ms={synth_ms}"), "monolithic".to_owned()),
+        };
+        sh.timeline.line("SYNTH_END", &unit.job, &end);
         sh.progress.synthesized.fetch_add(1, Ordering::Relaxed);
+        sh.timeline.line("GPU_QUEUE", &unit.job, &queue);
         sh.queue.push(unit);
     }
     if sh.synth_live.fetch_sub(1, Ordering::AcqRel) == 1 {
@@ -345,49 +515,80 @@ fn synth_worker(sh: &Shared, w: u32) {
     }
 }
 
+/// What the finalizer task is handed: the proof whose GPU part is done.
+struct Finish {
+    job: Arc<str>,
+    partition: Option<u32>,
+    /// When `gpu_prove_start` began (cuzk's `gpu_ms` counts from there).
+    started: Instant,
+    /// The proof never finishes (a fault): no GPU_END.
+    never: bool,
+}
+
 fn gpu_worker(sh: &Shared, gw: u32) {
     let gpu = gw / sh.cfg.workers_per_gpu.max(1);
     let mut rng =
         SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(7919).wrapping_add(u64::from(gw)));
-    // the split API's finalizer: closes gpu_prove (GPU_END) after the lock is released
-    let (fin_tx, fin_rx) = mpsc::channel::<(Span, bool)>();
-    let speed = sh.speed;
-    let finalize_ms = sh.cfg.timings.finalize_ms;
-    let spread = sh.cfg.timings.spread.clamp(0.0, 0.99);
-    let progress = sh.progress.clone();
-    let d = tracing::dispatcher::get_default(Clone::clone);
-    let mut fin_rng = SmallRng::seed_from_u64(sh.cfg.seed ^ u64::from(gw));
-    let finalizer = thread::Builder::new()
-        .name(format!("finalizer-{gw}"))
-        .spawn(move || {
-            tracing::dispatcher::with_default(&d, || {
-                for (span, never) in fin_rx {
-                    if never {
-                        std::mem::forget(span); // the partition never finishes: no GPU_END
-                        continue;
+    // the split path's finalizer: a task of its own, with no span
+    let (fin_tx, fin_rx) = mpsc::channel::<Finish>();
+    let finalizer = {
+        let speed = sh.speed;
+        let finalize_ms = sh.cfg.timings.finalize_ms;
+        let spread = sh.cfg.timings.spread.clamp(0.0, 0.99);
+        let progress = sh.progress.clone();
+        let d = tracing::dispatcher::get_default(Clone::clone);
+        let mut fin_rng = SmallRng::seed_from_u64(sh.cfg.seed ^ u64::from(gw));
+        let timeline = sh.timeline.clone();
+        thread::Builder::new()
+            .name(format!("finalizer-{gw}"))
+            .spawn(move || {
+                tracing::dispatcher::with_default(&d, || {
+                    for f in fin_rx {
+                        if f.never {
+                            continue;
+                        }
+                        let k = if spread > 0.0 {
+                            fin_rng.random_range(1.0 - spread..=1.0 + spread)
+                        } else {
+                            1.0
+                        };
+                        // b_g2_msm's join, the epilogue, serialization
+                        thread::sleep(Duration::from_secs_f64(finalize_ms * k / speed / 1000.0));
+                        let gpu_ms = (f.started.elapsed().as_secs_f64() * 1000.0 * speed) as u64;
+                        timeline.line(
+                            "GPU_END",
+                            &f.job,
+                            &format!("{},gpu_ms={gpu_ms}", gpu_detail(gw, f.partition)),
+                        );
+                        progress.proved.fetch_add(1, Ordering::Relaxed);
                     }
-                    let f = if spread > 0.0 {
-                        fin_rng.random_range(1.0 - spread..=1.0 + spread)
-                    } else {
-                        1.0
-                    };
-                    span.in_scope(|| {
-                        thread::sleep(Duration::from_secs_f64(finalize_ms * f / speed / 1000.0))
-                    });
-                    drop(span);
-                    progress.proved.fetch_add(1, Ordering::Relaxed);
-                }
+                })
             })
-        })
-        .expect("spawn finalizer thread");
+            .expect("spawn finalizer thread")
+    };
 
     let mut picked = 0u32;
     while let Some(unit) = sh.queue.pop(&sh.stop) {
         sh.budget.release();
         let kind = unit.kind.kind();
-        let worker_span = info_span!("gpu_worker", worker_id = gw, gpu = gpu, job_id = %unit.job,
-            proof_kind = %kind, partition = ?unit.partition);
-        let prove = worker_span.in_scope(|| info_span!("gpu_prove", partition = ?unit.partition));
+        let detail = gpu_detail(gw, unit.partition);
+        // one span per work item, instrumenting its async block: entered at each poll
+        let span = info_span!("gpu_worker", worker_id = gw, gpu = gpu, job_id = %unit.job,
+            proof_kind = %kind, batch_size = 1u64, partition = ?unit.partition.map(|p| p as usize));
+        let failed_job = span.in_scope(|| {
+            sh.timeline.line("GPU_PICKUP", &unit.job, &detail);
+            if sh.job_failed(unit.seq) {
+                return true; // its job failed: dropped after the pickup
+            }
+            if sh.cfg.gpu_path == GpuPath::Split {
+                sh.timeline.line("GPU_START", &unit.job, &detail);
+            }
+            false
+        });
+        if failed_job {
+            drop(span);
+            continue;
+        }
         let panic_now = sh.cfg.faults.panic_worker == Some((gw, picked));
         picked += 1;
         let slow = match sh.cfg.faults.slow_gpu {
@@ -399,24 +600,57 @@ fn gpu_worker(sh: &Shared, gw: u32) {
         } else {
             sh.cfg.timings.whole_kernel_ms
         };
-        worker_span.in_scope(|| {
-            prove.in_scope(|| {
-                sh.sleep(&mut rng, sh.cfg.timings.prep_ms);
-                if panic_now {
-                    panic!("simulated GPU worker {gw} panic");
-                }
-                let _lock = sh.gpu_locks[gpu as usize]
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                sh.sleep(&mut rng, kernel * slow);
-            })
-        });
         let never = sh
             .cfg
             .faults
             .never_finish
             .is_some_and(|(j, p)| j as u64 == unit.seq && unit.partition.unwrap_or(0) == p);
-        let _ = fin_tx.send((prove, never));
+        let started = Instant::now();
+        // the blocking part, outside the worker's span (spawn_blocking carries none)
+        let prove = |sh: &Shared, rng: &mut SmallRng| {
+            sh.sleep(rng, sh.cfg.timings.prep_ms);
+            if panic_now {
+                panic!("simulated GPU worker {gw} panic");
+            }
+            let _lock = sh.gpu_locks[gpu as usize]
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            sh.sleep(rng, kernel * slow);
+        };
+        match sh.cfg.gpu_path {
+            GpuPath::Split => {
+                prove(sh, &mut rng);
+                span.in_scope(|| {
+                    let _ = fin_tx.send(Finish {
+                        job: unit.job.clone(),
+                        partition: unit.partition,
+                        started,
+                        never,
+                    });
+                });
+            }
+            GpuPath::Sync => {
+                let circuit = kind.as_str();
+                let p = info_span!(parent: None, "gpu_prove", circuit_id = %circuit,
+                    partition = ?unit.partition.map(|p| p as usize));
+                p.in_scope(|| {
+                    prove(sh, &mut rng);
+                    if !never {
+                        sh.sleep(&mut rng, sh.cfg.timings.finalize_ms);
+                    }
+                });
+                drop(p);
+                if !never {
+                    sh.progress.proved.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if never {
+            // the proof never finishes: its work item never returns, its span never closes
+            std::mem::forget(span);
+            continue;
+        }
+        drop(span);
     }
     drop(fin_tx);
     let _ = finalizer.join();

@@ -41,6 +41,7 @@ impl std::fmt::Debug for Output {
 /// default; setters take and return the builder by value.
 pub struct Builder {
     rules: Vec<SpanRule>,
+    whole: Vec<(String, Option<String>)>,
     fields: FieldNames,
     event_target: String,
     gpu_queue_on_synth_end: bool,
@@ -69,6 +70,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             rules: SpanRule::cuzk_defaults(),
+            whole: crate::layer::cuzk_whole_proof_spans(),
             fields: FieldNames::default(),
             event_target: DEFAULT_EVENT_TARGET.to_owned(),
             gpu_queue_on_synth_end: true,
@@ -107,10 +109,31 @@ impl Builder {
         self
     }
 
-    /// Forgets every mapping, cuzk's defaults included (then add your own with [`Builder::map`]).
+    /// Forgets every mapping and whole-proof span, cuzk's defaults included (then add your
+    /// own with [`Builder::map`] and [`Builder::whole_proof_span`]).
     pub fn clear_mappings(mut self) -> Self {
         self.rules.clear();
+        self.whole.clear();
         self
+    }
+
+    /// Marks spans named `span` as whole-proof work: the events their edges emit carry no
+    /// partition (whatever fields the span has), and SYNTH_START carries `kind` as its proof
+    /// kind unless the span records a `proof_kind`. Default: cuzk's whole-proof synthesis
+    /// spans and `monolithic_worker`.
+    pub fn whole_proof_span(mut self, span: impl Into<String>, kind: Option<&str>) -> Self {
+        self.whole.push((span.into(), kind.map(str::to_owned)));
+        self
+    }
+
+    /// The preset for a cuzk whose `timeline_event()` logs its line through `tracing`
+    /// instead of printing it (the one-line change in the README's "Adopting proofline in
+    /// cuzk"): the TIMELINE events come from those lines alone, with cuzk's own offsets, so
+    /// the lines the layer writes are the ones cuzk printed, and no span mapping adds a
+    /// second copy. The same as [`Builder::clear_mappings`] and
+    /// `gpu_queue_on_synth_end(false)`.
+    pub fn cuzk_timeline_events(self) -> Self {
+        self.clear_mappings().gpu_queue_on_synth_end(false)
     }
 
     /// The names of the fields looked up on spans and their ancestors.
@@ -195,8 +218,11 @@ impl Builder {
     /// # Panics
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
+        let mut engine = self.engine;
+        engine.gpu_interval_source = gpu_interval_source(&self.rules);
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,
+            whole: self.whole,
             fields: self.fields,
             event_target: self.event_target,
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
@@ -218,7 +244,7 @@ impl Builder {
             rings: handoff::Rings::default(),
             shutdown: shutdown.clone(),
             poll: self.poll,
-            engine: Engine::new(self.engine),
+            engine: Engine::new(engine),
             out,
             sinks: self.sinks,
             deadline: deadline.clone(),
@@ -228,6 +254,7 @@ impl Builder {
             tick: self.tick,
             done: done_tx,
             warned: false,
+            skew_ms: None,
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())
@@ -252,4 +279,32 @@ impl Builder {
         };
         (layer, guard)
     }
+}
+
+/// Where the GPU intervals come from when spans give them: the spans and edges of the rules
+/// that map GPU_START and GPU_END (`None` when no rule does: the prover's own events).
+fn gpu_interval_source(rules: &[SpanRule]) -> Option<String> {
+    let edge = |kind: EventKind| {
+        rules
+            .iter()
+            .filter(|r| r.event == kind)
+            .map(|r| {
+                let edge = match r.edge {
+                    Edge::Created => "creation",
+                    Edge::FirstEnter => "first enter",
+                    Edge::Close => "close",
+                };
+                format!("{edge} of `{}`", r.span)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (start, end) = (edge(EventKind::GpuStart), edge(EventKind::GpuEnd));
+    (!start.is_empty() || !end.is_empty()).then(|| {
+        format!(
+            "spans: GPU_START at {}, GPU_END at {}",
+            if start.is_empty() { "none" } else { &start },
+            if end.is_empty() { "none" } else { &end }
+        )
+    })
 }

@@ -22,6 +22,7 @@ const GPU: u8 = 1 << 2;
 const MS: u8 = 1 << 3;
 const MONOLITHIC: u8 = 1 << 4;
 const THEN_QUEUE: u8 = 1 << 5;
+const OWN_OFFSET: u8 = 1 << 6;
 
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
@@ -281,6 +282,18 @@ impl Queued {
             .and_then(|e| e.start_proof_kind.as_deref())
             .map(Name::as_str);
         Some(ev)
+    }
+
+    /// The entry of an event whose offset is the prover's own (a TIMELINE line it printed
+    /// through `tracing`), not the layer's clock.
+    pub fn with_own_offset(mut self) -> Self {
+        self.flags |= OWN_OFFSET;
+        self
+    }
+
+    /// Whether the event's offset is the prover's own.
+    pub fn own_offset(&self) -> bool {
+        self.flags & OWN_OFFSET != 0
     }
 
     /// Whether a GPU_QUEUE follows the event.

@@ -49,6 +49,10 @@ pub(crate) struct Worker {
     pub done: Sender<(Report, Result<(), SinkError>)>,
     /// Whether the drop warning was printed.
     pub warned: bool,
+    /// The layer's clock minus the prover's own offsets (TIMELINE lines it logged through
+    /// `tracing` count from its own epoch): the least seen, so the engine's clock moves
+    /// on in the prover's time.
+    pub skew_ms: Option<i64>,
 }
 
 impl Worker {
@@ -88,8 +92,14 @@ impl Worker {
             }
             if last_tick.elapsed() >= self.tick {
                 last_tick = Instant::now();
-                let now = self.clock.offset_ms(self.clock.now());
-                self.engine.advance(now, &mut self.sinks);
+                // the engine's clock moves on in the prover's time: the layer's, less the skew
+                // of the prover's own offsets; not before the first event, which may be one
+                // of those (an advance before it would set a newest offset in the layer's time)
+                if self.stats.received.load(Ordering::Relaxed) > 0 {
+                    let now = self.clock.offset_ms(self.clock.now());
+                    let now = (now as i64 - self.skew_ms.unwrap_or(0)).max(0) as u64;
+                    self.engine.advance(now, &mut self.sinks);
+                }
                 self.tick_sinks();
             }
             if n < MAX_BATCH && !stop {
@@ -123,7 +133,7 @@ impl Worker {
     fn tick_sinks(&mut self) {
         let counts = TelemetryCounts {
             events_dropped: self.stats.dropped.load(Ordering::Relaxed),
-            malformed_lines: 0,
+            malformed_lines: self.stats.malformed.load(Ordering::Relaxed),
         };
         let live = self.engine.live();
         self.sinks.tick(&live, &counts);
@@ -131,6 +141,10 @@ impl Worker {
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
         let ev = q.event();
+        if q.own_offset() {
+            let skew = self.clock.offset_ms(self.clock.now()) as i64 - ev.offset_ms as i64;
+            self.skew_ms = Some(self.skew_ms.map_or(skew, |s| s.min(skew)));
+        }
         if let Some(start) = q.start_event(&ev) {
             self.handle(&start, line);
         }

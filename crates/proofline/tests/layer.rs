@@ -231,7 +231,14 @@ fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
 #[test]
 fn spans_entered_on_many_threads_closed_elsewhere_never_entered_or_panicking() {
     let buf = SharedBuf::default();
+    // a prover whose GPU work has a span of its own (cuzk's has none on its default path)
     let (layer, mut guard) = TimelineLayer::builder()
+        .map(
+            "gpu_prove",
+            EventKind::GpuStart,
+            proofline::Edge::FirstEnter,
+        )
+        .map("gpu_prove", EventKind::GpuEnd, proofline::Edge::Close)
         .timeline_to_writer(buf.clone())
         .build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
@@ -470,6 +477,12 @@ fn shutdown_twice_and_after_shutdown_events_are_counted_as_dropped() {
 fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     let buf = SharedBuf::default();
     let (layer, mut guard) = TimelineLayer::builder()
+        .map(
+            "gpu_prove",
+            EventKind::GpuStart,
+            proofline::Edge::FirstEnter,
+        )
+        .map("gpu_prove", EventKind::GpuEnd, proofline::Edge::Close)
         .poll_interval(Duration::from_millis(5))
         .timeline_to_writer(buf.clone())
         .build();
@@ -648,4 +661,104 @@ fn the_guard_flushes_and_shuts_down_every_sink_within_its_deadline() {
     );
     // later calls keep the first result
     assert!(guard.shutdown(Duration::from_secs(1)).is_err());
+}
+
+/// A synthesis span that records an error, or has an ERROR event inside it, failed: no
+/// SYNTH_END and no GPU_QUEUE (cuzk prints neither), counted.
+#[test]
+fn a_synthesis_span_that_records_an_error_emits_no_end() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let s = info_span!(
+            "synthesize_partition",
+            job_id = "porep-9-1",
+            partition = 0u32,
+            error = tracing::field::Empty
+        );
+        s.in_scope(|| {});
+        s.record("error", "out of memory");
+        drop(s);
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-9-1",
+            partition = 1u32
+        )
+        .in_scope(|| tracing::error!("constraint system unsatisfied"));
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-9-1",
+            partition = 2u32
+        )
+        .in_scope(|| tracing::warn!("slow"));
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let kinds: Vec<(EventKind, Option<u32>)> = text
+        .lines()
+        .map(|l| {
+            let ev = parse_line(l).unwrap().unwrap();
+            (ev.kind, ev.partition)
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (EventKind::SynthStart, Some(0)),
+            (EventKind::SynthStart, Some(1)),
+            (EventKind::SynthStart, Some(2)),
+            (EventKind::SynthEnd, Some(2)),
+            (EventKind::GpuQueue, Some(2)),
+        ],
+        "{text}"
+    );
+    assert_eq!(guard.stats().failed, 2);
+}
+
+/// TIMELINE lines logged through `tracing` keep the prover's own offsets, and the engine's
+/// clock follows them even when the layer started long before the prover's epoch.
+#[test]
+fn logged_timeline_lines_keep_their_offsets_and_the_clock_follows_them() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .cuzk_timeline_events()
+        .tick(Duration::from_millis(20))
+        .engine_config(engine_cfg())
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    // the prover's epoch comes 1.5 s after the layer's: its offsets are 1.5 s behind
+    thread::sleep(Duration::from_millis(1500));
+    let epoch = std::time::Instant::now();
+    let mut sent = Vec::new();
+    tracing::dispatcher::with_default(&dispatch, || {
+        for (event, detail) in [
+            ("SYNTH_START", "kind=winning-post"),
+            ("SYNTH_END", "synth_ms=40"),
+            ("GPU_QUEUE", "monolithic"),
+            ("GPU_PICKUP", "worker=0"),
+            ("GPU_START", "worker=0"),
+            ("GPU_END", "worker=0,gpu_ms=40"),
+        ] {
+            thread::sleep(Duration::from_millis(40));
+            let ms = epoch.elapsed().as_millis();
+            let line = format!("TIMELINE,{ms},{event},winpost-1-ab,{detail}");
+            // what cuzk's timeline_event() becomes: its eprintln! turned into a log event
+            tracing::info!(target: "timeline", "TIMELINE,{},{},{},{}", ms, event, "winpost-1-ab", detail);
+            sent.push(line);
+        }
+        tracing::info!(target: "timeline", "TIMELINE,oops,GPU_END,x,worker=0");
+    });
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert_eq!(text.lines().collect::<Vec<_>>(), sent, "{text}");
+    assert_eq!(
+        report.events.late, 0,
+        "the engine's clock ran in the prover's time"
+    );
+    assert_eq!(report.summary.jobs_complete, 1);
+    assert_eq!(guard.stats().malformed, 1);
 }

@@ -49,6 +49,11 @@ pub struct EngineConfig {
     /// Rows of jobs, transitions and incomplete jobs kept for the report.
     /// Default [`DEFAULT_MAX_ROWS`].
     pub max_rows: usize,
+    /// Where GPU_START and GPU_END come from when they are not the prover's own events
+    /// (`None`, the default): the layer sets it when spans give them, and every output
+    /// labels the GPU intervals with it, since span edges need not fall where the
+    /// prover's own GPU_START/GPU_END would.
+    pub gpu_interval_source: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -62,6 +67,7 @@ impl Default for EngineConfig {
             completion_grace_ms: DEFAULT_REORDER_WINDOW_MS,
             busy_window_ms: DEFAULT_BUSY_WINDOW_MS,
             max_rows: DEFAULT_MAX_ROWS,
+            gpu_interval_source: None,
         }
     }
 }

@@ -354,7 +354,9 @@ mod tests {
             ];
             for job in order {
                 let w = if job == "a" { 0 } else { 1 };
-                lines.push(format!("TIMELINE,300,GPU_START,{job},worker={w},partition=1"));
+                lines.push(format!(
+                    "TIMELINE,300,GPU_START,{job},worker={w},partition=1"
+                ));
             }
             lines.push("TIMELINE,400,GPU_END,a,worker=0,partition=1,gpu_ms=100".into());
             lines.push("TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=100".into());

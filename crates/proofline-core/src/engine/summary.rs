@@ -214,6 +214,7 @@ impl Engine {
                 .filter(|j| j.state == JobState::Active)
                 .count() as u32,
             seconds_per_proof: self.totals.live_seconds_per_proof(),
+            gpu_interval_source: self.cfg.gpu_interval_source.clone(),
             gpus: self
                 .devices
                 .values()
@@ -327,6 +328,7 @@ impl Engine {
         Report {
             schema_version: SCHEMA_VERSION,
             gpu_workers_per_device: self.cfg.gpu_workers_per_device,
+            gpu_interval_source: self.cfg.gpu_interval_source.clone(),
             lines: LineStats::default(),
             events: t.stats.clone(),
             summary: Summary {

@@ -14,6 +14,8 @@ use crate::fields::Slot;
 #[derive(Debug)]
 pub(crate) struct CallsiteInfo {
     pub(crate) rules: RuleMask,
+    /// A whole-proof span (and the kind it synthesizes, if known).
+    pub(crate) whole: Option<Option<std::sync::Arc<crate::fields::Name>>>,
     pub(crate) slots: Box<[Option<Slot>]>,
 }
 
@@ -129,7 +131,11 @@ mod tests {
     #[test]
     pub(crate) fn a_callsite_never_registered_is_classified_not_ignored() {
         let cfg = LayerConfig {
-            rules: SpanRule::cuzk_defaults(),
+            rules: vec![
+                SpanRule::new("gpu_prove", EventKind::GpuStart, crate::Edge::FirstEnter),
+                SpanRule::new("gpu_prove", EventKind::GpuEnd, crate::Edge::Close),
+            ],
+            whole: Vec::new(),
             fields: FieldNames::default(),
             event_target: "timeline".into(),
             gpu_queue_on_synth_end: true,

@@ -100,6 +100,9 @@ pub(crate) struct TimelineVisitor<'a> {
     pub(crate) fields: SpanFields,
     pub(crate) ev: Option<EventKind>,
     pub(crate) detail: Option<String>,
+    /// The message, when it is a whole TIMELINE line (`timeline_event()` logging its line
+    /// through `tracing` instead of printing it).
+    pub(crate) line: Option<String>,
     pub(crate) synth_ms: Option<u64>,
     pub(crate) gpu_ms: Option<u64>,
 }
@@ -118,7 +121,11 @@ impl TimelineVisitor<'_> {
         match field.name() {
             "event" => self.ev = EventKind::from_name(s),
             "detail" => self.detail = Some(s.to_owned()),
-            "message" => {}
+            "message" => {
+                if s.contains(proofline_core::codec::MARKER) {
+                    self.line = Some(s.to_owned());
+                }
+            }
             name => {
                 if let Some(v) = parse_index(s).map(u64::from) {
                     if self.set_ms(name, v) {

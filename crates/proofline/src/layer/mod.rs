@@ -26,7 +26,7 @@ pub(crate) use callsites::CallsiteSet;
 pub(crate) use event::span_event;
 pub(crate) use event::{carries, queue_after};
 pub(crate) use rules::LayerConfig;
-pub use rules::{Edge, SpanRule};
+pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
 pub(crate) use spans::SpanTable;
 pub use stats::{LayerStats, StatsSnapshot};
 
@@ -164,7 +164,13 @@ impl TimelineLayer {
 impl TimelineLayer {
     /// A span's close edge, its state already out of the table.
     fn close(&self, st: &SpanState) {
-        let mask = st.rules[Edge::Close.index()];
+        let mut mask = st.rules[Edge::Close.index()];
+        let synth_end = 1 << EventKind::SynthEnd.index();
+        if st.failed && mask & synth_end != 0 {
+            // a failed synthesis: no SYNTH_END, and so no GPU_QUEUE (cuzk prints neither)
+            mask &= !synth_end;
+            self.stats.failed.fetch_add(1, Ordering::Relaxed);
+        }
         let panicking = mask != 0 && std::thread::panicking();
         if mask == 0 || panicking {
             // it did start: a start still waiting goes out alone
@@ -238,14 +244,29 @@ where
             },
             first_enter: None,
             start_pending: false,
+            failed: false,
         };
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
             slots: info.map(|i| &*i.slots),
             out: &mut state.fields,
         });
-        if !state.fields.complete() {
+        let whole = match info {
+            Some(i) => i.whole.clone(),
+            None => self.cfg.whole_for(attrs.metadata().name()),
+        };
+        if whole.is_none() && !state.fields.complete() {
             self.inherit(attrs, &ctx, &mut state.fields);
+        }
+        if let Some(kind) = whole {
+            // a whole proof: no partition, whatever the span's fields say
+            if state.fields.job_id.is_none() {
+                self.inherit(attrs, &ctx, &mut state.fields);
+            }
+            state.fields.partition = None;
+            if state.fields.proof_kind.is_none() {
+                state.fields.proof_kind = kind;
+            }
         }
         let created = state.rules[Edge::Created.index()];
         if created != 0 {
@@ -261,7 +282,10 @@ where
                 names: &self.cfg.fields,
                 slots: info.map(|i| &*i.slots),
                 out: &mut st.fields,
-            })
+            });
+            if has_error_field(values) {
+                st.failed = true;
+            }
         });
     }
 
@@ -298,6 +322,12 @@ where
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        if *event.metadata().level() == tracing::Level::ERROR {
+            // an error inside one of the layer's spans: the work it stands for failed
+            if let Some(span) = ctx.event_span(event) {
+                self.spans.with(&span.id(), |st| st.failed = true);
+            }
+        }
         if self.wants(event.metadata()).is_none() {
             return;
         }
@@ -307,11 +337,25 @@ where
             fields: SpanFields::default(),
             ev: None,
             detail: None,
+            line: None,
             synth_ms: None,
             gpu_ms: None,
         };
         event.record(&mut v);
-        let Some(kind) = v.ev else { return };
+        let Some(kind) = v.ev else {
+            // the prover's own TIMELINE line, logged instead of printed: taken as it is,
+            // with its own offset
+            if let Some(line) = v.line {
+                match codec::parse_line(&line) {
+                    Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
+                    Ok(None) => {}
+                    Err(_) => {
+                        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+            return;
+        };
         let mut f = v.fields;
         if !f.complete() {
             if let Some(mut scope) = ctx.event_scope(event) {
@@ -345,4 +389,17 @@ where
         }
         self.send(Queued::new(&ev, false));
     }
+}
+
+/// Whether the values record a field named `error` (a span's work failed).
+fn has_error_field(values: &span::Record<'_>) -> bool {
+    struct Find(bool);
+    impl tracing::field::Visit for Find {
+        fn record_debug(&mut self, field: &tracing::field::Field, _: &dyn std::fmt::Debug) {
+            self.0 |= field.name() == "error";
+        }
+    }
+    let mut f = Find(false);
+    values.record(&mut f);
+    f.0
 }

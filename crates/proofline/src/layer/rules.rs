@@ -49,24 +49,31 @@ impl SpanRule {
         }
     }
 
-    /// cuzk's span names:
+    /// The mapping for cuzk's spans as they are (curio `extern/cuzk` at e0294b0f), with no
+    /// change to cuzk; see the README's "Adopting proofline in cuzk":
     ///
     /// | event | span and edge |
     /// |---|---|
-    /// | SYNTH_START | first enter of `synthesize_partition` / `synthesize_snap_deals_partition` |
-    /// | SYNTH_END | close of that span |
+    /// | SYNTH_START | first enter of `synthesize_partition`, `synthesize_snap_deals_partition` and the whole-proof synthesis spans ([`cuzk_whole_proof_spans`]) |
+    /// | SYNTH_END (and GPU_QUEUE) | close of that span, unless it recorded an error |
     /// | GPU_PICKUP | creation of `gpu_worker` |
-    /// | GPU_START | first enter of `gpu_prove` |
-    /// | GPU_END | close of `gpu_prove` |
+    /// | GPU_START | first enter of `gpu_worker` |
+    /// | GPU_END | close of `gpu_worker` |
+    ///
+    /// cuzk's default (split) GPU path has no span around the GPU work itself: `gpu_worker`
+    /// closes once the GPU lock is released and the finalizer is handed the proof, so the
+    /// GPU interval these rules give ends before the finalizer's CPU work, where cuzk's
+    /// own GPU_END is printed. `gpu_prove` (the synchronous path only) carries no job id
+    /// and is not mapped. `monolithic_worker` (pipeline disabled) gives SYNTH_START at its
+    /// first enter and GPU_END at its close: its GPU time is reported as not observed.
     pub fn cuzk_defaults() -> Vec<SpanRule> {
         let mut v = Vec::new();
-        for synth in ["synthesize_partition", "synthesize_snap_deals_partition"] {
-            v.push(SpanRule::new(
-                synth,
-                EventKind::SynthStart,
-                Edge::FirstEnter,
-            ));
-            v.push(SpanRule::new(synth, EventKind::SynthEnd, Edge::Close));
+        let synth = ["synthesize_partition", "synthesize_snap_deals_partition"]
+            .into_iter()
+            .chain(CUZK_WHOLE_PROOF_SPANS.iter().map(|(s, _)| *s));
+        for span in synth {
+            v.push(SpanRule::new(span, EventKind::SynthStart, Edge::FirstEnter));
+            v.push(SpanRule::new(span, EventKind::SynthEnd, Edge::Close));
         }
         v.push(SpanRule::new(
             "gpu_worker",
@@ -74,13 +81,44 @@ impl SpanRule {
             Edge::Created,
         ));
         v.push(SpanRule::new(
-            "gpu_prove",
+            "gpu_worker",
             EventKind::GpuStart,
             Edge::FirstEnter,
         ));
-        v.push(SpanRule::new("gpu_prove", EventKind::GpuEnd, Edge::Close));
+        v.push(SpanRule::new("gpu_worker", EventKind::GpuEnd, Edge::Close));
+        v.push(SpanRule::new(
+            "monolithic_worker",
+            EventKind::SynthStart,
+            Edge::FirstEnter,
+        ));
+        v.push(SpanRule::new(
+            "monolithic_worker",
+            EventKind::GpuEnd,
+            Edge::Close,
+        ));
         v
     }
+}
+
+/// cuzk's whole-proof synthesis spans and the proof kind each one synthesizes (the `kind=`
+/// cuzk prints on their SYNTH_START). Their events carry no partition, whatever fields the
+/// span has (`synthesize_window_post` has a PoSt `partition` field).
+const CUZK_WHOLE_PROOF_SPANS: [(&str, &str); 5] = [
+    ("synthesize_winning_post", "winning-post"),
+    ("synthesize_window_post", "window-post"),
+    ("synthesize_porep_c2_batch", "porep-c2"),
+    ("synthesize_porep_c2_multi", "porep-c2"),
+    ("synthesize_snap_deals", "snap-update"),
+];
+
+/// cuzk's whole-proof spans: the synthesis spans above, each with its proof kind, and
+/// `monolithic_worker` (whose `proof_kind` field names its kind).
+pub fn cuzk_whole_proof_spans() -> Vec<(String, Option<String>)> {
+    CUZK_WHOLE_PROOF_SPANS
+        .iter()
+        .map(|(s, k)| ((*s).to_owned(), Some((*k).to_owned())))
+        .chain([("monolithic_worker".to_owned(), None)])
+        .collect()
 }
 
 /// Events per edge, one bit per [`EventKind`].
@@ -90,6 +128,9 @@ pub(crate) type RuleMask = [u8; 3];
 #[derive(Debug)]
 pub(crate) struct LayerConfig {
     pub rules: Vec<SpanRule>,
+    /// Whole-proof spans: their events carry no partition; the kind, when given, is the
+    /// proof kind of their SYNTH_START unless the span records one.
+    pub whole: Vec<(String, Option<String>)>,
     pub fields: FieldNames,
     pub event_target: String,
     pub gpu_queue_on_synth_end: bool,
@@ -106,10 +147,22 @@ impl LayerConfig {
         m
     }
 
+    /// Whether spans of this name are whole-proof, and the kind they synthesize.
+    pub(crate) fn whole_for(
+        &self,
+        name: &str,
+    ) -> Option<Option<std::sync::Arc<crate::fields::Name>>> {
+        self.whole
+            .iter()
+            .find(|(s, _)| s == name)
+            .map(|(_, k)| k.as_deref().map(crate::fields::intern))
+    }
+
     /// What the layer needs to know of a callsite it wants, worked out once.
     pub(crate) fn info(&self, meta: &Metadata<'_>) -> CallsiteInfo {
         CallsiteInfo {
             rules: self.rules_for(meta.name()),
+            whole: self.whole_for(meta.name()),
             slots: meta
                 .fields()
                 .iter()

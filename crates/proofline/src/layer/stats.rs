@@ -17,6 +17,10 @@ pub struct LayerStats {
     pub aborted: AtomicU64,
     /// Events not emitted because no job id was found on the span or its ancestors.
     pub missing_job_id: AtomicU64,
+    /// Synthesis spans that recorded an error: their SYNTH_END was not emitted.
+    pub failed: AtomicU64,
+    /// `timeline` events whose message was a malformed TIMELINE line (not used).
+    pub malformed: AtomicU64,
 }
 
 /// A snapshot of [`LayerStats`].
@@ -32,6 +36,10 @@ pub struct StatsSnapshot {
     pub aborted: u64,
     /// Events not emitted for want of a job id.
     pub missing_job_id: u64,
+    /// Synthesis spans that recorded an error (no SYNTH_END emitted).
+    pub failed: u64,
+    /// `timeline` events whose message was a malformed TIMELINE line.
+    pub malformed: u64,
 }
 
 impl LayerStats {
@@ -43,6 +51,8 @@ impl LayerStats {
             written: self.written.load(Ordering::Relaxed),
             aborted: self.aborted.load(Ordering::Relaxed),
             missing_job_id: self.missing_job_id.load(Ordering::Relaxed),
+            failed: self.failed.load(Ordering::Relaxed),
+            malformed: self.malformed.load(Ordering::Relaxed),
         }
     }
 }
