@@ -192,3 +192,46 @@ fn the_numbers_are_the_engines() {
     // and so completes when the log ends, after winpost-1-x
     assert_eq!(value("proofline_cold_start_seconds"), 6.5);
 }
+
+/// cuzk serves its metrics as hand-built text from its `GetMetrics` RPC (no `/metrics`): a
+/// prover that adds proofline's metrics to that text appends `render_classic()` to its own.
+/// The names and types below are cuzk's (curio e0294b0f, cuzk-server service.rs); the
+/// values are made up. The joined text must lint clean, with no family defined twice.
+#[test]
+fn cuzk_getmetrics_text_joined_with_proofline_passes_promtool() {
+    let cuzk = "\
+# HELP cuzk_proofs_completed_total Total proofs completed
+# TYPE cuzk_proofs_completed_total counter
+cuzk_proofs_completed_total 42
+# HELP cuzk_proofs_failed_total Total proofs failed
+# TYPE cuzk_proofs_failed_total counter
+cuzk_proofs_failed_total 1
+# HELP cuzk_uptime_seconds Daemon uptime
+# TYPE cuzk_uptime_seconds gauge
+cuzk_uptime_seconds 3600
+# HELP cuzk_queue_depth Current queue depth
+# TYPE cuzk_queue_depth gauge
+cuzk_queue_depth 3
+# HELP cuzk_proof_duration_seconds Proof duration
+# TYPE cuzk_proof_duration_seconds summary
+cuzk_proof_duration_seconds_count{proof_kind=\"porep_c2\"} 42
+cuzk_proof_duration_seconds_sum{proof_kind=\"porep_c2\"} 1570.800
+";
+    let joined = format!("{cuzk}{}", rendered().render_classic());
+    let (ok, out) = promtool_check(&joined);
+    assert!(ok, "promtool check metrics failed:\n{out}");
+    let mut families: Vec<&str> = joined
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let n = families.len();
+    families.sort_unstable();
+    families.dedup();
+    assert_eq!(families.len(), n, "a family defined twice");
+    assert!(
+        families
+            .iter()
+            .all(|f| f.starts_with("cuzk_") || f.starts_with("proofline_"))
+    );
+}
