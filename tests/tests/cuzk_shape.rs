@@ -137,6 +137,12 @@ fn the_synchronous_path_invents_no_gpu_events_and_counts_what_it_cannot_tie() {
         run.stats.missing_job_id, 40,
         "two events of 20 gpu_prove spans"
     );
+    assert_eq!(run.report.events.unattributed, 40);
+    let text = proofline_core::text::render(&run.report);
+    assert!(
+        text.contains("40 span edges could not be tied to a job"),
+        "{text}"
+    );
     assert_eq!(run.report.summary.jobs_complete, 2);
     // cuzk's own lines alone: GPU time not observed, no verdict invented
     let offline = analyze_str(&run.printed, engine());

@@ -197,7 +197,9 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
                         gap.next_job
                     ))),
             );
-            if gw > 28.0 || gap.len_ms() >= 500 {
+            // wide enough for its label, or in the largest size class
+            let largest = proofline_core::engine::GAP_SIZE_CLASSES.len() - 1;
+            if gw > 28.0 || proofline_core::engine::gap_size_class(gap.len_ms()) == largest {
                 marks = marks.add(
                     Text::new(secs(gap.len_ms()))
                         .set("x", gx + gw / 2.0)

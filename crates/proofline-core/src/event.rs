@@ -145,18 +145,6 @@ impl<S> TimelineEvent<S> {
             monolithic: self.monolithic,
         }
     }
-
-    /// Sets the partition.
-    pub fn with_partition(mut self, partition: u32) -> Self {
-        self.partition = Some(partition);
-        self
-    }
-
-    /// Sets the GPU worker.
-    pub fn with_worker(mut self, worker: u32) -> Self {
-        self.worker = Some(worker);
-        self
-    }
 }
 
 impl<S: AsRef<str>> TimelineEvent<S> {

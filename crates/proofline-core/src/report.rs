@@ -415,6 +415,10 @@ pub struct EventStats {
     pub rejected: u64,
     /// Runs in the log (a daemon restart starts a new one).
     pub runs: u32,
+    /// Span edges the layer could not tie to a job (no job id on the span or its
+    /// ancestors): not used, nothing invented for them. Live reports only.
+    #[serde(default)]
+    pub unattributed: u64,
 }
 
 /// Counts about the input lines (filled by the reader, not the engine).

@@ -251,6 +251,13 @@ pub fn render(r: &Report) -> String {
             "s (daemon restarts)"
         },
     );
+    if e.unattributed > 0 {
+        let _ = writeln!(
+            o,
+            "{} span edges could not be tied to a job (no job_id on the span or its ancestors): not observed, not used",
+            e.unattributed
+        );
+    }
     let _ = writeln!(o, "\nVerdict: {}\n", r.verdict.sentence);
 
     let s = &r.summary;
@@ -341,6 +348,8 @@ pub fn render(r: &Report) -> String {
                 "GPU intervals from {src}, not the prover's own GPU_START/GPU_END: they can start and end elsewhere (README, \"Adopting proofline in cuzk\")"
             );
         }
+        let [(_, small), (_, mid), (_, large)] = crate::engine::GAP_SIZE_CLASSES;
+        let small = format!("gaps {small}");
         let mut t = Table::new(&[
             "gpu",
             "workers",
@@ -349,9 +358,9 @@ pub fn render(r: &Report) -> String {
             "concurrency",
             "busy",
             "steady busy",
-            "gaps <50ms",
-            "50-500ms",
-            ">500ms",
+            &small,
+            mid,
+            large,
             "idle total s",
             "cross-sector",
             "intra-sector",

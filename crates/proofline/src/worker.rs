@@ -116,7 +116,9 @@ impl Worker {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .unwrap_or_else(|| Instant::now() + crate::DEFAULT_SHUTDOWN_TIMEOUT);
         let delivered = self.sinks.shutdown(deadline);
-        let _ = self.done.send((self.engine.report(), delivered));
+        let mut report = self.engine.report();
+        report.events.unattributed = self.stats.missing_job_id.load(Ordering::Relaxed);
+        let _ = self.done.send((report, delivered));
     }
 
     /// Once, on stderr (not through tracing: this thread's telemetry is off, and the
