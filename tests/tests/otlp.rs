@@ -506,6 +506,8 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     let log = buf.text();
     let replay_rx = HttpReceiver::start(Mode::Answer);
     let (mut sink, mut h2) = proofline_otlp::start(cfg(replay_rx.endpoint())).unwrap();
+    // the run the layer gave its sinks (what `replay --instance --epoch` is told)
+    sink.start_run(guard.run());
     replay(&log, ecfg, &mut sink);
     drop(sink);
     h2.shutdown(Duration::from_secs(10)).unwrap();

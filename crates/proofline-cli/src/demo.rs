@@ -207,7 +207,6 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
         ..EngineConfig::default()
     };
-    let epoch = proofline_core::ids::unix_ms(std::time::SystemTime::now());
     let metrics_addr = (!args.no_metrics).then(|| {
         let mut addr = args.metrics_addr;
         if let Some(p) = args.port {
@@ -215,11 +214,13 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         }
         addr
     });
-    let mut exporters = Exporters::start("proofline demo", &args.instance, epoch, metrics_addr)?;
+    let mut exporters = Exporters::start("proofline demo", metrics_addr)?;
     if let Some(addr) = exporters.metrics_addr() {
         eprintln!("proofline demo: metrics on http://{addr}/metrics");
     }
-    let builder = TimelineLayer::builder().sink(exporters.take_sink());
+    let builder = TimelineLayer::builder()
+        .instance(args.instance.as_str())
+        .sink(exporters.take_sink());
     let (layer, mut guard) = builder
         .engine_config(engine)
         .timeline_to_writer(io::BufWriter::new(log))

@@ -1,58 +1,50 @@
 //! The exporters `demo` and `watch` run, wired in one place: a Prometheus endpoint, and OTLP
-//! traces when the standard `OTEL_EXPORTER_OTLP_*` variables name a collector. Both share
-//! one run key, so exemplars name the traces the OTLP side sends, and the OTLP exporter's
-//! counters are published with the other metrics.
+//! traces when the standard `OTEL_EXPORTER_OTLP_*` variables name a collector. They are fed
+//! through one [`Fanout`], which also gives both the same run (so exemplars name the traces
+//! the OTLP side sends) and has the OTLP exporter's counters published with the metrics.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Result;
-use proofline_core::ids::run_key;
-use proofline_core::sink::{LiveState, SinkError, TelemetryCounts, Update, UpdateSink};
-use proofline_otlp::{OtlpHandle, OtlpSink};
+use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
+use proofline_otlp::OtlpHandle;
 use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink};
 
-/// The exporters of one prover instance, fed as one sink.
+/// The exporters of one prover instance.
 #[derive(Debug)]
 pub(crate) struct Exporters {
     /// The sinks, fed as one.
-    pub sink: ExportSink,
+    pub sink: Fanout,
     /// Keeps `/metrics` served (it stops when dropped).
     pub server: Option<MetricsServer>,
     otlp_handle: Option<OtlpHandle>,
 }
 
 impl Exporters {
-    /// Starts the exporters for `instance`, whose TIMELINE offset 0 is `epoch_unix_ms`:
-    /// `/metrics` on `metrics_addr` unless `None`, OTLP when the environment names a
-    /// collector. `who` prefixes what it says on stderr.
-    pub fn start(
-        who: &str,
-        instance: &str,
-        epoch_unix_ms: u64,
-        metrics_addr: Option<SocketAddr>,
-    ) -> Result<Self> {
-        let key = run_key(instance, epoch_unix_ms);
-        let (mut otlp, mut otlp_handle) = (None, None);
+    /// Starts the exporters: `/metrics` on `metrics_addr` unless `None`, OTLP when the
+    /// environment names a collector. `who` prefixes what it says on stderr. Their run is
+    /// given with [`UpdateSink::start_run`] (the layer's build does it; `watch` itself).
+    pub fn start(who: &str, metrics_addr: Option<SocketAddr>) -> Result<Self> {
+        let mut sink = Fanout::new();
+        let mut otlp_handle = None;
         if proofline_otlp::endpoint_from_env().is_some() {
-            let (s, h) =
-                proofline_otlp::start(proofline_otlp::OtlpConfig::new(key.clone(), epoch_unix_ms))?;
+            let (s, h) = proofline_otlp::start(proofline_otlp::OtlpConfig::default())?;
             eprintln!("{who}: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
-            otlp = Some(s);
+            sink.push(s);
             otlp_handle = Some(h);
         }
-        let (mut prom, mut server) = (None, None);
+        let mut server = None;
         if let Some(addr) = metrics_addr {
             let metrics = Metrics::new();
             server = Some(proofline_prometheus::serve(metrics.clone(), addr)?);
-            let mut p = PrometheusSink::new(metrics, key);
-            if let Some(o) = &otlp {
-                p = p.with_export_counters(o.counters());
-            }
-            prom = Some(p);
+            sink.push(PrometheusSink::new(metrics));
+        }
+        if let Some(c) = sink.export_counters() {
+            sink.publish_export_counters(c);
         }
         Ok(Exporters {
-            sink: ExportSink { prom, otlp },
+            sink,
             server,
             otlp_handle,
         })
@@ -63,16 +55,15 @@ impl Exporters {
         self.server.as_ref().map(MetricsServer::local_addr)
     }
 
-    /// The sink part, for a layer that owns its sinks; the rest (the server, the OTLP
-    /// handle) stays here and must be kept alive.
-    pub fn take_sink(&mut self) -> ExportSink {
-        std::mem::replace(
-            &mut self.sink,
-            ExportSink {
-                prom: None,
-                otlp: None,
-            },
-        )
+    /// The sinks, for a layer that owns its sinks; the rest (the server, the OTLP handle)
+    /// stays here and must be kept alive.
+    pub fn take_sink(&mut self) -> Fanout {
+        std::mem::take(&mut self.sink)
+    }
+
+    /// Gives the sinks their run.
+    pub fn start_run(&mut self, instance: &str, epoch_unix_ms: u64) {
+        self.sink.start_run(&RunInfo::new(instance, epoch_unix_ms));
     }
 
     /// Waits at most `timeout` for the OTLP exporter (after its sink was shut down or
@@ -83,56 +74,5 @@ impl Exporters {
                 eprintln!("{who}: {e}");
             }
         }
-    }
-}
-
-/// The sinks of [`Exporters`], fed as one.
-#[derive(Debug)]
-pub(crate) struct ExportSink {
-    prom: Option<PrometheusSink>,
-    otlp: Option<OtlpSink>,
-}
-
-impl ExportSink {
-    /// The run's epoch became known (a reader learns it from the first lines it reads).
-    pub fn set_epoch(&mut self, instance: &str, epoch_unix_ms: u64) {
-        let key = run_key(instance, epoch_unix_ms);
-        if let Some(p) = &mut self.prom {
-            p.set_run_key(key.clone());
-        }
-        if let Some(o) = &mut self.otlp {
-            o.set_run(key, epoch_unix_ms);
-        }
-    }
-}
-
-impl UpdateSink for ExportSink {
-    fn update(&mut self, update: Update) {
-        feed(&mut self.prom, &mut self.otlp, update);
-    }
-
-    fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
-        if let Some(p) = &mut self.prom {
-            p.tick(live, counts);
-        }
-    }
-
-    fn shutdown(&mut self, deadline: Instant) -> Result<(), SinkError> {
-        match &mut self.otlp {
-            Some(o) => o.shutdown(deadline),
-            None => Ok(()),
-        }
-    }
-}
-
-fn feed(prom: &mut Option<PrometheusSink>, otlp: &mut Option<OtlpSink>, update: Update) {
-    match (prom, otlp) {
-        (Some(p), Some(o)) => {
-            o.update(update.clone());
-            p.update(update);
-        }
-        (Some(p), None) => p.update(update),
-        (None, Some(o)) => o.update(update),
-        (None, None) => {}
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use proofline_core::Engine;
 use proofline_core::reader::LineFeeder;
-use proofline_core::sink::{TelemetryCounts, UpdateSink};
+use proofline_core::sink::{RunInfo, TelemetryCounts, UpdateSink};
 
 use crate::exporters::Exporters;
 use crate::input::EngineArgs;
@@ -201,12 +201,9 @@ fn unix_ms() -> u64 {
 }
 
 pub fn watch(args: &WatchArgs) -> Result<()> {
-    let mut exporters = Exporters::start(
-        "proofline watch",
-        &args.instance,
-        unix_ms(),
-        Some(args.metrics_addr),
-    )?;
+    let mut exporters = Exporters::start("proofline watch", Some(args.metrics_addr))?;
+    // until the first lines tell the log's epoch: now
+    exporters.start_run(&args.instance, unix_ms());
     let metrics_addr = exporters.metrics_addr().unwrap_or(args.metrics_addr);
     let sink = &mut exporters.sink;
     let mut engine = Engine::new(args.engine.config());
@@ -275,7 +272,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             if !epoch_known {
                 // the run's epoch: now minus the newest offset when reading starts
                 let epoch = unix_ms().saturating_sub(o);
-                sink.set_epoch(&args.instance, epoch);
+                sink.start_run(&RunInfo::new(args.instance.as_str(), epoch));
                 epoch_known = true;
             }
         }

@@ -15,4 +15,4 @@ pub use codec::{ParseError, parse_line, write_line};
 pub use engine::{Engine, EngineConfig};
 pub use event::{Event, EventKind, EventRef, TimelineEvent};
 pub use report::Report;
-pub use sink::{Fanout, LiveState, Update, UpdateSink};
+pub use sink::{Fanout, LiveState, RunInfo, Update, UpdateSink};

@@ -121,6 +121,32 @@ pub struct ExportCounters {
     pub links_unplaced: AtomicU64,
 }
 
+/// The run a sink reports on: which prover instance, the key its trace ids derive from, and
+/// the wall-clock instant its timeline offsets count from. Every sink of one engine gets the
+/// same, so Prometheus exemplars and OTLP traces name the same traces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunInfo {
+    /// The prover instance's name.
+    pub instance: String,
+    /// The run key of trace ids ([`crate::ids::run_key`] of the instance and the epoch the
+    /// run started with; it stays when the epoch is refined).
+    pub run_key: String,
+    /// Unix milliseconds of timeline offset 0.
+    pub epoch_unix_ms: u64,
+}
+
+impl RunInfo {
+    /// The run of `instance` whose offsets count from `epoch_unix_ms`.
+    pub fn new(instance: impl Into<String>, epoch_unix_ms: u64) -> Self {
+        let instance = instance.into();
+        RunInfo {
+            run_key: crate::ids::run_key(&instance, epoch_unix_ms),
+            instance,
+            epoch_unix_ms,
+        }
+    }
+}
+
 /// What a sink could not do at shutdown.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{sink}: {message}")]
@@ -149,6 +175,24 @@ pub trait UpdateSink {
     /// them. The default is yes.
     fn wants_partitions(&self) -> bool {
         true
+    }
+
+    /// The run the updates belong to: called by the engine's owner before the first update
+    /// (the layer's `build()`), and again when it learns the run's epoch better (`watch`
+    /// reading a log, the layer taking the prover's own offsets). The default ignores it.
+    fn start_run(&mut self, run: &RunInfo) {
+        let _ = run;
+    }
+
+    /// Counters this sink keeps about its own export (the OTLP exporter's), for another sink
+    /// to publish. The default has none.
+    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
+        None
+    }
+
+    /// Publishes an exporter's counters (the Prometheus sink does). The default ignores them.
+    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
+        let _ = counters;
     }
 
     /// Hands what the sink holds to its exporter, without waiting for delivery. The
@@ -199,6 +243,18 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
 
     fn wants_partitions(&self) -> bool {
         (**self).wants_partitions()
+    }
+
+    fn start_run(&mut self, run: &RunInfo) {
+        (**self).start_run(run);
+    }
+
+    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
+        (**self).export_counters()
+    }
+
+    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
+        (**self).publish_export_counters(counters);
     }
 
     fn flush(&mut self) {
@@ -284,6 +340,22 @@ impl UpdateSink for Fanout {
 
     fn wants_partitions(&self) -> bool {
         self.partitions.iter().any(|w| *w)
+    }
+
+    fn start_run(&mut self, run: &RunInfo) {
+        for s in &mut self.sinks {
+            s.start_run(run);
+        }
+    }
+
+    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
+        self.sinks.iter().find_map(|s| s.export_counters())
+    }
+
+    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
+        for s in &mut self.sinks {
+            s.publish_export_counters(counters.clone());
+        }
     }
 
     fn flush(&mut self) {

@@ -116,6 +116,14 @@ pub struct OtlpConfig {
     pub block_when_full: bool,
 }
 
+impl Default for OtlpConfig {
+    /// The defaults, for a sink whose run is given later ([`UpdateSink::start_run`]: the
+    /// layer's `build()` gives its own).
+    fn default() -> Self {
+        OtlpConfig::new(String::new(), 0)
+    }
+}
+
 impl OtlpConfig {
     /// Defaults for a run.
     pub fn new(run_key: impl Into<String>, epoch_unix_ms: u64) -> Self {
@@ -132,7 +140,8 @@ impl OtlpConfig {
     }
 }
 
-/// Whether the environment configures an OTLP endpoint for traces.
+/// The endpoint the standard variables name for traces, if any
+/// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`).
 pub fn endpoint_from_env() -> Option<String> {
     [
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
@@ -196,10 +205,13 @@ pub struct OtlpSink {
     block_when_full: bool,
 }
 
-/// Controls the exporter thread. Shutting down either the sink ([`UpdateSink::shutdown`],
+/// Controls the exporter thread: keep it until the sink was shut down (the layer's guard
+/// does that), then [`OtlpHandle::shutdown`] for the result. Dropped while its sink is still
+/// alive, it leaves the export to the sink's own shutdown. Shutting down either the sink ([`UpdateSink::shutdown`],
 /// which the layer's guard does for every sink) or the handle waits for the same export;
 /// the first to finish waiting keeps the result for the other.
 #[derive(Debug)]
+#[must_use = "keep the OtlpHandle until the sink was shut down, then call shutdown() for the result"]
 pub struct OtlpHandle {
     export: Arc<ExportThread>,
 }
@@ -339,6 +351,15 @@ impl OtlpSink {
 }
 
 impl UpdateSink for OtlpSink {
+    fn start_run(&mut self, run: &proofline_core::RunInfo) {
+        self.builder.run_key.clone_from(&run.run_key);
+        self.builder.epoch_unix_ms = run.epoch_unix_ms;
+    }
+
+    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
+        Some(self.counters.clone())
+    }
+
     fn update(&mut self, update: Update) {
         match update {
             Update::Partition(p) => self
@@ -440,7 +461,9 @@ impl OtlpHandle {
 
 impl Drop for OtlpHandle {
     fn drop(&mut self) {
-        if !self.export.decided() {
+        // the sink (in the layer, or not dropped yet) shuts the export down itself
+        let sink_alive = Arc::strong_count(&self.export) > 1;
+        if !sink_alive && !self.export.decided() {
             if let Err(e) = self.shutdown(DEFAULT_SHUTDOWN_TIMEOUT) {
                 eprintln!("proofline: {e}");
             }

@@ -12,7 +12,8 @@ use proofline_prometheus::{Metrics, PrometheusSink};
 
 fn populated() -> Arc<Metrics> {
     let m = Metrics::new();
-    let mut sink = PrometheusSink::new(m.clone(), "bench@0");
+    let mut sink = PrometheusSink::new(m.clone());
+    sink.start_run(&proofline_core::RunInfo::new("bench", 0));
     let kinds = ["porep-c2", "snap-update", "window-post", "winning-post"];
     let mut t = 0u64;
     for i in 0..2000u64 {

@@ -196,7 +196,7 @@ impl Metrics {
             "Malformed TIMELINE lines read",
             m.malformed_lines.clone(),
         );
-        // 0 unless an OTLP exporter's counters are attached (`with_export_counters`)
+        // 0 unless an OTLP exporter's counters are attached (`UpdateSink::publish_export_counters`)
         r.register(
             "proofline_otlp_traces_dropped",
             "Sector traces dropped because the OTLP export queue was full",

@@ -39,6 +39,7 @@ pub enum ServeError {
 
 /// A running endpoint; stops when dropped.
 #[derive(Debug)]
+#[must_use = "the endpoint stops when the MetricsServer is dropped: keep it as long as metrics are served"]
 pub struct MetricsServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use proofline_core::ids::trace_id;
 use proofline_core::report::{JobStatus, Stage};
-use proofline_core::sink::{ExportCounters, LiveState, TelemetryCounts, Update, UpdateSink};
+use proofline_core::sink::{
+    ExportCounters, LiveState, RunInfo, TelemetryCounts, Update, UpdateSink,
+};
 
 use crate::labels::*;
 use crate::metrics::*;
@@ -26,9 +28,11 @@ pub struct PrometheusSink {
 }
 
 impl PrometheusSink {
-    /// A sink feeding `metrics`; `run_key` ([`proofline_core::ids::run_key`]) names the run
-    /// in exemplar trace ids.
-    pub fn new(metrics: Arc<Metrics>, run_key: impl Into<String>) -> Self {
+    /// A sink feeding `metrics`. The run key its exemplars' trace ids derive from comes with
+    /// [`UpdateSink::start_run`], which the layer's `build()` and `watch` call; the OTLP
+    /// exporter's counters come with [`UpdateSink::publish_export_counters`], which the
+    /// layer calls when it is given both sinks.
+    pub fn new(metrics: Arc<Metrics>) -> Self {
         // counters of known label values start at 0, so rates and alerts see them at once
         for status in JobStatus::INCOMPLETE {
             drop(metrics.jobs_incomplete.get_or_create(&ReasonL {
@@ -37,7 +41,7 @@ impl PrometheusSink {
         }
         PrometheusSink {
             m: metrics,
-            run_key: run_key.into(),
+            run_key: String::new(),
             gpus: Cap::new("gpu", MAX_GPUS),
             kinds: Cap::new("proof_kind", MAX_PROOF_KINDS),
             busy_seen: HashMap::new(),
@@ -45,17 +49,6 @@ impl PrometheusSink {
             malformed_seen: 0,
             export: None,
         }
-    }
-
-    /// Publishes an OTLP exporter's counters too (`proofline_otlp_*`).
-    pub fn with_export_counters(mut self, counters: Arc<ExportCounters>) -> Self {
-        self.export = Some((counters, [0; 4]));
-        self
-    }
-
-    /// Changes the run key (for readers that learn the run's epoch from the first event).
-    pub fn set_run_key(&mut self, run_key: impl Into<String>) {
-        self.run_key = run_key.into();
     }
 
     fn gpu(&mut self, gpu: u32) -> String {
@@ -66,7 +59,12 @@ impl PrometheusSink {
         self.kinds.get(kind.unwrap_or("unknown"), &self.m.folded)
     }
 
+    /// The exemplar naming a job's trace; none before a run was started (no trace id to
+    /// name).
     fn exemplar(&self, run: u32, job: &str, attempt: u32) -> Option<TraceL> {
+        if self.run_key.is_empty() {
+            return None;
+        }
         Some(TraceL {
             trace_id: trace_id(&self.run_key, run, job, attempt).to_string(),
         })
@@ -82,6 +80,16 @@ fn secs_i(ms: i64) -> f64 {
 }
 
 impl UpdateSink for PrometheusSink {
+    fn start_run(&mut self, run: &RunInfo) {
+        self.run_key.clone_from(&run.run_key);
+    }
+
+    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
+        if self.export.is_none() {
+            self.export = Some((counters, [0; 4]));
+        }
+    }
+
     fn update(&mut self, update: Update) {
         match update {
             // busy time is published at each tick, from the engine's own figure

@@ -31,7 +31,9 @@ fn rendered() -> std::sync::Arc<Metrics> {
     ] {
         c.store(n, std::sync::atomic::Ordering::Relaxed);
     }
-    let mut sink = PrometheusSink::new(metrics.clone(), "golden@0").with_export_counters(export);
+    let mut sink = PrometheusSink::new(metrics.clone());
+    sink.start_run(&proofline_core::RunInfo::new("golden", 0));
+    sink.publish_export_counters(export);
     let mut engine = Engine::new(EngineConfig {
         expected_partitions: None,
         ..EngineConfig::default()

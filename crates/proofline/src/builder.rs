@@ -6,9 +6,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use proofline_core::sink::{Fanout, UpdateSink};
+use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
 use proofline_core::{Engine, EngineConfig, EventKind};
 
 use crate::layer::{
@@ -16,8 +16,9 @@ use crate::layer::{
 };
 use crate::worker::Worker;
 use crate::{
-    DEFAULT_CHANNEL_CAPACITY, DEFAULT_EVENT_TARGET, DEFAULT_LIVE_REORDER_WINDOW_MS,
-    DEFAULT_POLL_INTERVAL, FieldNames, TimelineGuard, clock, handoff,
+    DEFAULT_CHANNEL_CAPACITY, DEFAULT_EVENT_TARGET, DEFAULT_INSTANCE,
+    DEFAULT_LIVE_REORDER_WINDOW_MS, DEFAULT_POLL_INTERVAL, FieldNames, TimelineGuard, clock,
+    handoff,
 };
 
 /// Where TIMELINE lines go.
@@ -40,6 +41,7 @@ impl std::fmt::Debug for Output {
 /// Builds a [`TimelineLayer`] and its [`TimelineGuard`]. Every setting has a documented
 /// default; setters take and return the builder by value.
 pub struct Builder {
+    instance: String,
     rules: Vec<SpanRule>,
     whole: Vec<(String, Option<String>)>,
     fields: FieldNames,
@@ -69,6 +71,7 @@ impl std::fmt::Debug for Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
+            instance: DEFAULT_INSTANCE.to_owned(),
             rules: SpanRule::cuzk_defaults(),
             whole: crate::layer::cuzk_whole_proof_spans(),
             fields: FieldNames::default(),
@@ -97,6 +100,14 @@ impl TimelineLayer {
 }
 
 impl Builder {
+    /// The prover instance's name (default [`DEFAULT_INSTANCE`]): with the wall-clock
+    /// instant the layer is built, it keys the trace ids of every sink given to
+    /// [`Builder::sink`], so Prometheus exemplars and OTLP traces name the same traces.
+    pub fn instance(mut self, name: impl Into<String>) -> Self {
+        self.instance = name.into();
+        self
+    }
+
     /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk).
     pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
         self.engine.gpu_workers_per_device = n.max(1);
@@ -228,11 +239,21 @@ impl Builder {
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
         let handoff = Arc::new(handoff::Handoff::new(self.channel_capacity));
+        let mut sinks = self.sinks;
+        // one run for every sink: the instance and the instant offsets count from
+        let clock = clock::Clock::start();
+        let run = RunInfo::new(
+            self.instance,
+            proofline_core::ids::unix_ms(SystemTime::now()),
+        );
+        if let Some(counters) = sinks.export_counters() {
+            sinks.publish_export_counters(counters);
+        }
+        sinks.start_run(&run);
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let deadline = Arc::new(std::sync::Mutex::new(None));
         let stats = Arc::new(LayerStats::default());
-        let clock = clock::Clock::start();
         let spans = Arc::new(SpanTable::new());
         let out: Option<Box<dyn Write + Send>> = match self.output {
             Output::Stderr => Some(Box::new(io::stderr())),
@@ -246,7 +267,8 @@ impl Builder {
             poll: self.poll,
             engine: Engine::new(engine),
             out,
-            sinks: self.sinks,
+            sinks,
+            run: run.clone(),
             deadline: deadline.clone(),
             stats: stats.clone(),
             clock: clock.clone(),
@@ -276,6 +298,7 @@ impl Builder {
             result: None,
             stats,
             deadline,
+            run,
         };
         (layer, guard)
     }

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use proofline_core::Report;
-use proofline_core::sink::SinkError;
+use proofline_core::sink::{RunInfo, SinkError};
 
 use crate::DEFAULT_SHUTDOWN_TIMEOUT;
 use crate::layer::{LayerStats, StatsSnapshot};
@@ -57,12 +57,24 @@ pub struct TimelineGuard {
     pub(crate) handle: Option<JoinHandle<()>>,
     pub(crate) result: Option<Result<Report, ShutdownError>>,
     pub(crate) stats: Arc<LayerStats>,
+    pub(crate) run: RunInfo,
 }
 
 impl TimelineGuard {
     /// The layer's counters (events received, dropped, lines written, ...).
     pub fn stats(&self) -> StatsSnapshot {
         self.stats.snapshot()
+    }
+
+    /// The run the sinks were given: the instance, the run key of trace ids, and the
+    /// wall-clock instant (Unix ms) that the layer's TIMELINE offsets count from.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// Unix milliseconds of TIMELINE offset 0 (the instant the layer was built).
+    pub fn epoch_unix_ms(&self) -> u64 {
+        self.run.epoch_unix_ms
     }
 
     /// Asks the worker to take in what is queued now rather than at its next poll, and

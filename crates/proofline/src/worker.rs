@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proofline_core::EventRef;
-use proofline_core::sink::{Fanout, SinkError, TelemetryCounts, UpdateSink};
+use proofline_core::sink::{Fanout, RunInfo, SinkError, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, Report, codec};
 
 use crate::clock::Clock;
@@ -53,6 +53,8 @@ pub(crate) struct Worker {
     /// `tracing` count from its own epoch): the least seen, so the engine's clock moves
     /// on in the prover's time.
     pub skew_ms: Option<i64>,
+    /// The run the sinks were given (its epoch is refined once the skew is known).
+    pub run: RunInfo,
 }
 
 impl Worker {
@@ -145,6 +147,12 @@ impl Worker {
         let ev = q.event();
         if q.own_offset() {
             let skew = self.clock.offset_ms(self.clock.now()) as i64 - ev.offset_ms as i64;
+            if self.skew_ms.is_none() {
+                // the prover's offsets count from its own epoch: the sinks place spans from it
+                // (the run key stays, so trace ids do not change)
+                self.run.epoch_unix_ms = self.run.epoch_unix_ms.saturating_add_signed(skew);
+                self.sinks.start_run(&self.run);
+            }
             self.skew_ms = Some(self.skew_ms.map_or(skew, |s| s.min(skew)));
         }
         if let Some(start) = q.start_event(&ev) {
