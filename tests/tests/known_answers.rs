@@ -104,7 +104,22 @@ fn jobs_cold_start_throughput_and_verdict() {
     );
     assert_eq!(a.first_synth_to_first_gpu_ms, Some(1000));
     let cold: Vec<_> = r.jobs.iter().map(|j| j.cold_start_ms).collect();
-    assert_eq!(cold, vec![Some(1000), None, Some(6000), Some(6500)]);
+    // c found the GPU idle for 1 s (7000..8000): a cold start; d only for 500 ms
+    // (9000..9500), queued behind c: none (the threshold is 1 s)
+    assert_eq!(cold, vec![Some(1000), None, Some(6000), None]);
+    let strict = analyze_str(
+        LOG,
+        EngineConfig {
+            cold_start_min_idle_ms: 1001,
+            ..cfg()
+        },
+    );
+    let cold: Vec<_> = strict.jobs.iter().map(|j| j.cold_start_ms).collect();
+    assert_eq!(
+        cold,
+        vec![Some(1000), None, None, None],
+        "a GPU that never worked counts"
+    );
     // idle 2.3 s with partitions waiting against 0.2 s empty: hand-off bound
     assert_eq!(r.verdict.bound, Bound::HandoffBound);
     assert_eq!(

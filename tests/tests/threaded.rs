@@ -56,7 +56,7 @@ fn configured_timings_come_out_of_the_spans() {
         RunSummary {
             synthesized: 30,
             proved: 30,
-            panicked_workers: 0
+            panicked_calls: 0
         }
     );
     assert_eq!(stats.dropped, 0);
@@ -119,32 +119,28 @@ fn a_never_finishing_partition_is_an_incomplete_job() {
 }
 
 #[test]
-fn a_panicking_gpu_worker_leaves_the_prover_and_the_layer_working() {
+fn a_panicking_gpu_call_leaves_the_prover_and_the_layer_working() {
     let mut cfg = SimConfig::porep(3);
     cfg.faults.panic_worker = Some((1, 2));
     let (r, text, summary, stats) = run(&cfg);
-    assert_eq!(summary.panicked_workers, 1);
+    assert_eq!(summary.panicked_calls, 1);
     assert_eq!(
         summary.proved, 29,
-        "one partition died with its worker, the rest was proved"
+        "one partition's GPU call panicked, the rest was proved"
     );
     assert_eq!(
-        stats.aborted, 1,
-        "its gpu_prove span closed during the panic: no GPU_END"
+        stats.failed, 1,
+        "the error logged inside its gpu_worker span: no GPU_END"
     );
+    assert_eq!(stats.aborted, 0, "cuzk's spawn_blocking catches the panic");
     assert_eq!(r.summary.jobs_complete, 2);
     assert_eq!(r.summary.jobs_incomplete, 1);
-    // after the panic only worker 0 picks up work, and the layer still writes its events
-    let last_pickups: Vec<&str> = text
+    // worker 1 goes on picking up work after the panic, and the layer writes its events
+    let pickups_of_1 = text
         .lines()
-        .filter(|l| l.contains(",GPU_PICKUP,"))
-        .rev()
-        .take(5)
-        .collect();
-    assert!(
-        last_pickups.iter().all(|l| l.contains("worker=0")),
-        "{last_pickups:?}"
-    );
+        .filter(|l| l.contains(",GPU_PICKUP,") && l.contains("worker=1"))
+        .count();
+    assert!(pickups_of_1 > 3, "{pickups_of_1} pickups by worker 1");
 }
 
 #[test]

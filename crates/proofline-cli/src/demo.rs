@@ -50,7 +50,8 @@ pub struct SimArgs {
     /// Fault: partition P of job J never finishes its GPU work.
     #[arg(long, value_name = "J:P")]
     never_finish: Option<String>,
-    /// Fault: GPU worker W panics during its N-th partition (0-based).
+    /// Fault: GPU worker W's N-th GPU call (0-based) panics; the worker logs it and goes on,
+    /// the partition never finishes (as in cuzk, whose spawn_blocking catches the panic).
     #[arg(long, value_name = "W:N")]
     panic_worker: Option<String>,
 }
@@ -256,9 +257,15 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
                 Arc::new(Progress::default()),
             )
         });
-    let report = guard
-        .shutdown(Duration::from_secs(10))
-        .map_err(anyhow::Error::from)?;
+    let report = match guard.shutdown(Duration::from_secs(10)) {
+        Ok(report) => report,
+        // an exporter could not deliver everything: say so, the report is still whole
+        Err(proofline::ShutdownError::Sink { report, error }) => {
+            eprintln!("proofline demo: {error}");
+            *report
+        }
+        Err(e) => return Err(e.into()),
+    };
     let stats = guard.stats();
     exporters.finish("proofline demo", Duration::from_secs(10));
     if tty {
@@ -290,8 +297,8 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         args.speed,
         args.speed,
         summary.proved,
-        if summary.panicked_workers > 0 {
-            format!(", {} GPU worker(s) panicked", summary.panicked_workers)
+        if summary.panicked_calls > 0 {
+            format!(", {} GPU call(s) panicked", summary.panicked_calls)
         } else {
             String::new()
         }

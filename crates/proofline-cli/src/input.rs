@@ -16,11 +16,15 @@ pub(crate) struct EngineArgs {
     /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
     #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N")]
     pub(crate) gpu_workers_per_device: u32,
-    /// Partitions per job, for every job (it overrides what the id says). Default: 1 for
-    /// whole-proof jobs, 10 for porep-* ids, 16 for snap-*, else the highest partition seen
-    /// + 1.
-    #[arg(long, value_name = "N")]
+    /// Partitions of a job that no --partitions-for prefix and not its id's form tells
+    /// (porep-* is 10, snap-* 16, whole-proof jobs 1). Default: the highest partition seen
+    /// + 1, once the job is quiet. Range 1..=65536.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub(crate) partitions: Option<u32>,
+    /// Partitions of jobs whose id starts with PREFIX (repeatable; the longest matching
+    /// prefix wins over every other rule), e.g. --partitions-for porep-=3.
+    #[arg(long, value_name = "PREFIX=N", value_parser = parse_prefix_partitions)]
+    pub(crate) partitions_for: Vec<(String, u32)>,
     /// How far out of time order lines may be and still be processed in order.
     #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS")]
     pub(crate) reorder_window_ms: u64,
@@ -40,6 +44,7 @@ impl EngineArgs {
         EngineConfig {
             gpu_workers_per_device: self.gpu_workers_per_device,
             expected_partitions: self.partitions,
+            partitions_by_prefix: self.partitions_for.clone(),
             reorder_window_ms: self.reorder_window_ms,
             completion_grace_ms: self.reorder_window_ms,
             job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
@@ -128,4 +133,18 @@ pub(crate) fn newest_offset(path: &Path) -> Result<u64> {
             newest = newest.max(ev.offset_ms);
         }
     }
+}
+
+/// Parses `PREFIX=N` for `--partitions-for`.
+fn parse_prefix_partitions(s: &str) -> Result<(String, u32), String> {
+    let (prefix, n) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("expected PREFIX=N (e.g. porep-=3), got `{s}`"))?;
+    let n: u32 = n
+        .parse()
+        .map_err(|_| format!("`{n}` is not a number of partitions"))?;
+    if !(1..=65536).contains(&n) {
+        return Err(format!("{n} partitions: the valid range is 1..=65536"));
+    }
+    Ok((prefix.to_owned(), n))
 }

@@ -133,6 +133,9 @@ pub struct RunInfo {
     pub run_key: String,
     /// Unix milliseconds of timeline offset 0.
     pub epoch_unix_ms: u64,
+    /// Where the GPU intervals come from when not from the prover's own events
+    /// ([`crate::EngineConfig::gpu_interval_source`]), for sinks that label them.
+    pub gpu_interval_source: Option<String>,
 }
 
 impl RunInfo {
@@ -143,6 +146,7 @@ impl RunInfo {
             run_key: crate::ids::run_key(&instance, epoch_unix_ms),
             instance,
             epoch_unix_ms,
+            gpu_interval_source: None,
         }
     }
 }

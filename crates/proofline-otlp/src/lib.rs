@@ -233,40 +233,50 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl ExportThread {
-    /// Waits until `deadline` at most for the queue to be exported; later calls return the
-    /// first result.
-    fn wait(&self, deadline: Instant) -> Result<(), ShutdownError> {
-        if let Some(r) = &*lock(&self.result) {
-            return r.clone();
-        }
+    /// Waits until `deadline` at most for the queue to be exported. The first wait that
+    /// sees the export finish keeps the result for later calls. A `last` wait (the handle's)
+    /// that times out stops the export and keeps its error; a wait that is not the last (the
+    /// sink's, within the layer's deadline) leaves the export running, so that the handle
+    /// can still give it more time.
+    fn wait(&self, deadline: Instant, last: bool) -> Result<(), ShutdownError> {
         let started = Instant::now();
-        let done = lock(&self.done);
-        // a second waiter that got here first already decided
-        if let Some(r) = &*lock(&self.result) {
-            return r.clone();
-        }
-        let result = match done.recv_timeout(deadline.saturating_duration_since(started)) {
-            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
-                if let Some(t) = lock(&self.thread).take() {
-                    let _ = t.join();
-                }
-                Ok(())
+        loop {
+            if let Some(r) = &*lock(&self.result) {
+                return r.clone();
             }
-            Err(RecvTimeoutError::Timeout) => {
-                // stop exporting what is left; the thread ends when its current export does
-                *lock(&self.closer) = true;
+            // another waiter may hold the receiver: poll for it, within our own deadline
+            if let Ok(done) = self.done.try_lock() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match done.recv_timeout(left.min(Duration::from_millis(50))) {
+                    Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                        if let Some(t) = lock(&self.thread).take() {
+                            let _ = t.join();
+                        }
+                        *lock(&self.result) = Some(Ok(()));
+                        return Ok(());
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                }
+            } else {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if Instant::now() >= deadline {
                 let c = &self.counters;
-                Err(ShutdownError {
+                let err = ShutdownError {
                     waited: started.elapsed(),
                     queued: c.traces_queued.load(Ordering::Relaxed),
                     exported: c.spans_exported.load(Ordering::Relaxed),
                     failed: c.spans_failed.load(Ordering::Relaxed),
                     dropped: c.traces_dropped.load(Ordering::Relaxed),
-                })
+                };
+                if last {
+                    // stop exporting what is left; the thread ends when its current export does
+                    *lock(&self.closer) = true;
+                    *lock(&self.result) = Some(Err(err.clone()));
+                }
+                return Err(err);
             }
-        };
-        *lock(&self.result) = Some(result.clone());
-        result
+        }
     }
 
     fn decided(&self) -> bool {
@@ -354,6 +364,9 @@ impl UpdateSink for OtlpSink {
     fn start_run(&mut self, run: &proofline_core::RunInfo) {
         self.builder.run_key.clone_from(&run.run_key);
         self.builder.epoch_unix_ms = run.epoch_unix_ms;
+        self.builder
+            .gpu_interval_source
+            .clone_from(&run.gpu_interval_source);
     }
 
     fn export_counters(&self) -> Option<Arc<ExportCounters>> {
@@ -437,7 +450,7 @@ impl UpdateSink for OtlpSink {
     /// what it holds to be exported.
     fn shutdown(&mut self, deadline: Instant) -> Result<(), SinkError> {
         self.tx = None;
-        self.export.wait(deadline).map_err(|e| SinkError {
+        self.export.wait(deadline, false).map_err(|e| SinkError {
             sink: "otlp".into(),
             message: e.to_string(),
         })
@@ -455,7 +468,7 @@ impl OtlpHandle {
     /// dropped or shut down. Safe to call twice: later calls return the first result (also
     /// when the sink's own shutdown waited first).
     pub fn shutdown(&mut self, timeout: Duration) -> Result<(), ShutdownError> {
-        self.export.wait(Instant::now() + timeout)
+        self.export.wait(Instant::now() + timeout, true)
     }
 }
 

@@ -190,9 +190,13 @@ fn the_numbers_are_the_engines() {
     );
     assert_eq!(value("proofline_events_dropped_total"), 3.0);
     assert_eq!(value("proofline_malformed_lines_total"), 1.0);
-    // the last completed job that found its GPU idle: d, whose partition count is unknown
-    // and so completes when the log ends, after winpost-1-x
-    assert_eq!(value("proofline_cold_start_seconds"), 6.5);
+    // the last completed job that found its GPU idle for at least 1 s: c (8000 - 2000; its
+    // partition count is unknown, so it completes when the log ends); d found it idle for
+    // 500 ms only, queued behind c: no cold start
+    assert_eq!(value("proofline_cold_start_seconds"), 6.0);
+    // seconds per proof over the completions, earliest to latest whatever their order:
+    // a 3500, b 7000, winpost 11800, c 9000 and d 10500 at the end: (11800 - 3500) / 4
+    assert_eq!(value("proofline_seconds_per_proof"), 2.075);
 }
 
 /// cuzk serves its metrics as hand-built text from its `GetMetrics` RPC (no `/metrics`): a

@@ -78,7 +78,6 @@ struct Sim<'a> {
     synthesizing: u32,
     idle_synth: Vec<u32>,
     idle_gpu: Vec<u32>,
-    dead: Vec<bool>,
     picked: Vec<u32>,
     mutex_busy: Vec<bool>,
     waiters: Vec<VecDeque<(u32, Unit, u64)>>,
@@ -111,7 +110,6 @@ impl<'a> Sim<'a> {
             synthesizing: 0,
             idle_synth: Vec::new(),
             idle_gpu: Vec::new(),
-            dead: vec![false; workers],
             picked: vec![0; workers],
             mutex_busy: vec![false; cfg.gpus as usize],
             waiters: vec![VecDeque::new(); cfg.gpus as usize],
@@ -282,9 +280,6 @@ impl<'a> Sim<'a> {
     }
 
     fn gpu_free(&mut self, t: u64, gw: u32) {
-        if self.dead[gw as usize] {
-            return;
-        }
         let Some(Reverse(unit)) = self.queue.pop() else {
             if !self.idle_gpu.contains(&gw) {
                 self.idle_gpu.push(gw);
@@ -310,11 +305,12 @@ impl<'a> Sim<'a> {
         });
         let n = self.picked[gw as usize];
         self.picked[gw as usize] += 1;
+        let prep = self.draw(self.cfg.timings.prep_ms);
         if self.cfg.faults.panic_worker == Some((gw, n)) {
-            self.dead[gw as usize] = true; // the worker panicked: no GPU_END, never free again
+            // the GPU call panicked before the lock: no GPU_END; the worker goes on
+            self.schedule(t + prep, Action::GpuFree(gw));
             return;
         }
-        let prep = self.draw(self.cfg.timings.prep_ms);
         self.schedule(t + prep, Action::MutexReq(gw, unit, t));
     }
 

@@ -123,7 +123,9 @@ pub struct Faults {
     pub slow_gpu: Option<(u32, f64)>,
     /// Partition `.1` of job `.0` never finishes its GPU work (no GPU_END).
     pub never_finish: Option<(usize, u32)>,
-    /// GPU worker `.0` panics in the middle of its `.1`-th partition (0-based) and is gone.
+    /// The `.1`-th GPU call (0-based) of GPU worker `.0` panics before taking the GPU lock:
+    /// cuzk's `spawn_blocking` catches it, the worker logs the error inside its `gpu_worker`
+    /// span and goes on; the partition gets no GPU_END (its job stays incomplete).
     pub panic_worker: Option<(u32, u32)>,
     /// The synthesis of partition `.1` of job `.0` fails: cuzk prints no SYNTH_END and no
     /// GPU_QUEUE for it, logs the error outside the synthesis span (which has closed), and

@@ -25,7 +25,9 @@
 //! (`synthesize_winning_post{job_id}`, `synthesize_window_post{job_id, partition}`), with
 //! `SYNTH_START ... kind=`, `GPU_QUEUE ... monolithic`, and a `gpu_worker` with
 //! `partition = None`. A failed synthesis prints no SYNTH_END and no GPU_QUEUE; its error is
-//! logged after its span closed, outside any span, as cuzk does.
+//! logged after its span closed (outside any span for a partition, inside the `synth_single`
+//! task span for a whole proof), as cuzk does. A panicking GPU call is caught (cuzk's
+//! `spawn_blocking` returns it as an error) and logged inside the `gpu_worker` span.
 //!
 //! cuzk prints its TIMELINE lines with `eprintln!` from `timeline_event()`; here they go to
 //! a [`Printer`]: a writer (what cuzk prints), or `tracing` events with target `timeline`
@@ -37,7 +39,6 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -77,8 +78,9 @@ pub struct RunSummary {
     pub synthesized: u64,
     /// Partitions whose GPU work finished.
     pub proved: u64,
-    /// GPU workers that panicked (the prover went on without them).
-    pub panicked_workers: u64,
+    /// GPU calls that panicked (caught, as cuzk's `spawn_blocking` catches them; the
+    /// worker went on).
+    pub panicked_calls: u64,
 }
 
 /// Progress counters, readable while the prover runs.
@@ -383,14 +385,12 @@ pub fn run_printing(
         let _ = t.join();
     }
     for t in gpu {
-        if t.join().is_err() {
-            shared.panicked.fetch_add(1, Ordering::Relaxed);
-        }
+        let _ = t.join();
     }
     RunSummary {
         synthesized: shared.progress.synthesized.load(Ordering::Relaxed),
         proved: shared.progress.proved.load(Ordering::Relaxed),
-        panicked_workers: shared.panicked.load(Ordering::Relaxed),
+        panicked_calls: shared.panicked.load(Ordering::Relaxed),
     }
 }
 
@@ -521,37 +521,32 @@ struct Finish {
     partition: Option<u32>,
     /// When `gpu_prove_start` began (cuzk's `gpu_ms` counts from there).
     started: Instant,
-    /// The proof never finishes (a fault): no GPU_END.
-    never: bool,
 }
 
 fn gpu_worker(sh: &Shared, gw: u32) {
     let gpu = gw / sh.cfg.workers_per_gpu.max(1);
     let mut rng =
         SmallRng::seed_from_u64(sh.cfg.seed.wrapping_mul(7919).wrapping_add(u64::from(gw)));
-    // the split path's finalizer: a task of its own, with no span
-    let (fin_tx, fin_rx) = mpsc::channel::<Finish>();
-    let finalizer = {
+    // the split path's finalizers: a task each (cuzk's plain tokio::spawn), with no span
+    let mut finalize = {
         let speed = sh.speed;
         let finalize_ms = sh.cfg.timings.finalize_ms;
         let spread = sh.cfg.timings.spread.clamp(0.0, 0.99);
         let progress = sh.progress.clone();
-        let d = tracing::dispatcher::get_default(Clone::clone);
-        let mut fin_rng = SmallRng::seed_from_u64(sh.cfg.seed ^ u64::from(gw));
         let timeline = sh.timeline.clone();
-        thread::Builder::new()
-            .name(format!("finalizer-{gw}"))
-            .spawn(move || {
-                tracing::dispatcher::with_default(&d, || {
-                    for f in fin_rx {
-                        if f.never {
-                            continue;
-                        }
-                        let k = if spread > 0.0 {
-                            fin_rng.random_range(1.0 - spread..=1.0 + spread)
-                        } else {
-                            1.0
-                        };
+        let mut fin_rng = SmallRng::seed_from_u64(sh.cfg.seed ^ u64::from(gw));
+        move |f: Finish| {
+            let k = if spread > 0.0 {
+                fin_rng.random_range(1.0 - spread..=1.0 + spread)
+            } else {
+                1.0
+            };
+            let (progress, timeline) = (progress.clone(), timeline.clone());
+            let d = tracing::dispatcher::get_default(Clone::clone);
+            thread::Builder::new()
+                .name(format!("finalizer-{gw}"))
+                .spawn(move || {
+                    tracing::dispatcher::with_default(&d, || {
                         // b_g2_msm's join, the epilogue, serialization
                         thread::sleep(Duration::from_secs_f64(finalize_ms * k / speed / 1000.0));
                         let gpu_ms = (f.started.elapsed().as_secs_f64() * 1000.0 * speed) as u64;
@@ -561,11 +556,12 @@ fn gpu_worker(sh: &Shared, gw: u32) {
                             &format!("{},gpu_ms={gpu_ms}", gpu_detail(gw, f.partition)),
                         );
                         progress.proved.fetch_add(1, Ordering::Relaxed);
-                    }
+                    })
                 })
-            })
-            .expect("spawn finalizer thread")
+                .expect("spawn finalizer thread")
+        }
     };
+    let mut finalizers = Vec::new();
 
     let mut picked = 0u32;
     while let Some(unit) = sh.queue.pop(&sh.stop) {
@@ -619,14 +615,25 @@ fn gpu_worker(sh: &Shared, gw: u32) {
         };
         match sh.cfg.gpu_path {
             GpuPath::Split => {
-                prove(sh, &mut rng);
+                let call =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prove(sh, &mut rng)));
+                if call.is_err() {
+                    // spawn_blocking hands the panic back as an error: logged in the span
+                    sh.panicked.fetch_add(1, Ordering::Relaxed);
+                    span.in_scope(
+                        || tracing::error!(job_id = %unit.job, "GPU proving task panicked"),
+                    );
+                    drop(span);
+                    continue;
+                }
                 span.in_scope(|| {
-                    let _ = fin_tx.send(Finish {
-                        job: unit.job.clone(),
-                        partition: unit.partition,
-                        started,
-                        never,
-                    });
+                    if !never {
+                        finalizers.push(finalize(Finish {
+                            job: unit.job.clone(),
+                            partition: unit.partition,
+                            started,
+                        }));
+                    }
                 });
             }
             GpuPath::Sync => {
@@ -652,6 +659,7 @@ fn gpu_worker(sh: &Shared, gw: u32) {
         }
         drop(span);
     }
-    drop(fin_tx);
-    let _ = finalizer.join();
+    for f in finalizers {
+        let _ = f.join();
+    }
 }

@@ -48,6 +48,9 @@ pub struct Builder {
     event_target: String,
     gpu_queue_on_synth_end: bool,
     engine: EngineConfig,
+    /// Engine settings given by their own setters: applied over `engine` at build, so that
+    /// the setters and `engine_config` compose in any order.
+    overrides: EngineOverrides,
     channel_capacity: usize,
     output: Output,
     sinks: Fanout,
@@ -82,6 +85,7 @@ impl Default for Builder {
                 completion_grace_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
                 ..EngineConfig::default()
             },
+            overrides: EngineOverrides::default(),
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             output: Output::Stderr,
             sinks: Fanout::new(),
@@ -110,7 +114,43 @@ impl Builder {
 
     /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk).
     pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
-        self.engine.gpu_workers_per_device = n.max(1);
+        self.overrides.gpu_workers_per_device = Some(n.max(1));
+        self
+    }
+
+    /// How far out of time order events may arrive and still be processed in order (default
+    /// [`DEFAULT_LIVE_REORDER_WINDOW_MS`]: the layer's events are nearly in order).
+    pub fn reorder_window(mut self, window: Duration) -> Self {
+        self.overrides.reorder_window_ms = Some(window.as_millis() as u64);
+        self
+    }
+
+    /// How long a job whose partition count is unknown must be quiet, all its partitions
+    /// done, before it completes. Default: the reorder window (not the offline default).
+    pub fn completion_grace(mut self, grace: Duration) -> Self {
+        self.overrides.completion_grace_ms = Some(grace.as_millis() as u64);
+        self
+    }
+
+    /// A job with no event for this long is evicted and reported incomplete (default
+    /// [`proofline_core::engine::DEFAULT_JOB_TIMEOUT_MS`], 30 min).
+    pub fn job_timeout(mut self, timeout: Duration) -> Self {
+        self.overrides.job_timeout_ms = Some(timeout.as_millis() as u64);
+        self
+    }
+
+    /// Jobs whose id starts with `prefix` have `n` partitions (repeatable; the longest
+    /// matching prefix wins over every other rule: see
+    /// [`EngineConfig::expected_partitions_of`]). Default: none.
+    pub fn partitions_for(mut self, prefix: impl Into<String>, n: u32) -> Self {
+        self.overrides.partitions_by_prefix.push((prefix.into(), n));
+        self
+    }
+
+    /// Partitions of a partitioned job that no prefix rule and not its id's form tells
+    /// (default: the highest partition seen + 1, once the job is quiet).
+    pub fn expected_partitions(mut self, n: u32) -> Self {
+        self.overrides.expected_partitions = Some(n);
         self
     }
 
@@ -174,7 +214,11 @@ impl Builder {
         self
     }
 
-    /// The live engine's settings (the reorder window defaults to 1 s here).
+    /// The live engine's settings, as a base: the builder's own engine setters
+    /// ([`Builder::gpu_workers_per_device`], [`Builder::reorder_window`], ...) apply over it
+    /// whatever their order, and the completion grace follows the reorder window unless
+    /// [`Builder::completion_grace`] sets it. Default: [`EngineConfig::default`] with a
+    /// reorder window of [`DEFAULT_LIVE_REORDER_WINDOW_MS`].
     pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
         self.engine = cfg;
         self
@@ -229,7 +273,7 @@ impl Builder {
     /// # Panics
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
-        let mut engine = self.engine;
+        let mut engine = self.overrides.apply(self.engine);
         engine.gpu_interval_source = gpu_interval_source(&self.rules);
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,
@@ -242,10 +286,12 @@ impl Builder {
         let mut sinks = self.sinks;
         // one run for every sink: the instance and the instant offsets count from
         let clock = clock::Clock::start();
-        let run = RunInfo::new(
+        let mut run = RunInfo::new(
             self.instance,
             proofline_core::ids::unix_ms(SystemTime::now()),
         );
+        run.gpu_interval_source
+            .clone_from(&engine.gpu_interval_source);
         if let Some(counters) = sinks.export_counters() {
             sinks.publish_export_counters(counters);
         }
@@ -277,6 +323,8 @@ impl Builder {
             done: done_tx,
             warned: false,
             skew_ms: None,
+            layer_events: false,
+            warned_mixed: false,
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())
@@ -330,4 +378,37 @@ fn gpu_interval_source(rules: &[SpanRule]) -> Option<String> {
             if end.is_empty() { "none" } else { &end }
         )
     })
+}
+
+/// Engine settings given by the builder's own setters.
+#[derive(Debug, Default)]
+struct EngineOverrides {
+    gpu_workers_per_device: Option<u32>,
+    reorder_window_ms: Option<u64>,
+    completion_grace_ms: Option<u64>,
+    job_timeout_ms: Option<u64>,
+    partitions_by_prefix: Vec<(String, u32)>,
+    expected_partitions: Option<u32>,
+}
+
+impl EngineOverrides {
+    /// `base` with the setters' values over it; the completion grace follows the reorder
+    /// window unless set.
+    fn apply(self, mut base: EngineConfig) -> EngineConfig {
+        if let Some(n) = self.gpu_workers_per_device {
+            base.gpu_workers_per_device = n;
+        }
+        if let Some(w) = self.reorder_window_ms {
+            base.reorder_window_ms = w;
+        }
+        base.completion_grace_ms = self.completion_grace_ms.unwrap_or(base.reorder_window_ms);
+        if let Some(t) = self.job_timeout_ms {
+            base.job_timeout_ms = t;
+        }
+        base.partitions_by_prefix.extend(self.partitions_by_prefix);
+        if let Some(n) = self.expected_partitions {
+            base.expected_partitions = Some(n);
+        }
+        base
+    }
 }

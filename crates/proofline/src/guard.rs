@@ -29,10 +29,15 @@ pub enum ShutdownError {
         /// Events dropped (queue full).
         dropped: u64,
     },
-    /// A sink could not deliver everything by the deadline (the TIMELINE lines and the
-    /// engine's report are complete; what the sink names was not delivered).
-    #[error("the proofline worker finished, but a sink did not: {0}")]
-    Sink(SinkError),
+    /// A sink could not deliver everything by the deadline: the TIMELINE lines and the
+    /// engine's report are complete (here), what the sink names was not delivered.
+    #[error("the proofline worker finished, but a sink did not: {error}")]
+    Sink {
+        /// The engine's final report.
+        report: Box<Report>,
+        /// What the sink could not do.
+        error: SinkError,
+    },
     /// The worker thread panicked (a sink failed); queued events were not delivered.
     #[error(
         "the proofline worker panicked; {received} events taken in, {written} TIMELINE lines written"
@@ -96,10 +101,13 @@ impl TimelineGuard {
             return r.clone();
         }
         let deadline = Instant::now() + timeout;
+        // the sinks get most of the time, so that the worker's report still comes back
+        // within the deadline when a sink uses all of its share
         *self
             .deadline
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(deadline);
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some(Instant::now() + timeout.mul_f64(0.9));
         // from now on the layer drops (and counts) new events; the worker drains the rest
         self.shutdown.store(true, Ordering::Release);
         self.wake();
@@ -110,7 +118,13 @@ impl TimelineGuard {
                 if let Some(h) = self.handle.take() {
                     let _ = h.join();
                 }
-                delivered.map(|()| report).map_err(ShutdownError::Sink)
+                match delivered {
+                    Ok(()) => Ok(report),
+                    Err(error) => Err(ShutdownError::Sink {
+                        report: Box::new(report),
+                        error,
+                    }),
+                }
             }
             Err(RecvTimeoutError::Timeout) => {
                 let s = self.stats.snapshot();

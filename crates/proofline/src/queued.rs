@@ -63,7 +63,6 @@ pub(crate) struct Pair<'f> {
 struct Ext {
     job: Option<Arc<Name>>,
     proof_kind: Option<Arc<Name>>,
-    start_proof_kind: Option<Arc<Name>>,
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
 }
@@ -193,10 +192,10 @@ impl Queued {
                 }
             }
         }
-        if c.proof_kind_if_whole && whole {
-            if let Some(k) = &f.proof_kind {
-                ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
-            }
+        // the engine takes the job's kind from any event; the line printed keeps it only
+        // where cuzk prints one (`Carries::proof_kind_if_whole`)
+        if let Some(k) = &f.proof_kind {
+            ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
         }
         if c.monolithic_if_whole && whole {
             flags |= MONOLITHIC;
@@ -254,11 +253,6 @@ impl Queued {
         let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue);
         q.start = p.start.index() as u8 + 1;
         q.start_delta = p.delta;
-        if carries(p.start).proof_kind_if_whole && f.partition.is_none() {
-            if let Some(k) = &f.proof_kind {
-                q.ext.get_or_insert_with(Box::default).start_proof_kind = Some(k.clone());
-            }
-        }
         q
     }
 
@@ -267,7 +261,7 @@ impl Queued {
     pub fn start_event<'a>(&'a self, end: &EventRef<'a>) -> Option<EventRef<'a>> {
         let kind = *EventKind::ALL.get(usize::from(self.start.checked_sub(1)?))?;
         let mut ev = TimelineEvent::new(
-            end.offset_ms - u64::from(self.start_delta),
+            end.offset_ms.saturating_sub(u64::from(self.start_delta)),
             kind,
             end.job_id,
         );
@@ -276,11 +270,7 @@ impl Queued {
             ev.worker = end.worker;
             ev.gpu = end.gpu;
         }
-        ev.proof_kind = self
-            .ext
-            .as_deref()
-            .and_then(|e| e.start_proof_kind.as_deref())
-            .map(Name::as_str);
+        ev.proof_kind = end.proof_kind;
         Some(ev)
     }
 

@@ -23,7 +23,7 @@ use proofline_core::{Engine, Report, codec};
 
 use crate::clock::Clock;
 use crate::handoff::{Handoff, Rings};
-use crate::layer::{LayerStats, SpanTable, queue_after};
+use crate::layer::{LayerStats, SpanTable, printed, queue_after};
 use crate::queued::Queued;
 
 /// Queue entries taken in one pass over the rings, so that the tick (and the span table's
@@ -55,6 +55,10 @@ pub(crate) struct Worker {
     pub skew_ms: Option<i64>,
     /// The run the sinks were given (its epoch is refined once the skew is known).
     pub run: RunInfo,
+    /// Events timed by the layer's clock (span edges, structured events) were seen.
+    pub layer_events: bool,
+    /// Whether the warning about events from both sources was printed.
+    pub warned_mixed: bool,
 }
 
 impl Worker {
@@ -144,16 +148,21 @@ impl Worker {
     }
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
-        let ev = q.event();
+        let mut ev = q.event();
         if q.own_offset() {
-            let skew = self.clock.offset_ms(self.clock.now()) as i64 - ev.offset_ms as i64;
-            if self.skew_ms.is_none() {
-                // the prover's offsets count from its own epoch: the sinks place spans from it
-                // (the run key stays, so trace ids do not change)
-                self.run.epoch_unix_ms = self.run.epoch_unix_ms.saturating_add_signed(skew);
-                self.sinks.start_run(&self.run);
+            self.note_own_offset(ev.offset_ms);
+        } else {
+            self.layer_events = true;
+            if let Some(skew) = self.skew_ms {
+                // the prover's own offsets are in use: the layer's move into its time
+                ev.offset_ms = ev.offset_ms.saturating_add_signed(-skew);
             }
-            self.skew_ms = Some(self.skew_ms.map_or(skew, |s| s.min(skew)));
+        }
+        if self.layer_events && self.skew_ms.is_some() && !self.warned_mixed {
+            self.warned_mixed = true;
+            eprintln!(
+                "proofline: TIMELINE events come both from the prover's own lines (logged through tracing) and from the layer's span mappings: each event is counted twice; build the layer with .cuzk_timeline_events() (or .clear_mappings())"
+            );
         }
         if let Some(start) = q.start_event(&ev) {
             self.handle(&start, line);
@@ -164,10 +173,32 @@ impl Worker {
         }
     }
 
+    /// A line of the prover's own, at `offset` in its time: how far the layer's clock is
+    /// ahead of the prover's (the least seen: the sample with the least delay). An offset
+    /// more than a day ahead of the layer's clock says nothing of the skew and is ignored.
+    fn note_own_offset(&mut self, offset: u64) {
+        const DAY_MS: i64 = 86_400_000;
+        let now = self.clock.offset_ms(self.clock.now());
+        let (Ok(now), Ok(offset)) = (i64::try_from(now), i64::try_from(offset)) else {
+            return;
+        };
+        let skew = now - offset;
+        if skew < -DAY_MS {
+            return;
+        }
+        if self.skew_ms.is_none() {
+            // the prover's offsets count from its own epoch: the sinks place spans from it
+            // (the run key stays, so trace ids do not change)
+            self.run.epoch_unix_ms = self.run.epoch_unix_ms.saturating_add_signed(skew);
+            self.sinks.start_run(&self.run);
+        }
+        self.skew_ms = Some(self.skew_ms.map_or(skew, |s| s.min(skew)));
+    }
+
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         if let Some(out) = &mut self.out {
             line.clear();
-            codec::write_line(line, ev);
+            codec::write_line(line, &printed(ev));
             line.push('\n');
             // one write per line, so that lines from several writers never interleave
             if out.write_all(line.as_bytes()).is_ok() {

@@ -643,7 +643,8 @@ fn the_guard_flushes_and_shuts_down_every_sink_within_its_deadline() {
         .shutdown(Duration::from_secs(7))
         .expect_err("the second sink fails its shutdown");
     assert!(
-        matches!(&err, proofline::ShutdownError::Sink(e) if e.sink == "test"),
+        matches!(&err, proofline::ShutdownError::Sink { error, report }
+            if error.sink == "test" && report.summary.jobs_complete == 1),
         "{err}"
     );
     let calls = calls.lock().unwrap().clone();

@@ -16,6 +16,9 @@ pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
 pub const MAX_PARTITION: u32 = 1 << 16;
 
+/// Default [`EngineConfig::cold_start_min_idle_ms`].
+pub const DEFAULT_COLD_START_MIN_IDLE_MS: u64 = 1_000;
+
 /// The engine sweeps (completes, evicts, forgets jobs) at most this often in timeline time.
 pub(super) const SWEEP_EVERY_MS: u64 = 1_000;
 /// Conflict examples kept for the report.
@@ -37,8 +40,13 @@ pub struct EngineConfig {
     /// An offset this far behind the newest offset means the daemon restarted.
     /// Default [`DEFAULT_RESTART_AFTER_MS`].
     pub restart_after_ms: u64,
-    /// Partitions per job, for every job (`None`, the default: 1 for whole-proof jobs, 10
-    /// for `porep-*` ids, 16 for `snap-*`, else the highest partition seen + 1).
+    /// Partitions of jobs whose id starts with a prefix, e.g. `("porep-", 3)` for a test
+    /// prover with 3-partition sectors (default: none). The longest matching prefix wins,
+    /// and wins over everything else; see [`EngineConfig::expected_partitions_of`].
+    pub partitions_by_prefix: Vec<(String, u32)>,
+    /// Partitions of a partitioned job that neither a prefix rule nor its id's form tells
+    /// (`None`, the default: the highest partition seen + 1, once the job has been quiet
+    /// for the completion grace).
     pub expected_partitions: Option<u32>,
     /// A job whose partition count is unknown completes when all its partitions are done
     /// and nothing happened to it for this long. Default [`DEFAULT_REORDER_WINDOW_MS`].
@@ -49,6 +57,11 @@ pub struct EngineConfig {
     /// Rows of jobs, transitions and incomplete jobs kept for the report.
     /// Default [`DEFAULT_MAX_ROWS`].
     pub max_rows: usize,
+    /// A job's first GPU work is a cold start only when its GPU had been idle at least this
+    /// long (or had never worked): a job that starts on a GPU idle for a few ms, queued
+    /// behind the sector before it, is no cold start. Default
+    /// [`DEFAULT_COLD_START_MIN_IDLE_MS`].
+    pub cold_start_min_idle_ms: u64,
     /// Where GPU_START and GPU_END come from when they are not the prover's own events
     /// (`None`, the default): the layer sets it when spans give them, and every output
     /// labels the GPU intervals with it, since span edges need not fall where the
@@ -63,16 +76,35 @@ impl Default for EngineConfig {
             reorder_window_ms: DEFAULT_REORDER_WINDOW_MS,
             job_timeout_ms: DEFAULT_JOB_TIMEOUT_MS,
             restart_after_ms: DEFAULT_RESTART_AFTER_MS,
+            partitions_by_prefix: Vec::new(),
             expected_partitions: None,
             completion_grace_ms: DEFAULT_REORDER_WINDOW_MS,
             busy_window_ms: DEFAULT_BUSY_WINDOW_MS,
             max_rows: DEFAULT_MAX_ROWS,
+            cold_start_min_idle_ms: DEFAULT_COLD_START_MIN_IDLE_MS,
             gpu_interval_source: None,
         }
     }
 }
 
 impl EngineConfig {
+    /// The partitions that complete job `job_id`, in this order: the longest of
+    /// [`EngineConfig::partitions_by_prefix`] the id starts with; 1 for a whole-proof job
+    /// (`whole`: its first event carries no partition, e.g. a multi-sector PoRep batch with
+    /// a `porep-` id); the id's own form (10 for `porep-*`, 16 for `snap-*`, 1 for PoSt ids);
+    /// [`EngineConfig::expected_partitions`]; else `None` (the highest partition seen + 1,
+    /// once the job is quiet).
+    pub fn expected_partitions_of(&self, job_id: &str, whole: bool) -> Option<u32> {
+        self.partitions_by_prefix
+            .iter()
+            .filter(|(p, _)| job_id.starts_with(p.as_str()))
+            .max_by_key(|(p, _)| p.len())
+            .map(|&(_, n)| n)
+            .or(whole.then_some(1))
+            .or_else(|| crate::event::expected_partitions_from_job_id(job_id))
+            .or(self.expected_partitions)
+    }
+
     /// The settings the engine runs with: at least one worker per device, a busy history
     /// long enough to look back past the reorder window and the completion grace, and a
     /// restart threshold no shorter than the reorder window.

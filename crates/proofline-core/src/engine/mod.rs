@@ -38,7 +38,7 @@ pub use device::{GAP_SIZE_CLASSES, gap_size_class};
 pub use summary::LIVE_SPP_WINDOW;
 pub use verdict::GPU_BOUND_RATIO;
 
-use crate::event::{EventRef, expected_partitions_from_job_id, kind_from_job_id};
+use crate::event::{EventRef, kind_from_job_id};
 use crate::report::JobStatus;
 use crate::sink::Update;
 use crate::sink::UpdateSink;
@@ -375,9 +375,7 @@ impl Engine {
         entry.attempts += 1;
         let expected = self
             .cfg
-            .expected_partitions
-            .or_else(|| expected_partitions_from_job_id(&entry.name))
-            .or(if e.partition.is_none() { Some(1) } else { None });
+            .expected_partitions_of(&entry.name, e.partition.is_none());
         let kind_hint = kind_from_job_id(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;
         self.totals.jobs_seen += 1;

@@ -200,8 +200,11 @@ impl Engine {
         if let Some(w) = worker {
             dev.add_worker(w);
         }
-        // cold start: the job's first GPU work found its device idle
-        if first_anywhere && dev.active == 0 {
+        // cold start: the job's first GPU work found its device idle, for long enough
+        let idle_long = dev
+            .idle_since
+            .is_none_or(|i| at.saturating_sub(i) >= self.cfg.cold_start_min_idle_ms);
+        if first_anywhere && dev.active == 0 && idle_long {
             if let Some(s) = first_synth_start {
                 let cs = e.t.saturating_sub(s);
                 if let Some(job) = self.jobs[idx].as_mut() {

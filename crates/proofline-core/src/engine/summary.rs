@@ -171,13 +171,12 @@ impl Totals {
         }
     }
 
-    /// Seconds per proof over the recent completions of the current run, in the order they
-    /// completed: (latest - earliest) / (completions - 1).
+    /// Seconds per proof over the recent completions of the current run: (latest -
+    /// earliest) / (completions - 1). (Jobs are not always completed in time order: a job
+    /// whose partition count is unknown completes after a grace period.)
     pub fn live_seconds_per_proof(&self) -> Option<f64> {
-        let (first, last) = (
-            self.recent_completions.front()?,
-            self.recent_completions.back()?,
-        );
+        let first = self.recent_completions.iter().min()?;
+        let last = self.recent_completions.iter().max()?;
         let n = self.recent_completions.len();
         (n > 1 && last > first).then(|| (last - first) as f64 / 1000.0 / (n - 1) as f64)
     }

@@ -19,7 +19,8 @@ use crate::queued::Queued;
 pub(crate) struct Carries {
     /// `worker=` and `gpu=` (GPU events).
     pub worker_gpu: bool,
-    /// `kind=`, when the job is whole-proof (no partition): SYNTH_START.
+    /// `kind=` in the printed line, when the job is whole-proof (no partition): SYNTH_START.
+    /// (Every event carries the span's proof kind to the engine, which names the job by it.)
     pub proof_kind_if_whole: bool,
     /// The span's duration: `synth_ms=` on SYNTH_END, `gpu_ms=` on GPU_END.
     pub duration: bool,
@@ -36,6 +37,15 @@ pub(crate) const fn carries(kind: EventKind) -> Carries {
         duration: matches!(kind, EventKind::SynthEnd | EventKind::GpuEnd),
         monolithic_if_whole: matches!(kind, EventKind::GpuQueue),
     }
+}
+
+/// The event as cuzk prints it: the proof kind only where cuzk writes `kind=`.
+pub(crate) fn printed<'a>(ev: &EventRef<'a>) -> EventRef<'a> {
+    let mut p = ev.clone();
+    if !(carries(ev.kind).proof_kind_if_whole && ev.partition.is_none()) {
+        p.proof_kind = None;
+    }
+    p
 }
 
 /// The GPU_QUEUE that follows a SYNTH_END (cuzk prints one), from the SYNTH_END itself.
@@ -81,9 +91,7 @@ pub(crate) fn span_event(
         ev.worker = f.worker;
         ev.gpu = f.gpu;
     }
-    if c.proof_kind_if_whole && whole {
-        ev.proof_kind = f.proof_kind();
-    }
+    ev.proof_kind = f.proof_kind();
     if c.duration {
         match kind {
             EventKind::SynthEnd => ev.synth_ms = ms,

@@ -24,7 +24,7 @@ mod stats;
 pub(crate) use callsites::CallsiteSet;
 #[cfg(test)]
 pub(crate) use event::span_event;
-pub(crate) use event::{carries, queue_after};
+pub(crate) use event::{carries, printed, queue_after};
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
 pub(crate) use spans::SpanTable;
@@ -165,10 +165,11 @@ impl TimelineLayer {
     /// A span's close edge, its state already out of the table.
     fn close(&self, st: &SpanState) {
         let mut mask = st.rules[Edge::Close.index()];
-        let synth_end = 1 << EventKind::SynthEnd.index();
-        if st.failed && mask & synth_end != 0 {
-            // a failed synthesis: no SYNTH_END, and so no GPU_QUEUE (cuzk prints neither)
-            mask &= !synth_end;
+        let ends = (1 << EventKind::SynthEnd.index()) | (1 << EventKind::GpuEnd.index());
+        if st.failed && mask & ends != 0 {
+            // failed work: no SYNTH_END (and so no GPU_QUEUE) and no GPU_END, as cuzk prints
+            // none for a failed synthesis or a failed GPU call
+            mask &= !ends;
             self.stats.failed.fetch_add(1, Ordering::Relaxed);
         }
         let panicking = mask != 0 && std::thread::panicking();

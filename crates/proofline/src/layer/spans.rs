@@ -134,8 +134,9 @@ pub(crate) struct SpanState {
     /// The first enter's event is not sent yet: the worker's next look at the table, or
     /// the close if it comes first, sends it (see `on_enter`).
     pub(crate) start_pending: bool,
-    /// The span recorded an error (an `error` field, or an ERROR event inside it): its
-    /// SYNTH_END (and GPU_QUEUE) are not emitted, as cuzk prints none for a failed synthesis.
+    /// The span recorded an error (an `error` field recorded on it, or an ERROR event directly
+    /// inside it): its SYNTH_END (and GPU_QUEUE) and GPU_END are not emitted, as cuzk prints
+    /// none for failed work.
     pub(crate) failed: bool,
 }
 

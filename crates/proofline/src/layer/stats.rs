@@ -17,7 +17,7 @@ pub struct LayerStats {
     pub aborted: AtomicU64,
     /// Events not emitted because no job id was found on the span or its ancestors.
     pub missing_job_id: AtomicU64,
-    /// Synthesis spans that recorded an error: their SYNTH_END was not emitted.
+    /// Spans that recorded an error: their SYNTH_END or GPU_END was not emitted.
     pub failed: AtomicU64,
     /// `timeline` events whose message was a malformed TIMELINE line (not used).
     pub malformed: AtomicU64,
@@ -36,7 +36,7 @@ pub struct StatsSnapshot {
     pub aborted: u64,
     /// Events not emitted for want of a job id.
     pub missing_job_id: u64,
-    /// Synthesis spans that recorded an error (no SYNTH_END emitted).
+    /// Spans that recorded an error (no SYNTH_END or GPU_END emitted).
     pub failed: u64,
     /// `timeline` events whose message was a malformed TIMELINE line.
     pub malformed: u64,
