@@ -627,3 +627,68 @@ fn when_the_collector_comes_back_new_traces_arrive() {
     assert_eq!(c.spans_exported.load(Ordering::Relaxed), 4 * 51);
     assert_eq!(c.spans_failed.load(Ordering::Relaxed), 4 * 51);
 }
+
+/// One instance, one key: given both sinks, the layer wires them to the same run, so every
+/// exemplar on /metrics names a trace the collector received; and the OTLP counters reach
+/// /metrics without being wired by hand.
+#[test]
+fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
+    use proofline::TimelineLayer;
+    use tracing_subscriber::prelude::*;
+
+    let rx = HttpReceiver::start(Mode::Answer);
+    let mut c = cfg(rx.endpoint());
+    c.run_key = String::new(); // whatever it says, the layer's run wins
+    let (otlp, mut handle) = proofline_otlp::start(c).unwrap();
+    let metrics = proofline_prometheus::Metrics::new();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .instance("prover-7")
+        .reorder_window(Duration::from_millis(1000))
+        .no_timeline()
+        .sink(otlp)
+        .sink(proofline_prometheus::PrometheusSink::new(metrics.clone()))
+        .build();
+    assert!(guard.run().run_key.starts_with("prover-7@"));
+    let mut sim = proofline_sim::SimConfig::porep(3);
+    sim.faults.stall_before_job = Some((2, 40_000));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        proofline_sim::threaded::run(
+            &sim,
+            100.0,
+            false,
+            Arc::new(AtomicBool::new(false)),
+            Default::default(),
+        )
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    let received: std::collections::HashSet<String> = rx
+        .got
+        .spans()
+        .iter()
+        .map(|s| s.trace_id.iter().map(|b| format!("{b:02x}")).collect())
+        .collect();
+    assert_eq!(received.len(), 3, "a trace per sector");
+    let text = metrics.render_openmetrics();
+    let exemplars: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.split("trace_id=\"").nth(1))
+        .filter_map(|r| r.split('"').next())
+        .collect();
+    assert!(!exemplars.is_empty(), "{text}");
+    for id in &exemplars {
+        assert!(
+            received.contains(*id),
+            "exemplar {id} names no received trace"
+        );
+    }
+    // the exporter's counters are published without with_export_counters
+    assert!(
+        text.contains("proofline_otlp_spans_exported_total 153"),
+        "{}",
+        text.lines()
+            .filter(|l| l.contains("otlp"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

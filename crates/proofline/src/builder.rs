@@ -42,6 +42,7 @@ impl std::fmt::Debug for Output {
 /// default; setters take and return the builder by value.
 pub struct Builder {
     instance: String,
+    silence: Duration,
     rules: Vec<SpanRule>,
     whole: Vec<(String, Option<String>)>,
     fields: FieldNames,
@@ -75,6 +76,7 @@ impl Default for Builder {
     fn default() -> Self {
         Builder {
             instance: DEFAULT_INSTANCE.to_owned(),
+            silence: crate::DEFAULT_SILENCE_WARNING,
             rules: SpanRule::cuzk_defaults(),
             whole: crate::layer::cuzk_whole_proof_spans(),
             fields: FieldNames::default(),
@@ -174,6 +176,14 @@ impl Builder {
     /// spans and `monolithic_worker`.
     pub fn whole_proof_span(mut self, span: impl Into<String>, kind: Option<&str>) -> Self {
         self.whole.push((span.into(), kind.map(str::to_owned)));
+        self
+    }
+
+    /// How long the layer waits before it says, once, on stderr, that mapped spans exist but
+    /// nothing reached it (a filter hiding them), or that GPU_PICKUPs come and no GPU_START
+    /// (GPU time not observed). Default [`DEFAULT_SILENCE_WARNING`].
+    pub fn silence_warning_after(mut self, after: Duration) -> Self {
+        self.silence = after;
         self
     }
 
@@ -325,6 +335,12 @@ impl Builder {
             skew_ms: None,
             layer_events: false,
             warned_mixed: false,
+            silence: self.silence,
+            silent_since: None,
+            warned_silent: false,
+            pickup_since: None,
+            warned_no_start: false,
+            kinds_seen: [0; 6],
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())

@@ -26,6 +26,9 @@ pub const DEFAULT_CHANNEL_CAPACITY: usize = 4_096;
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The live engine's reorder window: the layer's events are nearly in order.
 pub const DEFAULT_LIVE_REORDER_WINDOW_MS: u64 = 1_000;
+/// How long the layer waits before saying that nothing reached it, or that GPU time is not
+/// observed ([`Builder::silence_warning_after`]).
+pub const DEFAULT_SILENCE_WARNING: Duration = Duration::from_secs(10);
 /// The prover instance's name when [`Builder::instance`] is not called.
 pub const DEFAULT_INSTANCE: &str = "cuzk";
 /// The target of `tracing` events read as TIMELINE events (cuzk's `timeline_event()`).

@@ -17,9 +17,9 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use proofline_core::EventRef;
 use proofline_core::sink::{Fanout, RunInfo, SinkError, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, Report, codec};
+use proofline_core::{EventKind, EventRef};
 
 use crate::clock::Clock;
 use crate::handoff::{Handoff, Rings};
@@ -59,6 +59,19 @@ pub(crate) struct Worker {
     pub layer_events: bool,
     /// Whether the warning about events from both sources was printed.
     pub warned_mixed: bool,
+    /// How long a silence (nothing received though mapped spans exist; pickups and no
+    /// GPU_START) lasts before the layer says so.
+    pub silence: Duration,
+    /// Since when mapped spans exist and nothing was received.
+    pub silent_since: Option<Instant>,
+    /// Whether the silence warning was printed.
+    pub warned_silent: bool,
+    /// Since when GPU_PICKUPs come and no GPU_START.
+    pub pickup_since: Option<Instant>,
+    /// Whether the no-GPU_START warning was printed.
+    pub warned_no_start: bool,
+    /// Events handled, by kind.
+    pub kinds_seen: [u64; 6],
 }
 
 impl Worker {
@@ -122,20 +135,53 @@ impl Worker {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .unwrap_or_else(|| Instant::now() + crate::DEFAULT_SHUTDOWN_TIMEOUT);
         let delivered = self.sinks.shutdown(deadline);
+        // once more, so that what the shutdown delivered (exporters' counters) is published
+        self.tick_sinks();
         let mut report = self.engine.report();
         report.events.unattributed = self.stats.missing_job_id.load(Ordering::Relaxed);
         let _ = self.done.send((report, delivered));
     }
 
-    /// Once, on stderr (not through tracing: this thread's telemetry is off, and the
-    /// prover's threads never write it), when the layer first drops an event.
+    /// Once each, on stderr (not through tracing: this thread's telemetry is off, and the
+    /// prover's threads never write it), counted in `stats().warnings`: when the layer first
+    /// drops an event; when spans it maps exist but nothing reached it for the silence
+    /// delay (a filter hiding them); when GPU_PICKUPs come and no GPU_START for that long.
     fn warn_once_if_dropping(&mut self) {
         if !self.warned && self.stats.dropped.load(Ordering::Relaxed) > 0 {
             self.warned = true;
-            eprintln!(
-                "proofline: telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)"
+            self.warn(
+                "telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)",
             );
         }
+        let received = self.stats.received.load(Ordering::Relaxed);
+        if self.stats.mapped_callsites.load(Ordering::Relaxed) > 0 && received == 0 {
+            let since = *self.silent_since.get_or_insert_with(Instant::now);
+            if !self.warned_silent && since.elapsed() >= self.silence {
+                self.warned_silent = true;
+                self.warn(&format!(
+                    "the prover has spans this layer maps, but none reached it in {:?}: a filter is likely hiding them (an EnvFilter without RUST_LOG lets only `error` through); let `info` through, e.g. EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(\"info\"))",
+                    self.silence
+                ));
+            }
+        }
+        if self.kinds_seen[EventKind::GpuPickup.index()] > 0
+            && self.kinds_seen[EventKind::GpuStart.index()] == 0
+        {
+            let since = *self.pickup_since.get_or_insert_with(Instant::now);
+            if !self.warned_no_start && since.elapsed() >= self.silence {
+                self.warned_no_start = true;
+                self.warn(&format!(
+                    "{} GPU_PICKUP events and no GPU_START in {:?}: GPU time is not observed. Map a span around the GPU work (Builder::map(span, EventKind::GpuStart, Edge::FirstEnter) and GpuEnd at Edge::Close), or log the prover's own TIMELINE lines through tracing (README, \"Adopting proofline in cuzk\")",
+                    self.kinds_seen[EventKind::GpuPickup.index()],
+                    self.silence
+                ));
+            }
+        }
+    }
+
+    fn warn(&self, what: &str) {
+        self.stats.warnings.fetch_add(1, Ordering::Relaxed);
+        eprintln!("proofline: {what}");
     }
 
     fn tick_sinks(&mut self) {
@@ -196,6 +242,7 @@ impl Worker {
     }
 
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
+        self.kinds_seen[ev.kind.index()] += 1;
         if let Some(out) = &mut self.out {
             line.clear();
             codec::write_line(line, &printed(ev));

@@ -226,7 +226,12 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn register_callsite(&self, meta: &'static Metadata<'static>) -> Interest {
-        self.callsites.classify(meta, &self.cfg);
+        if let callsites::Known::Wanted(at) = self.callsites.classify(meta, &self.cfg) {
+            // a span the layer maps exists in the prover: its events should come
+            if self.callsites.info(at).is_some_and(|i| i.rules != [0; 3]) {
+                self.stats.mapped_callsites.fetch_add(1, Ordering::Relaxed);
+            }
+        }
         // never filter for the other layers: a prover's fmt layer decides for itself
         Interest::always()
     }

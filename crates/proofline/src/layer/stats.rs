@@ -21,6 +21,10 @@ pub struct LayerStats {
     pub failed: AtomicU64,
     /// `timeline` events whose message was a malformed TIMELINE line (not used).
     pub malformed: AtomicU64,
+    /// Span callsites the layer maps that were registered (the prover has such spans).
+    pub mapped_callsites: AtomicU64,
+    /// Warnings printed on stderr (nothing received, no GPU_START, events dropped, ...).
+    pub warnings: AtomicU64,
 }
 
 /// A snapshot of [`LayerStats`].
@@ -40,6 +44,8 @@ pub struct StatsSnapshot {
     pub failed: u64,
     /// `timeline` events whose message was a malformed TIMELINE line.
     pub malformed: u64,
+    /// Warnings printed on stderr.
+    pub warnings: u64,
 }
 
 impl LayerStats {
@@ -53,6 +59,7 @@ impl LayerStats {
             missing_job_id: self.missing_job_id.load(Ordering::Relaxed),
             failed: self.failed.load(Ordering::Relaxed),
             malformed: self.malformed.load(Ordering::Relaxed),
+            warnings: self.warnings.load(Ordering::Relaxed),
         }
     }
 }

@@ -1,0 +1,120 @@
+//! A prover's engineer adds proofline: the kind comes from the prover's spans, partition
+//! counts per id prefix, and the builder's settings compose.
+
+use std::sync::mpsc;
+use std::time::Duration;
+
+use proofline::TimelineLayer;
+use proofline_core::EngineConfig;
+use proofline_core::report::JobStatus;
+use proofline_core::sink::{Update, UpdateSink};
+use proofline_tests::SharedBuf;
+use tracing::info_span;
+use tracing_subscriber::prelude::*;
+
+/// One partition of `job`, shaped as cuzk's: synthesis, then a gpu_worker span with the kind.
+fn partition(job: &str, p: u32, kind: &str) {
+    info_span!(parent: None, "synthesize_partition", job_id = job, partition = p as usize)
+        .in_scope(|| {});
+    info_span!("gpu_worker", worker_id = 0u32, gpu = 0u32, job_id = %job, proof_kind = %kind,
+        batch_size = 1u64, partition = ?Some(p as usize))
+    .in_scope(|| {});
+}
+
+#[test]
+fn the_kind_recorded_on_a_span_names_the_job_everywhere_but_in_cuzks_lines() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .partitions_for("job-", 2)
+        .timeline_to_writer(buf.clone())
+        .build();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        partition("job-7", 0, "porep-c2");
+        partition("job-7", 1, "porep-c2");
+    });
+    let r = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(r.summary.jobs_complete, 1, "2 partitions for job- ids");
+    assert_eq!(r.jobs[0].proof_kind.as_deref(), Some("porep-c2"));
+    assert_eq!(r.summary.complete_by_kind, [("porep-c2".to_owned(), 1)]);
+    let text = buf.text();
+    assert_eq!(text.lines().count(), 12, "{text}");
+    assert!(
+        !text.contains("kind="),
+        "cuzk prints no kind on these: {text}"
+    );
+}
+
+#[test]
+fn a_prefix_rule_wins_over_the_ids_form_and_the_fallback_over_nothing() {
+    let cfg = EngineConfig {
+        partitions_by_prefix: vec![("porep-".into(), 3), ("porep-9".into(), 2)],
+        expected_partitions: Some(4),
+        ..EngineConfig::default()
+    };
+    assert_eq!(cfg.expected_partitions_of("porep-1000-1", false), Some(3));
+    assert_eq!(
+        cfg.expected_partitions_of("porep-9-1", false),
+        Some(2),
+        "longest prefix"
+    );
+    assert_eq!(
+        cfg.expected_partitions_of("snap-1-1", false),
+        Some(16),
+        "the id's form"
+    );
+    assert_eq!(
+        cfg.expected_partitions_of("porep-9-1", true),
+        Some(2),
+        "a prefix rule first"
+    );
+    assert_eq!(
+        cfg.expected_partitions_of("snap-1-1", true),
+        Some(1),
+        "a whole proof"
+    );
+    assert_eq!(
+        cfg.expected_partitions_of("x-1", false),
+        Some(4),
+        "the fallback"
+    );
+    assert_eq!(
+        EngineConfig::default().expected_partitions_of("x-1", false),
+        None
+    );
+}
+
+/// Sends each job record on a channel.
+struct Jobs(mpsc::Sender<(String, JobStatus)>);
+
+impl UpdateSink for Jobs {
+    fn update(&mut self, u: Update) {
+        if let Update::Job(j) = u {
+            let _ = self.0.send((j.job_id.to_string(), j.status));
+        }
+    }
+}
+
+#[test]
+fn setters_compose_and_the_grace_follows_the_reorder_window() {
+    let (tx, rx) = mpsc::channel();
+    // engine_config after the setters does not undo them, and its 5 s offline grace does not
+    // hold a job of unknown size back: the grace is the 200 ms reorder window
+    let (layer, mut guard) = TimelineLayer::builder()
+        .gpu_workers_per_device(4)
+        .reorder_window(Duration::from_millis(200))
+        .tick(Duration::from_millis(20))
+        .engine_config(EngineConfig::default())
+        .no_timeline()
+        .sink(Jobs(tx))
+        .build();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        partition("x-1", 0, "porep-c2");
+        partition("x-1", 1, "porep-c2");
+    });
+    let (job, status) = rx
+        .recv_timeout(Duration::from_secs(3))
+        .expect("the job completes within the reorder window and its grace, not 5 s");
+    assert_eq!((job.as_str(), status), ("x-1", JobStatus::Complete));
+    let r = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(r.gpu_workers_per_device, 4);
+}
