@@ -692,3 +692,60 @@ fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
             .join("\n")
     );
 }
+
+/// The README's recipe is `examples/recipe`, a crate of its own: the README shows its files
+/// verbatim, and it builds outside the workspace (so no feature another member enables can
+/// hide one it lacks), runs, and sends a trace per sector to a real receiver.
+#[test]
+fn the_readme_recipe_is_a_fresh_crate_that_builds_runs_and_sends_its_traces() {
+    use std::path::Path;
+    use std::process::Command;
+
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let read = |p: &Path| std::fs::read_to_string(p).unwrap();
+    let readme = read(&root.join("README.md"));
+    let recipe = root.join("examples/recipe");
+    let main = read(&recipe.join("src/main.rs"));
+    assert!(
+        readme.contains(&format!("```rust\n{main}```")),
+        "the README's recipe is not examples/recipe/src/main.rs"
+    );
+    let toml = read(&recipe.join("Cargo.toml"));
+    let deps = &toml[toml.find("\n[dependencies]").unwrap() + 1..toml.find("\n# This crate").unwrap()];
+    assert!(
+        readme.contains(&format!("```toml\n{}\n```", deps.trim_end())),
+        "the README's dependencies are not examples/recipe/Cargo.toml's:\n{deps}"
+    );
+
+    let target = root.join("target/recipe");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build = Command::new(cargo)
+        .args(["build", "--locked", "--quiet", "--manifest-path"])
+        .arg(recipe.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "the recipe does not build:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let rx = HttpReceiver::start(Mode::Answer);
+    let run = Command::new(target.join("debug/proofline-recipe"))
+        .env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", rx.endpoint())
+        .env("PROOFLINE_METRICS_ADDR", "127.0.0.1:0")
+        .env_remove("RUST_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    assert!(run.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("jobs complete 2"), "{stdout}");
+    assert!(!stderr.contains("proofline:"), "no warning: {stderr}");
+    // 2 sectors x (root + 10 partitions x (partition + 4 stages))
+    let spans = rx.got.wait_for(102, 10);
+    assert_eq!(spans.len(), 102);
+}
