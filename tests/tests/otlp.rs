@@ -711,7 +711,8 @@ fn the_readme_recipe_is_a_fresh_crate_that_builds_runs_and_sends_its_traces() {
         "the README's recipe is not examples/recipe/src/main.rs"
     );
     let toml = read(&recipe.join("Cargo.toml"));
-    let deps = &toml[toml.find("\n[dependencies]").unwrap() + 1..toml.find("\n# This crate").unwrap()];
+    let deps =
+        &toml[toml.find("\n[dependencies]").unwrap() + 1..toml.find("\n# This crate").unwrap()];
     assert!(
         readme.contains(&format!("```toml\n{}\n```", deps.trim_end())),
         "the README's dependencies are not examples/recipe/Cargo.toml's:\n{deps}"

@@ -1,3 +1,5 @@
+#![doc = include_str!("../README.md")]
+//!
 //! OTLP traces for proofline: one trace per job (sector), built when the job completes or is
 //! given up on, and sent to a collector (Jaeger, Tempo, an OpenTelemetry Collector).
 //!

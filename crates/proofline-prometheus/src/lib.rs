@@ -1,3 +1,5 @@
+#![doc = include_str!("../README.md")]
+//!
 //! Prometheus metrics for proofline: a sink of engine updates that keeps the metric set in a
 //! `prometheus-client` registry, an HTTP endpoint that serves it, and [`Metrics::render`] for
 //! provers that serve metrics their own way.

@@ -156,9 +156,16 @@ impl Builder {
         self
     }
 
-    /// Adds a mapping from a span edge to a TIMELINE event.
-    pub fn map(mut self, span: impl Into<String>, event: EventKind, edge: Edge) -> Self {
-        self.rules.push(SpanRule::new(span, event, edge));
+    /// Adds a mapping from a span edge to a TIMELINE event, to the ones in force (default:
+    /// [`SpanRule::cuzk_defaults`]; [`Builder::clear_mappings`] starts from none).
+    pub fn map(self, span: impl Into<String>, event: EventKind, edge: Edge) -> Self {
+        self.rule(SpanRule::new(span, event, edge))
+    }
+
+    /// Adds a [`SpanRule`] (what [`Builder::map`] builds), e.g. one of
+    /// [`SpanRule::cuzk_defaults`] after [`Builder::clear_mappings`].
+    pub fn rule(mut self, rule: SpanRule) -> Self {
+        self.rules.push(rule);
         self
     }
 
@@ -181,7 +188,7 @@ impl Builder {
 
     /// How long the layer waits before it says, once, on stderr, that mapped spans exist but
     /// nothing reached it (a filter hiding them), or that GPU_PICKUPs come and no GPU_START
-    /// (GPU time not observed). Default [`DEFAULT_SILENCE_WARNING`].
+    /// (GPU time not observed). Default [`crate::DEFAULT_SILENCE_WARNING`].
     pub fn silence_warning_after(mut self, after: Duration) -> Self {
         self.silence = after;
         self
@@ -197,7 +204,9 @@ impl Builder {
         self.clear_mappings().gpu_queue_on_synth_end(false)
     }
 
-    /// The names of the fields looked up on spans and their ancestors.
+    /// The names of the fields looked up on spans and their ancestors (default
+    /// [`FieldNames::default`]: `job_id`; `partition`; `worker`, `worker_id`; `gpu`;
+    /// `proof_kind`, `kind`).
     pub fn field_names(mut self, names: FieldNames) -> Self {
         self.fields = names;
         self
