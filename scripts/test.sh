@@ -32,4 +32,5 @@ python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonsche
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
 cargo test --workspace --locked
