@@ -212,8 +212,9 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     let mut tail = Tail::new(&args.log);
     let mut first_open = true;
     let mut warned_missing = false;
-    // newest offset seen, and when: the engine's clock between lines
-    let mut newest: Option<(u64, Instant)> = None;
+    // the engine's clock between lines: the newest offset a line brought, when it came (and
+    // in which run); it moves on at wall speed until a newer line comes
+    let mut newest: Option<(u64, Instant, u32)> = None;
     let poll = Duration::from_millis(args.poll_ms.max(10));
     let path = args.log.display().to_string();
     loop {
@@ -266,8 +267,11 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             Event::Missing | Event::Opened | Event::None => {}
         }
         if let Some(o) = engine.newest_offset() {
-            if newest.is_none_or(|(n, _)| o != n) {
-                newest = Some((o, Instant::now()));
+            // only a line ahead of the clock (or a new run) sets it: what `advance` itself
+            // raised the newest offset to is the clock's own reading
+            let clock = newest.map(|(n, at, run)| (n + at.elapsed().as_millis() as u64, run));
+            if clock.is_none_or(|(now, run)| o > now || run != engine.run()) {
+                newest = Some((o, Instant::now(), engine.run()));
             }
             if !epoch_known {
                 // the run's epoch: now minus the newest offset when reading starts
@@ -276,7 +280,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                 epoch_known = true;
             }
         }
-        if let Some((offset, at)) = newest {
+        if let Some((offset, at, _)) = newest {
             engine.advance(offset + at.elapsed().as_millis() as u64, sink);
         }
         let counts = TelemetryCounts {

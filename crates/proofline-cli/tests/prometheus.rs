@@ -380,3 +380,49 @@ fn the_endpoint_negotiates_formats_and_answers_health() {
     let err = String::from_utf8(second.stderr).unwrap();
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
+
+/// `watch`'s clock runs at wall speed while its log is quiet: the GPU idle gauge of a
+/// finished log, scraped by a real Prometheus, grows as fast as time does (its value minus
+/// its scrape time stays put), so the GPU-idle alert fires on time for a stopped prover.
+#[test]
+fn watch_idle_gauge_keeps_wall_speed_while_the_log_is_quiet() {
+    let dir = tmp("idle");
+    let log = dir.join("cuzk.log");
+    let st = proofline()
+        .args(["generate", "--jobs", "2", "-o"])
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let port = free_port();
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "100",
+            "--reorder-window-ms",
+            "500",
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on http://127.0.0.1:");
+    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let gauge = "proofline_gpu_idle_seconds{gpu=\"0\"}";
+    prom.wait_for(gauge, 20, |v| v > 0.5);
+    let drift = format!("{gauge} - timestamp({gauge})");
+    let first = prom.wait_for(&drift, 10, |_| true);
+    std::thread::sleep(Duration::from_secs(5));
+    let later = prom.wait_for(&drift, 10, |_| true);
+    assert!(
+        (later - first).abs() <= 1.0,
+        "over 5 s of wall time the idle gauge moved {} s off the clock",
+        later - first
+    );
+}

@@ -205,7 +205,13 @@ impl Engine {
         (self.jobs.iter().flatten().count(), self.names.len())
     }
 
-    /// The newest TIMELINE offset of the current run, if any event came.
+    /// The current run (0 until a daemon restart is detected).
+    pub fn run(&self) -> u32 {
+        self.run
+    }
+
+    /// The newest TIMELINE offset of the current run, if any event came (or the newest
+    /// offset [`Engine::advance`] was told of).
     pub fn newest_offset(&self) -> Option<u64> {
         self.max_offset
     }
