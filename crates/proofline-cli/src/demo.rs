@@ -23,20 +23,21 @@ use crate::generate::parse_pair;
 /// The simulated prover's shape and faults, shared by `demo` and `generate`.
 #[derive(Debug, clap::Args)]
 pub struct SimArgs {
-    /// Jobs (sectors) to prove.
-    #[arg(long, default_value_t = 8)]
+    /// Jobs (sectors) to prove. Range 1..=1000000.
+    #[arg(long, default_value_t = 8,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     jobs: usize,
     /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
     #[arg(long)]
     mixed: bool,
-    /// GPUs.
-    #[arg(long, default_value_t = 1)]
+    /// GPUs. Range 1..=64.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     gpus: u32,
-    /// GPU workers per GPU (cuzk's default is 2).
-    #[arg(long, default_value_t = 2)]
+    /// GPU workers per GPU (cuzk's default is 2). Range 1..=64.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
     workers_per_gpu: u32,
-    /// Synthesis workers.
-    #[arg(long, default_value_t = 10)]
+    /// Synthesis workers. Range 1..=1024.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1024))]
     synth_workers: u32,
     /// Seed of the random durations.
     #[arg(long, default_value_t = 1)]
@@ -90,7 +91,8 @@ pub struct DemoArgs {
     #[command(flatten)]
     sim: SimArgs,
     /// Simulated time runs this many times faster than cuzk (6: a 37 s proof takes 6 s).
-    #[arg(long, default_value_t = 6.0)]
+    /// Range 0.01..=10000.
+    #[arg(long, default_value_t = 6.0, value_parser = parse_speed)]
     speed: f64,
     /// Keep proving new jobs until the process is stopped (for dashboards).
     #[arg(long)]
@@ -324,4 +326,14 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     }
     drop(exporters);
     Ok(())
+}
+
+/// `--speed`: a finite factor in 0.01..=10000 (0 or less would never finish).
+fn parse_speed(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if v.is_finite() && (0.01..=10_000.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("{s}: the valid range is 0.01..=10000"))
+    }
 }

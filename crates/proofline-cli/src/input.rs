@@ -14,7 +14,9 @@ use proofline_core::{Engine, EngineConfig, engine};
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct EngineArgs {
     /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
-    #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N")]
+    /// Range 1..=1024.
+    #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) gpu_workers_per_device: u32,
     /// Partitions of a job that no --partitions-for prefix and not its id's form tells
     /// (porep-* is 10, snap-* 16, whole-proof jobs 1). Default: the highest partition seen
@@ -25,17 +27,25 @@ pub(crate) struct EngineArgs {
     /// prefix wins over every other rule), e.g. --partitions-for porep-=3.
     #[arg(long, value_name = "PREFIX=N", value_parser = parse_prefix_partitions)]
     pub(crate) partitions_for: Vec<(String, u32)>,
-    /// How far out of time order lines may be and still be processed in order.
-    #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS")]
+    /// How far out of time order lines may be and still be processed in order. Range
+    /// 0..=600000 (10 min).
+    #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub(crate) reorder_window_ms: u64,
-    /// A job with no event for this long is evicted and counted as incomplete.
-    #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS")]
+    /// A job with no event for this long is evicted and counted as incomplete. Range
+    /// 1..=604800 (a week).
+    #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub(crate) job_timeout_s: u64,
     /// An offset this far behind the newest one means the daemon restarted (a new run).
-    #[arg(long, default_value_t = engine::DEFAULT_RESTART_AFTER_MS / 1000, value_name = "SECONDS")]
+    /// Range 1..=86400.
+    #[arg(long, default_value_t = engine::DEFAULT_RESTART_AFTER_MS / 1000, value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) restart_after_s: u64,
     /// Rows of jobs and transitions kept in the report (aggregates always count all).
-    #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N")]
+    /// Range 0..=10000000.
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=10_000_000))]
     pub(crate) max_rows: usize,
 }
 

@@ -27,8 +27,9 @@ pub struct WatchArgs {
     /// Where to serve /metrics and /healthz (loopback unless told otherwise).
     #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
     metrics_addr: SocketAddr,
-    /// How often to look for new lines, in milliseconds.
-    #[arg(long, default_value_t = 250, value_name = "MS")]
+    /// How often to look for new lines, in milliseconds. Range 10..=60000.
+    #[arg(long, default_value_t = 250, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(10..=60_000))]
     poll_ms: u64,
     /// Name of this prover in trace ids (exemplars).
     #[arg(long, default_value = "cuzk")]

@@ -274,3 +274,49 @@ fn bad_fault_flags_say_what_is_wrong() {
         "{err}"
     );
 }
+
+/// Every numeric option has a valid range: outside it, a clear error naming the flag and the
+/// range, before anything runs.
+#[test]
+fn numeric_options_out_of_range_are_refused_by_name() {
+    for (args, flag, range) in [
+        (&["demo", "--speed", "0"][..], "--speed", "0.01..=10000"),
+        (&["demo", "--gpus", "0"][..], "--gpus", "1..=64"),
+        (
+            &["demo", "--workers-per-gpu", "0"][..],
+            "--workers-per-gpu",
+            "1..=64",
+        ),
+        (&["demo", "--jobs", "0"][..], "--jobs", "1..=1000000"),
+        (
+            &["analyze", "--partitions", "0", "x.log"][..],
+            "--partitions",
+            "1..=65536",
+        ),
+        (
+            &["analyze", "--gpu-workers-per-device", "0", "x.log"][..],
+            "--gpu-workers-per-device",
+            "1..=1024",
+        ),
+        (
+            &["analyze", "--job-timeout-s", "0", "x.log"][..],
+            "--job-timeout-s",
+            "1..=604800",
+        ),
+        (
+            &["analyze", "--partitions-for", "porep-=0", "x.log"][..],
+            "--partitions-for",
+            "1..=65536",
+        ),
+        (
+            &["watch", "--poll-ms", "0", "x.log"][..],
+            "--poll-ms",
+            "10..=60000",
+        ),
+    ] {
+        let out = proofline().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
+    }
+}
