@@ -51,6 +51,11 @@ pub enum ParseError {
     /// A detail key appears twice with different values.
     #[error("field `{0}` appears twice")]
     DuplicateKey(String),
+    /// A GPU event (GPU_PICKUP, GPU_START, GPU_END) without `worker=` (or proofline's
+    /// `gpu=`): cuzk always prints the worker, and without it there is no GPU to place the
+    /// event on.
+    #[error("{0} without `worker=`: no GPU to place it on (cuzk always prints the worker)")]
+    NoWorker(EventKind),
 }
 
 /// Finds the TIMELINE part of a line; `None` when the line carries no TIMELINE event.
@@ -186,7 +191,13 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
             Some(_) => return None,
         }
     }
-    Some(ev)
+    // a GPU event with no worker is malformed: the general parser says so
+    (!needs_worker(&ev)).then_some(ev)
+}
+
+/// A GPU event that names no worker (nor GPU).
+fn needs_worker(ev: &EventRef<'_>) -> bool {
+    ev.kind.is_gpu() && ev.worker.is_none() && ev.gpu.is_none()
 }
 
 /// Parses the digits at `b[from..]` up to the next non-digit: 1 to 19 of them (so no
@@ -259,6 +270,9 @@ fn parse_timeline(rest: &str) -> Result<EventRef<'_>, ParseError> {
     }
     let mut ev = TimelineEvent::new(offset_ms, kind, job_id);
     parse_detail(detail, &mut ev)?;
+    if needs_worker(&ev) {
+        return Err(ParseError::NoWorker(ev.kind));
+    }
     Ok(ev)
 }
 
@@ -612,6 +626,41 @@ mod proptests {
                     monolithic: mono,
                 },
             )
+            // a GPU event names its worker (or GPU), or it is malformed (tested below)
+            .prop_map(|mut ev| {
+                if ev.kind.is_gpu() && ev.worker.is_none() && ev.gpu.is_none() {
+                    ev.worker = Some(0);
+                }
+                ev
+            })
+    }
+
+    #[test]
+    fn a_gpu_line_without_a_worker_is_malformed_and_named() {
+        for line in [
+            "TIMELINE,5,GPU_PICKUP,porep-1-1,partition=3",
+            "TIMELINE,5,GPU_START,porep-1-1,partition=3",
+            "TIMELINE,5,GPU_END,winpost-1-a,gpu_ms=4",
+            "[INFO] TIMELINE,5,GPU_END,winpost-1-a,",
+        ] {
+            let err = parse_line(line).unwrap_err();
+            assert!(
+                matches!(err, ParseError::NoWorker(k) if k.is_gpu()),
+                "{line}: {err}"
+            );
+            assert!(err.to_string().contains("without `worker=`"), "{err}");
+        }
+        // proofline's own writer may name the GPU instead
+        assert!(
+            parse_line("TIMELINE,5,GPU_START,j,gpu=1")
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            parse_line("TIMELINE,5,SYNTH_START,j,partition=1")
+                .unwrap()
+                .is_some()
+        );
     }
 
     proptest! {

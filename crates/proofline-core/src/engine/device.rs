@@ -343,6 +343,23 @@ mod tests {
     use crate::sink::Update;
     use crate::{Engine, parse_line};
 
+    /// A GPU event with no worker and no GPU (from a span without them) is rejected and
+    /// named, never placed on GPU 0.
+    #[test]
+    fn a_gpu_event_without_a_worker_is_rejected_not_put_on_gpu_0() {
+        let mut engine = Engine::default();
+        let mut ev = parse_line("TIMELINE,10,GPU_START,j,worker=0,partition=0")
+            .unwrap()
+            .unwrap();
+        ev.worker = None;
+        engine.ingest(&ev, &mut crate::sink::NoUpdates);
+        engine.finish(&mut crate::sink::NoUpdates);
+        let r = engine.report();
+        assert_eq!(r.events.rejected, 1);
+        assert!(r.gpus.is_empty(), "{:?}", r.gpus);
+        assert!(r.events.conflict_examples[0].contains("without a worker"));
+    }
+
     /// Two jobs start in the same millisecond after a gap that one of them ended: the gap is
     /// cross-sector whichever GPU_START line comes first.
     #[test]

@@ -146,6 +146,12 @@ impl Engine {
             });
             return;
         }
+        if ev.kind.is_gpu() && ev.worker.is_none() && ev.gpu.is_none() {
+            // no GPU to place it on (a line without `worker=` is malformed before this)
+            self.totals.stats.rejected += 1;
+            self.example(|| format!("{}: {} without a worker, event ignored", ev.job_id, ev.kind));
+            return;
+        }
         if let Some(max) = self.max_offset {
             if ev.offset_ms + self.cfg.restart_after_ms < max {
                 self.new_run(sink);
