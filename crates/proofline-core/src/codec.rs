@@ -60,8 +60,10 @@ pub enum ParseError {
 
 /// Finds the TIMELINE part of a line; `None` when the line carries no TIMELINE event.
 ///
-/// The marker must open the line or follow a separator (space, tab, `]`, `:`, `|`, `>`), so
-/// that a prose mention of "TIMELINE," deep in a log message is not mistaken for an event.
+/// The marker must open the line or follow a separator (space, tab, `]`, `:`, `|`, `>`, or a
+/// NUL byte: the hole a `copytruncate` rotation leaves before the next line a writer
+/// appends), so that a prose mention of "TIMELINE," deep in a log message is not mistaken
+/// for an event.
 pub fn find_timeline(line: &str) -> Option<&str> {
     if line.starts_with(MARKER) {
         return Some(line);
@@ -72,7 +74,7 @@ pub fn find_timeline(line: &str) -> Option<&str> {
         if at > 0
             && matches!(
                 line.as_bytes()[at - 1],
-                b' ' | b'\t' | b']' | b':' | b'|' | b'>'
+                b' ' | b'\t' | b']' | b':' | b'|' | b'>' | b'\0'
             )
         {
             return Some(&line[at..]);
@@ -650,6 +652,11 @@ mod proptests {
             );
             assert!(err.to_string().contains("without `worker=`"), "{err}");
         }
+        // after a copytruncate hole of NUL bytes, the line is still read
+        let ev = parse_line("\0\0\0TIMELINE,5,SYNTH_START,j,partition=1")
+            .unwrap()
+            .unwrap();
+        assert_eq!((ev.offset_ms, ev.partition), (5, Some(1)));
         // proofline's own writer may name the GPU instead
         assert!(
             parse_line("TIMELINE,5,GPU_START,j,gpu=1")
