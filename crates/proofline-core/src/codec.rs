@@ -638,7 +638,7 @@ mod proptests {
     }
 
     #[test]
-    fn a_gpu_line_without_a_worker_is_malformed_and_named() {
+    fn a_gpu_line_without_a_worker_is_malformed_and_a_nul_hole_is_skipped() {
         for line in [
             "TIMELINE,5,GPU_PICKUP,porep-1-1,partition=3",
             "TIMELINE,5,GPU_START,porep-1-1,partition=3",
