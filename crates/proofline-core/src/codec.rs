@@ -18,6 +18,10 @@ use crate::event::{EventKind, EventRef, TimelineEvent};
 /// The marker that starts the TIMELINE part of a line.
 pub const MARKER: &str = "TIMELINE,";
 
+/// The largest offset a line may carry: 2^52 ms, some 142,000 years of uptime. Larger ones
+/// are malformed, so that no time arithmetic downstream can overflow.
+pub const MAX_OFFSET_MS: u64 = 1 << 52;
+
 /// What is wrong with a TIMELINE line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
@@ -29,8 +33,8 @@ pub enum ParseError {
         /// How many fields there were.
         found: usize,
     },
-    /// The offset is not an unsigned integer.
-    #[error("offset `{0}` is not an unsigned integer of milliseconds")]
+    /// The offset is not an unsigned integer of milliseconds up to [`MAX_OFFSET_MS`].
+    #[error("offset `{0}` is not an unsigned integer of milliseconds up to 2^52 (142,000 years)")]
     BadOffset(String),
     /// The event name is not one of the six (or `CHAN_SEND`).
     #[error(
@@ -126,7 +130,7 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
     }
     let mut i = MARKER.len();
     let (offset_ms, after) = digits(b, i)?;
-    if b.get(after) != Some(&b',') {
+    if offset_ms > MAX_OFFSET_MS || b.get(after) != Some(&b',') {
         return None;
     }
     i = after + 1;
@@ -264,7 +268,9 @@ fn parse_timeline(rest: &str) -> Result<EventRef<'_>, ParseError> {
     let Some(detail) = detail else {
         return Err(ParseError::MissingFields { found: 4 });
     };
-    let offset_ms = parse_u64(offset).ok_or_else(|| ParseError::BadOffset(offset.to_owned()))?;
+    let offset_ms = parse_u64(offset)
+        .filter(|&v| v <= MAX_OFFSET_MS)
+        .ok_or_else(|| ParseError::BadOffset(offset.to_owned()))?;
     let kind =
         EventKind::from_name(name).ok_or_else(|| ParseError::UnknownEvent(name.to_owned()))?;
     if job_id.is_empty() {
@@ -603,7 +609,7 @@ mod proptests {
 
     fn event() -> impl Strategy<Value = Event> {
         (
-            any::<u64>(),
+            0..=MAX_OFFSET_MS,
             0usize..6,
             "[a-z0-9][a-z0-9 \\[\\]-]{0,40}",
             proptest::option::of(0u32..100),
@@ -635,6 +641,31 @@ mod proptests {
                 }
                 ev
             })
+    }
+
+    #[test]
+    fn offsets_past_2_pow_52_are_malformed_so_no_arithmetic_overflows() {
+        for off in [
+            "18446744073709551000",
+            "18446744073709351616",
+            "4503599627370497",
+        ] {
+            let line = format!("TIMELINE,{off},GPU_END,j,worker=1,partition=0");
+            assert_eq!(
+                parse_line(&line).unwrap_err(),
+                ParseError::BadOffset(off.to_owned()),
+                "{line}"
+            );
+        }
+        let line = format!("TIMELINE,{MAX_OFFSET_MS},GPU_END,j,worker=1,partition=0");
+        assert_eq!(parse_line(&line).unwrap().unwrap().offset_ms, MAX_OFFSET_MS);
+        // and the engine takes the largest offset without overflowing
+        let mut engine = crate::Engine::default();
+        let ev = parse_line(&line).unwrap().unwrap();
+        engine.ingest(&ev, &mut crate::sink::NoUpdates);
+        engine.advance(MAX_OFFSET_MS, &mut crate::sink::NoUpdates);
+        engine.finish(&mut crate::sink::NoUpdates);
+        assert_eq!(engine.report().summary.jobs_seen, 1);
     }
 
     #[test]

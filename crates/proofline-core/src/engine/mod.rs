@@ -146,6 +146,16 @@ impl Engine {
             });
             return;
         }
+        if ev.offset_ms > crate::codec::MAX_OFFSET_MS {
+            self.totals.stats.rejected += 1;
+            self.example(|| {
+                format!(
+                    "{}: offset {} is beyond any uptime, event ignored",
+                    ev.job_id, ev.offset_ms
+                )
+            });
+            return;
+        }
         if ev.kind.is_gpu() && ev.worker.is_none() && ev.gpu.is_none() {
             // no GPU to place it on (a line without `worker=` is malformed before this)
             self.totals.stats.rejected += 1;
@@ -153,7 +163,7 @@ impl Engine {
             return;
         }
         if let Some(max) = self.max_offset {
-            if ev.offset_ms + self.cfg.restart_after_ms < max {
+            if ev.offset_ms.saturating_add(self.cfg.restart_after_ms) < max {
                 self.new_run(sink);
             }
         }
@@ -164,7 +174,7 @@ impl Engine {
         let name = self.names.intern(ev.job_id);
         let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
         let e = Ev {
-            t: self.run_base + ev.offset_ms,
+            t: self.run_base.saturating_add(ev.offset_ms),
             seq: self.reorder.next_seq(),
             kind: ev.kind,
             name,
@@ -192,7 +202,9 @@ impl Engine {
             self.max_offset = Some(offset_ms);
         }
         self.release(sink);
-        let t = self.run_base + offset_ms.saturating_sub(self.cfg.reorder_window_ms);
+        let t = self
+            .run_base
+            .saturating_add(offset_ms.saturating_sub(self.cfg.reorder_window_ms));
         if self.started && t > self.now {
             self.advance_time(t, sink);
         }
@@ -225,7 +237,10 @@ impl Engine {
     /// Processes the buffered events a reorder window older than the newest offset.
     fn release(&mut self, sink: &mut impl UpdateSink) {
         let Some(max) = self.max_offset else { return };
-        let horizon = (self.run_base + max).saturating_sub(self.cfg.reorder_window_ms);
+        let horizon = self
+            .run_base
+            .saturating_add(max)
+            .saturating_sub(self.cfg.reorder_window_ms);
         while let Some(e) = self.reorder.pop_until(horizon) {
             self.process(e, sink);
         }
@@ -277,8 +292,10 @@ impl Engine {
                 self.remove_job(idx);
             }
         }
-        let end = self.now.max(self.run_base + self.max_offset.unwrap_or(0));
-        self.run_base = end + 1;
+        let end = self
+            .now
+            .max(self.run_base.saturating_add(self.max_offset.unwrap_or(0)));
+        self.run_base = end.saturating_add(1);
         self.max_offset = None;
         self.started = false;
     }
