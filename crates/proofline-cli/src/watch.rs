@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use proofline_core::Engine;
-use proofline_core::reader::LineFeeder;
+use proofline_core::reader::{LineFeeder, MAX_LINE_BYTES};
 use proofline_core::sink::{RunInfo, TelemetryCounts, UpdateSink};
 
 use crate::exporters::Exporters;
@@ -45,6 +45,10 @@ struct Tail {
     id: Option<(u64, u64)>,
     pos: u64,
     partial: Vec<u8>,
+    /// Inside a line longer than `MAX_LINE_BYTES`: skipping to its newline.
+    skipping: bool,
+    /// Lines longer than `MAX_LINE_BYTES` skipped so far.
+    oversized: u64,
     line: u64,
 }
 
@@ -73,6 +77,8 @@ impl Tail {
             id: None,
             pos: 0,
             partial: Vec::new(),
+            skipping: false,
+            oversized: 0,
             line: 0,
         }
     }
@@ -89,6 +95,7 @@ impl Tail {
         self.pos = 0;
         self.line = 0;
         self.partial.clear();
+        self.skipping = false;
         if !from_start {
             // start after the last complete line, so a line being written is read whole
             let len = meta.len();
@@ -144,6 +151,7 @@ impl Tail {
                 self.pos = 0;
                 self.line = 0;
                 self.partial.clear();
+                self.skipping = false;
                 event = Event::Truncated;
             }
         }
@@ -174,7 +182,9 @@ impl Tail {
             while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
                 self.line += 1;
                 let number = self.line;
-                if self.partial.is_empty() {
+                if std::mem::take(&mut self.skipping) {
+                    self.oversized += 1;
+                } else if self.partial.is_empty() {
                     line(&chunk[..=i], number);
                 } else {
                     self.partial.extend_from_slice(&chunk[..=i]);
@@ -183,7 +193,14 @@ impl Tail {
                 }
                 chunk = &chunk[i + 1..];
             }
-            self.partial.extend_from_slice(chunk);
+            if !self.skipping {
+                self.partial.extend_from_slice(chunk);
+                if self.partial.len() > MAX_LINE_BYTES {
+                    // memory stays flat whatever the writer does: skip to the newline
+                    self.partial = Vec::new();
+                    self.skipping = true;
+                }
+            }
         }
     }
 }
@@ -284,6 +301,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         if let Some((offset, at, _)) = newest {
             engine.advance(offset + at.elapsed().as_millis() as u64, sink);
         }
+        feeder.stats.oversized = tail.oversized;
         let counts = TelemetryCounts {
             events_dropped: 0,
             malformed_lines: feeder.stats.malformed,

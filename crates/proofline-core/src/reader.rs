@@ -12,6 +12,11 @@ use crate::sink::UpdateSink;
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
 
+/// The longest line read: a longer one (a log with no newlines, `/dev/zero`) is counted in
+/// [`LineStats::oversized`] and skipped to its newline, so memory stays flat whatever the
+/// input. TIMELINE lines are under 200 bytes.
+pub const MAX_LINE_BYTES: usize = 1 << 20;
+
 /// How much [`LineFeeder::feed_all_parallel`] reads at a time.
 const CHUNK: usize = 1 << 18;
 
@@ -94,6 +99,12 @@ impl LineFeeder {
         e
     }
 
+    /// Counts a line longer than [`MAX_LINE_BYTES`], skipped unread.
+    pub fn oversized_line(&mut self) {
+        self.stats.lines += 1;
+        self.stats.oversized += 1;
+    }
+
     /// Notes an unterminated last line, which is not used.
     pub fn feed_cut_line(&mut self, line: &[u8]) {
         self.stats.lines += 1;
@@ -163,6 +174,8 @@ impl LineFeeder {
         mut on_bytes: impl FnMut(usize),
     ) -> io::Result<()> {
         let mut carry: Vec<u8> = Vec::new();
+        // inside a line longer than MAX_LINE_BYTES: skipping to its newline
+        let mut skipping = false;
         loop {
             let buf = match input.fill_buf() {
                 Ok(buf) => buf,
@@ -171,12 +184,24 @@ impl LineFeeder {
             };
             let n = buf.len();
             if n == 0 {
-                if !carry.is_empty() {
+                if skipping {
+                    self.oversized_line();
+                } else if !carry.is_empty() {
                     self.feed_cut_line(&carry);
                 }
                 return Ok(());
             }
             let mut body = buf;
+            if skipping {
+                match memchr::memchr(b'\n', body) {
+                    Some(end) => {
+                        self.oversized_line();
+                        skipping = false;
+                        body = &body[end + 1..];
+                    }
+                    None => body = &[],
+                }
+            }
             if !carry.is_empty() {
                 match memchr::memchr(b'\n', body) {
                     Some(end) => {
@@ -197,6 +222,10 @@ impl LineFeeder {
                     carry.extend_from_slice(&body[last + 1..]);
                 }
                 None => carry.extend_from_slice(body),
+            }
+            if carry.len() > MAX_LINE_BYTES {
+                carry = Vec::new();
+                skipping = true;
             }
             on_bytes(n);
             input.consume(n);
@@ -275,6 +304,13 @@ impl LineFeeder {
                 if let Some(last) = memchr::memrchr(b'\n', &buf) {
                     break (last + 1, false);
                 }
+                if buf.len() > MAX_LINE_BYTES {
+                    // a line too long to hold: skip to its newline, whatever its length
+                    self.oversized_line();
+                    if !skip_past_newline(&mut input, &mut buf, chunk)? {
+                        break (0, true);
+                    }
+                }
             };
             carry.extend_from_slice(&buf[lines_end..]);
             buf.truncate(lines_end);
@@ -317,6 +353,21 @@ impl Batch {
                     }
                 }
             }
+        }
+    }
+}
+
+/// Reads `input` past the next newline, `chunk` bytes at a time: `buf` then holds what came
+/// after it; `false` when the input ended first (and `buf` is empty).
+fn skip_past_newline(input: &mut impl Read, buf: &mut Vec<u8>, chunk: usize) -> io::Result<bool> {
+    loop {
+        buf.clear();
+        if read_full(input, buf, chunk)? == 0 {
+            return Ok(false);
+        }
+        if let Some(nl) = memchr::memchr(b'\n', buf) {
+            buf.drain(..=nl);
+            return Ok(true);
         }
     }
 }
@@ -464,5 +515,67 @@ TIMELINE,30,GPU_START,winpost-1-b,wor";
         assert_eq!(r.summary.jobs_complete, 1);
         assert_eq!(r.summary.jobs_seen, 1, "the cut line must not start a job");
         assert_eq!(r.gpus[0].busy_ms, 9);
+    }
+}
+
+#[cfg(test)]
+mod oversized_tests {
+    use super::*;
+    use crate::sink::NoUpdates;
+
+    /// A log whose middle line is 3 MiB with no newline for a while: both readers skip it,
+    /// count it, number the lines after it right, and use them.
+    fn log() -> Vec<u8> {
+        let mut log = b"TIMELINE,0,SYNTH_START,a,partition=0\n".to_vec();
+        log.extend(std::iter::repeat_n(b'x', 3 << 20));
+        log.extend_from_slice(b"\nTIMELINE,5,SYNTH_END,a,partition=0,synth_ms=5\nbad TIMELINE,x\n");
+        log
+    }
+
+    fn check(f: &LineFeeder, engine: &mut Engine) {
+        engine.finish(&mut NoUpdates);
+        assert_eq!((f.stats.lines, f.stats.oversized), (4, 1));
+        assert_eq!(
+            f.stats.malformed_examples[0].line, 4,
+            "numbers count the skipped line"
+        );
+        assert_eq!(engine.report().events.events, 2);
+    }
+
+    #[test]
+    fn a_line_past_the_limit_is_skipped_and_counted_by_both_readers() {
+        let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+        f.feed_all(
+            &mut io::BufReader::with_capacity(64 << 10, &log()[..]),
+            &mut e,
+            &mut NoUpdates,
+            |_| {},
+        )
+        .unwrap();
+        check(&f, &mut e);
+        let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+        f.feed_blocks(&log()[..], &mut e, &mut NoUpdates, 64 << 10)
+            .unwrap();
+        check(&f, &mut e);
+    }
+
+    #[test]
+    fn endless_input_without_a_newline_holds_no_more_than_the_limit() {
+        // 64 MiB of zeros: read, skipped, counted as one oversized last line
+        let zeros = io::repeat(0).take(64 << 20);
+        let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+        f.feed_blocks(zeros, &mut e, &mut NoUpdates, 1 << 18)
+            .unwrap();
+        assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
+        let zeros = io::repeat(0).take(64 << 20);
+        let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+        f.feed_all(
+            &mut io::BufReader::new(zeros),
+            &mut e,
+            &mut NoUpdates,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
     }
 }

@@ -434,6 +434,10 @@ pub struct LineStats {
     pub malformed_examples: Vec<LineError>,
     /// Whether the last line was cut short (no newline) and so not used.
     pub truncated_last_line: bool,
+    /// Lines longer than [`crate::reader::MAX_LINE_BYTES`]: skipped to their newline, never
+    /// held whole in memory, not parsed.
+    #[serde(default)]
+    pub oversized: u64,
 }
 
 /// A malformed line.

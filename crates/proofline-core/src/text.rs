@@ -224,10 +224,19 @@ pub fn render(r: &Report) -> String {
     if l.lines > 0 || l.truncated_last_line {
         let _ = write!(
             o,
-            "Input: {} lines, {} TIMELINE, {} malformed{}; ",
+            "Input: {} lines, {} TIMELINE, {} malformed{}{}; ",
             l.lines,
             l.timeline_lines,
             l.malformed,
+            if l.oversized > 0 {
+                format!(
+                    ", {} longer than {} MiB (skipped)",
+                    l.oversized,
+                    crate::reader::MAX_LINE_BYTES >> 20
+                )
+            } else {
+                String::new()
+            },
             if l.truncated_last_line {
                 ", last line cut short (not used)"
             } else {
