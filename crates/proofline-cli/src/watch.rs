@@ -218,7 +218,56 @@ fn unix_ms() -> u64 {
     proofline_core::ids::unix_ms(SystemTime::now())
 }
 
+/// Malformed lines are named on stderr at most [`BAD_LINES_NAMED`] times per
+/// [`BAD_LINE_WINDOW`]; the rest are summed up once the window ends. `/metrics` counts all.
+const BAD_LINES_NAMED: u32 = 10;
+/// See [`BAD_LINES_NAMED`].
+const BAD_LINE_WINDOW: Duration = Duration::from_secs(10);
+
+/// A rate limit on the malformed lines named on stderr.
+struct BadLines {
+    window_start: Instant,
+    named: u32,
+    quiet: u64,
+}
+
+impl BadLines {
+    /// Whether this malformed line is named (else it is counted for the summary).
+    fn allow(&mut self) -> bool {
+        self.roll();
+        if self.named < BAD_LINES_NAMED {
+            self.named += 1;
+            true
+        } else {
+            self.quiet += 1;
+            false
+        }
+    }
+
+    /// The lines not named in a window that has ended, once.
+    fn summary(&mut self) -> Option<u64> {
+        if self.window_start.elapsed() < BAD_LINE_WINDOW {
+            return None;
+        }
+        let quiet = std::mem::take(&mut self.quiet);
+        self.roll();
+        (quiet > 0).then_some(quiet)
+    }
+
+    fn roll(&mut self) {
+        if self.window_start.elapsed() >= BAD_LINE_WINDOW && self.quiet == 0 {
+            self.window_start = Instant::now();
+            self.named = 0;
+        }
+    }
+}
+
 pub fn watch(args: &WatchArgs) -> Result<()> {
+    let mut bad_lines = BadLines {
+        window_start: Instant::now(),
+        named: 0,
+        quiet: 0,
+    };
     let mut exporters = Exporters::start("proofline watch", Some(args.metrics_addr))?;
     // until the first lines tell the log's epoch: now
     exporters.start_run(&args.instance, unix_ms());
@@ -266,10 +315,18 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         let event = tail
             .poll(|line, number| {
                 if let Some(e) = feeder.feed_line(line, &mut engine, sink) {
-                    eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                    if bad_lines.allow() {
+                        eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                    }
                 }
             })
             .with_context(|| format!("reading {path}"))?;
+        if let Some(quiet) = bad_lines.summary() {
+            eprintln!(
+                "proofline watch: {quiet} more malformed lines in {path} in the last {}s (all counted in proofline_malformed_lines_total)",
+                BAD_LINE_WINDOW.as_secs()
+            );
+        }
         match event {
             Event::Truncated => {
                 eprintln!("proofline watch: {path} was truncated; reading it again from the start")

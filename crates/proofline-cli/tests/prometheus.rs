@@ -426,3 +426,56 @@ fn watch_idle_gauge_keeps_wall_speed_while_the_log_is_quiet() {
         later - first
     );
 }
+
+/// 5,000 malformed lines: `watch` names ten of them on stderr, sums the rest up once its
+/// 10 s window ends, and `/metrics` counts every one.
+#[test]
+fn watch_names_a_few_malformed_lines_and_counts_them_all() {
+    let dir = tmp("bad");
+    let log = dir.join("cuzk.log");
+    let mut text = String::new();
+    for i in 0..5000 {
+        text.push_str(&format!("TIMELINE,{i},GPU_START,porep-1-1,partition=0\n"));
+    }
+    std::fs::write(&log, text).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    let mut named = 0;
+    let summary = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("no summary of the malformed lines");
+        if l.contains("more malformed lines") {
+            break l;
+        }
+        named += usize::from(l.contains("cuzk.log:") && l.contains("without `worker=`"));
+    };
+    assert_eq!(named, 10, "ten named in the window");
+    assert!(summary.contains("4990 more malformed lines"), "{summary}");
+    let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+    assert!(
+        body.contains("proofline_malformed_lines_total 5000"),
+        "{}",
+        body.lines()
+            .filter(|l| l.contains("malformed"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let after = std::iter::from_fn(|| rx.try_recv().ok()).count();
+    assert_eq!(after, 0, "nothing after the summary while the log is quiet");
+}
