@@ -38,17 +38,37 @@ pub struct WatchArgs {
     engine: EngineArgs,
 }
 
+/// How long a rotated file is still read after `watch` moved on to the new one: a writer
+/// that had it open may append its last lines after the rename.
+const ROTATED_GRACE: Duration = Duration::from_secs(5);
+
+/// How many of a file's first bytes tell it from another file at the same path and inode
+/// (one truncated and written anew between two polls).
+const FINGERPRINT_BYTES: usize = 256;
+
 /// A file followed like `tail -F`.
 struct Tail {
     path: PathBuf,
-    file: Option<File>,
-    id: Option<(u64, u64)>,
+    /// The file at the path.
+    cur: Option<Followed>,
+    /// The file rotated away, still read until the deadline.
+    old: Option<(Followed, Instant)>,
+    /// Lines longer than `MAX_LINE_BYTES` skipped so far, all files.
+    oversized: u64,
+}
+
+/// One open file and where its reading stands.
+struct Followed {
+    file: File,
+    /// Device and inode.
+    id: (u64, u64),
+    /// Its first bytes as read (up to [`FINGERPRINT_BYTES`]).
+    head: Vec<u8>,
     pos: u64,
     partial: Vec<u8>,
     /// Inside a line longer than `MAX_LINE_BYTES`: skipping to its newline.
     skipping: bool,
-    /// Lines longer than `MAX_LINE_BYTES` skipped so far.
-    oversized: u64,
+    /// Lines read (the file's own numbering).
     line: u64,
 }
 
@@ -69,17 +89,23 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     )
 }
 
+/// Up to `n` of the file's first bytes, read without moving its position.
+fn first_bytes(f: &mut File, n: usize) -> io::Result<Vec<u8>> {
+    let at = f.stream_position()?;
+    f.seek(SeekFrom::Start(0))?;
+    let mut head = Vec::with_capacity(n);
+    f.by_ref().take(n as u64).read_to_end(&mut head)?;
+    f.seek(SeekFrom::Start(at))?;
+    Ok(head)
+}
+
 impl Tail {
     fn new(path: &Path) -> Self {
         Tail {
             path: path.to_owned(),
-            file: None,
-            id: None,
-            pos: 0,
-            partial: Vec::new(),
-            skipping: false,
+            cur: None,
+            old: None,
             oversized: 0,
-            line: 0,
         }
     }
 
@@ -91,11 +117,8 @@ impl Tail {
             Err(e) => return Err(e),
         };
         let meta = f.metadata()?;
-        self.id = Some(file_id(&meta));
-        self.pos = 0;
-        self.line = 0;
-        self.partial.clear();
-        self.skipping = false;
+        let mut pos = 0;
+        let mut line = 0;
         if !from_start {
             // start after the last complete line, so a line being written is read whole
             let len = meta.len();
@@ -103,77 +126,107 @@ impl Tail {
             f.seek(SeekFrom::Start(len - back))?;
             let mut tail = Vec::with_capacity(back as usize);
             f.read_to_end(&mut tail)?;
-            let keep = tail
+            pos = tail
                 .iter()
                 .rposition(|&b| b == b'\n')
                 .map_or(len - back, |i| len - back + i as u64 + 1);
-            self.pos = keep;
             // count the lines skipped, so that reported line numbers are the file's
             f.seek(SeekFrom::Start(0))?;
             let mut buf = vec![0u8; 256 * 1024];
-            let mut left = keep;
+            let mut left = pos;
             while left > 0 {
                 let want = left.min(buf.len() as u64) as usize;
                 let n = f.read(&mut buf[..want])?;
                 if n == 0 {
                     break;
                 }
-                self.line += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+                line += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
                 left -= n as u64;
             }
         }
-        f.seek(SeekFrom::Start(self.pos))?;
-        self.file = Some(f);
+        f.seek(SeekFrom::Start(pos))?;
+        let head = first_bytes(&mut f, FINGERPRINT_BYTES)?;
+        self.cur = Some(Followed {
+            file: f,
+            id: file_id(&meta),
+            head,
+            pos,
+            partial: Vec::new(),
+            skipping: false,
+            line,
+        });
         Ok(true)
     }
 
     /// Reads what was appended; calls `line` for each complete line with its 1-based number
-    /// in the file. Handles truncation (start over) and rotation (finish the old file, then
-    /// follow the new one from its start).
+    /// in its file. Handles truncation, also a truncation followed by a regrowth past the old
+    /// size between two polls (the first bytes differ: start over), and rotation (the old
+    /// file is read to its end, and again for [`ROTATED_GRACE`] in case its writer still
+    /// appends; the new one from its start).
     fn poll(&mut self, mut line: impl FnMut(&[u8], u64)) -> io::Result<Event> {
         let mut event = Event::None;
-        if self.file.is_none() {
+        // the rotated file first: its lines came before the new file's
+        if let Some((old, until)) = &mut self.old {
+            old.read_available(&mut self.oversized, &mut line)?;
+            if Instant::now() >= *until {
+                self.old = None;
+            }
+        }
+        if self.cur.is_none() {
             if !self.open(true)? {
                 return Ok(Event::Missing);
             }
             event = Event::Opened;
         }
         let current = std::fs::metadata(&self.path).ok();
-        let rotated = current
-            .as_ref()
-            .is_some_and(|m| Some(file_id(m)) != self.id);
+        let Some(cur) = &mut self.cur else {
+            return Ok(event);
+        };
+        let rotated = current.as_ref().is_some_and(|m| file_id(m) != cur.id);
         if let (Some(m), false) = (&current, rotated) {
-            if m.len() < self.pos {
-                // truncated in place: start over
-                if let Some(f) = &mut self.file {
-                    f.seek(SeekFrom::Start(0))?;
-                }
-                self.pos = 0;
-                self.line = 0;
-                self.partial.clear();
-                self.skipping = false;
+            let shrunk = m.len() < cur.pos;
+            // the same inode with other first bytes: truncated and written anew
+            let rewritten = !shrunk
+                && !cur.head.is_empty()
+                && first_bytes(&mut cur.file, cur.head.len())? != cur.head;
+            if shrunk || rewritten {
+                cur.file.seek(SeekFrom::Start(0))?;
+                cur.pos = 0;
+                cur.line = 0;
+                cur.partial.clear();
+                cur.skipping = false;
                 event = Event::Truncated;
             }
         }
-        self.read_available(&mut line)?;
+        cur.read_available(&mut self.oversized, &mut line)?;
+        if cur.head.len() < FINGERPRINT_BYTES && (cur.head.len() as u64) < cur.pos {
+            cur.head = first_bytes(&mut cur.file, FINGERPRINT_BYTES)?;
+        }
         if rotated {
-            // the old file is complete: what is left unterminated was cut
-            let cut = !self.partial.is_empty();
-            self.file = None;
+            // what is left unterminated may still be completed by its writer
+            let cut = !cur.partial.is_empty();
+            if let Some(old) = self.cur.take() {
+                self.old = Some((old, Instant::now() + ROTATED_GRACE));
+            }
             self.open(true)?;
-            self.read_available(&mut line)?;
+            if let Some(cur) = &mut self.cur {
+                cur.read_available(&mut self.oversized, &mut line)?;
+            }
             event = Event::Rotated { cut };
         }
         Ok(event)
     }
+}
 
-    fn read_available(&mut self, line: &mut impl FnMut(&[u8], u64)) -> io::Result<()> {
-        let Some(f) = &mut self.file else {
-            return Ok(());
-        };
+impl Followed {
+    fn read_available(
+        &mut self,
+        oversized: &mut u64,
+        line: &mut impl FnMut(&[u8], u64),
+    ) -> io::Result<()> {
         let mut buf = vec![0u8; 256 * 1024];
         loop {
-            let n = f.read(&mut buf)?;
+            let n = self.file.read(&mut buf)?;
             if n == 0 {
                 return Ok(());
             }
@@ -183,7 +236,7 @@ impl Tail {
                 self.line += 1;
                 let number = self.line;
                 if std::mem::take(&mut self.skipping) {
-                    self.oversized += 1;
+                    *oversized += 1;
                 } else if self.partial.is_empty() {
                     line(&chunk[..=i], number);
                 } else {
@@ -334,7 +387,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             Event::Rotated { cut } => eprintln!(
                 "proofline watch: {path} was rotated; following the new file{}",
                 if cut {
-                    " (the old file ended in a cut line, not used)"
+                    " (the old file ended in a cut line: it is read for 5 s more in case its writer completes it)"
                 } else {
                     ""
                 }

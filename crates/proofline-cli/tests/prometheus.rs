@@ -479,3 +479,86 @@ fn watch_names_a_few_malformed_lines_and_counts_them_all() {
     let after = std::iter::from_fn(|| rx.try_recv().ok()).count();
     assert_eq!(after, 0, "nothing after the summary while the log is quiet");
 }
+
+/// `watch` follows files like `tail -F` at its best: a truncation followed by a regrowth past
+/// the old size between two polls is seen (the first bytes differ), and lines a writer
+/// appends to the rotated file after `watch` moved on are still read.
+#[test]
+fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
+    let dir = tmp("regrow");
+    let log = dir.join("cuzk.log");
+    let generated = |jobs: &str, name: &str| {
+        let p = dir.join(name);
+        assert!(
+            proofline()
+                .args(["generate", "--jobs", jobs, "-o"])
+                .arg(&p)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::read_to_string(p).unwrap()
+    };
+    let two = generated("2", "two.log");
+    let four = generated("4", "four.log");
+    std::fs::write(&log, format!("daemon started\n{two}")).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "1000",
+            "--reorder-window-ms",
+            "0",
+        ])
+        .args(["--metrics-addr", &addr])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    let completed = || -> f64 {
+        let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+        body.lines()
+            .filter(|l| l.starts_with("proofline_proofs_completed_total"))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    let wait_completed = |n: f64| {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while completed() < n {
+            assert!(
+                Instant::now() < deadline,
+                "completed {} (want {n})",
+                completed()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_completed(2.0);
+    // truncated and written anew, longer than before, within one poll
+    std::fs::write(
+        &log,
+        format!(
+            "daemon restarted\n{}",
+            four.replace("porep-1000-", "porep-3000-")
+        ),
+    )
+    .unwrap();
+    wait_line(&rx, "was truncated");
+    wait_completed(6.0);
+    // rotated; the old writer appends two more sectors to the rotated file afterwards
+    let old = dir.join("cuzk.log.1");
+    std::fs::rename(&log, &old).unwrap();
+    std::fs::write(&log, "daemon started again\n").unwrap();
+    wait_line(&rx, "was rotated");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&old).unwrap();
+    f.write_all(two.replace("porep-1000-", "porep-4000-").as_bytes())
+        .unwrap();
+    drop(f);
+    wait_completed(8.0);
+}
