@@ -275,3 +275,41 @@ fn live_idle_counts_from_the_last_busy_end_even_after_finish() {
     engine.finish(&mut NoUpdates);
     assert_eq!(idle(&engine), vec![40_000], "after finish");
 }
+
+/// A writer that stalls 130 s and then prints its backlog in one burst, while `watch`'s clock
+/// moved on: the lines are late, not a daemon restart (one run, the job complete).
+#[test]
+fn a_late_burst_after_a_stalled_writer_is_no_restart() {
+    use proofline_core::sink::NoUpdates;
+    use proofline_core::{Engine, parse_line};
+    let mut engine = Engine::new(EngineConfig {
+        partitions_by_prefix: vec![("w-".into(), 1)],
+        ..cfg()
+    });
+    let feed = |line: &str, engine: &mut Engine| {
+        engine.ingest(&parse_line(line).unwrap().unwrap(), &mut NoUpdates);
+    };
+    feed("TIMELINE,0,SYNTH_START,w-1,partition=0", &mut engine);
+    feed(
+        "TIMELINE,1000,SYNTH_END,w-1,partition=0,synth_ms=1000",
+        &mut engine,
+    );
+    // the writer stalls; the live clock goes on 130 s
+    for s in 1..=130 {
+        engine.advance(1000 + s * 1000, &mut NoUpdates);
+    }
+    // ...and then prints what it held back
+    feed(
+        "TIMELINE,2000,GPU_START,w-1,worker=0,partition=0",
+        &mut engine,
+    );
+    feed(
+        "TIMELINE,3000,GPU_END,w-1,worker=0,partition=0,gpu_ms=1000",
+        &mut engine,
+    );
+    engine.finish(&mut NoUpdates);
+    let r = engine.report();
+    assert_eq!(r.events.runs, 1, "no restart");
+    assert_eq!(r.summary.jobs_complete, 1);
+    assert_eq!(r.events.late, 2, "counted as late");
+}

@@ -61,8 +61,13 @@ pub struct Engine {
     kinds: Kinds,
     /// Events waiting to be processed in time order.
     reorder: Reorder,
-    /// The newest offset of the current run (`None` before its first event).
+    /// The newest offset of the current run (`None` before its first event): of its events,
+    /// or of the clock's [`Engine::advance`].
     max_offset: Option<u64>,
+    /// The newest offset an event of the current run carried. A restart is judged against
+    /// it, not against the clock: lines a stalled writer prints late, in one burst, are behind
+    /// the clock but not behind the lines before them.
+    max_event_offset: Option<u64>,
     /// The current run, from 0; a detected daemon restart starts the next.
     run: u32,
     /// Where the current run's offset 0 sits on the timeline (just after the previous run).
@@ -109,6 +114,7 @@ impl Engine {
             kinds: Kinds::default(),
             reorder: Reorder::default(),
             max_offset: None,
+            max_event_offset: None,
             run: 0,
             run_base: 0,
             now: 0,
@@ -162,11 +168,15 @@ impl Engine {
             self.example(|| format!("{}: {} without a worker, event ignored", ev.job_id, ev.kind));
             return;
         }
-        if let Some(max) = self.max_offset {
+        if let Some(max) = self.max_event_offset {
             if ev.offset_ms.saturating_add(self.cfg.restart_after_ms) < max {
                 self.new_run(sink);
             }
         }
+        self.max_event_offset = Some(
+            self.max_event_offset
+                .map_or(ev.offset_ms, |m| m.max(ev.offset_ms)),
+        );
         self.max_offset = Some(
             self.max_offset
                 .map_or(ev.offset_ms, |m| m.max(ev.offset_ms)),
@@ -297,6 +307,7 @@ impl Engine {
             .max(self.run_base.saturating_add(self.max_offset.unwrap_or(0)));
         self.run_base = end.saturating_add(1);
         self.max_offset = None;
+        self.max_event_offset = None;
         self.started = false;
     }
 
