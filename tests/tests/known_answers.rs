@@ -193,20 +193,38 @@ fn a_conflicting_record_keeps_the_earlier_offset_and_is_reported() {
 }
 
 #[test]
-fn a_late_event_beyond_the_window_is_counted_and_still_used() {
-    // move d's last GPU_END 3 s earlier in the file than the window allows (window 1 s)
+fn a_lone_line_beyond_the_window_is_a_stray_counted_named_and_not_used() {
+    // move a line of d's past three later lines, 1 s out of the window (100 ms)
     let mut lines: Vec<&str> = LOG.lines().collect();
-    let late = lines.remove(lines.len() - 4); // SYNTH_END d partition=1 at 9400
+    let late = lines.remove(lines.len() - 4); // GPU_START d partition=0 at 9500
     lines.push(late);
     let cfg = EngineConfig {
         reorder_window_ms: 100,
         completion_grace_ms: 100,
         ..cfg()
     };
-    let r = analyze_str(&(lines.join("\n") + "\n"), cfg);
-    assert_eq!(r.events.late, 1);
-    assert_eq!(r.summary.jobs_complete, 4);
-    assert_eq!(r.stages.synthesis.count, 8);
+    let r = analyze_str(&(lines.join("\n") + "\n"), cfg.clone());
+    assert_eq!(
+        (r.events.stray_late, r.events.late, r.events.runs),
+        (1, 0, 1)
+    );
+    assert!(
+        r.events.conflict_examples[0].contains("GPU_START at 9500 ms"),
+        "{:?}",
+        r.events.conflict_examples
+    );
+    // the other jobs' figures are those of the log without it
+    let without: Vec<&str> = LOG
+        .lines()
+        .filter(|l| !l.starts_with("TIMELINE,9500,GPU_START,d,"))
+        .collect();
+    let clean = analyze_str(&(without.join("\n") + "\n"), cfg);
+    assert_eq!(r.jobs, clean.jobs);
+    assert_eq!(r.gpus, clean.gpus);
+    assert_eq!(
+        r.stages.gpu.count, 7,
+        "d's partition 0 has no GPU interval now"
+    );
 }
 
 #[test]
@@ -312,4 +330,88 @@ fn a_late_burst_after_a_stalled_writer_is_no_restart() {
     assert_eq!(r.events.runs, 1, "no restart");
     assert_eq!(r.summary.jobs_complete, 1);
     assert_eq!(r.events.late, 2, "counted as late");
+}
+
+/// The log of `n` PoRep sectors, one GPU.
+fn sim_log(n: usize) -> String {
+    proofline_sim::instant::log_string(&proofline_sim::SimConfig::porep(n))
+}
+
+/// A daemon that dies `at` ms after it started and starts again, proving the same sectors
+/// (their ids reused) from offset 0: a second run whichever the moment, its sectors complete.
+#[test]
+fn restarts_at_5_s_30_s_and_10_min_with_reused_ids_are_each_detected() {
+    let cfg = EngineConfig {
+        reorder_window_ms: 1000,
+        completion_grace_ms: 1000,
+        ..EngineConfig::default()
+    };
+    // at 10x cuzk's speed a daemon has done some of everything 5 s after its start
+    let mut fast = proofline_sim::SimConfig::porep(3);
+    fast.timings = fast.timings.scaled(10.0);
+    let fast = proofline_sim::instant::log_string(&fast);
+    let slow = sim_log(3);
+    for (at, full) in [(5_000u64, &fast), (30_000, &slow), (600_000, &slow)] {
+        let before: String = full
+            .lines()
+            .filter(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap() <= at)
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let r = analyze_str(&format!("{before}{full}"), cfg.clone());
+        assert_eq!(r.events.runs, 2, "restart {at} ms after the start");
+        let second: Vec<_> = r.jobs.iter().filter(|j| j.run == 1).collect();
+        assert_eq!(second.len(), 3, "restart at {at}: {:?}", r.jobs);
+        assert_eq!((r.events.stray_late, r.events.stray_early), (0, 0));
+    }
+}
+
+/// One stray line far behind, or far ahead, of the lines around it: no new run, and no job's
+/// figures change; it is counted and named.
+#[test]
+fn a_stray_line_behind_or_ahead_splits_no_run() {
+    let log = sim_log(4);
+    let lines: Vec<&str> = log.lines().collect();
+    let cfg = EngineConfig::default();
+    let clean = analyze_str(&log, cfg.clone());
+    let mid = lines.len() / 2;
+    let newest: u64 = lines[..mid]
+        .iter()
+        .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    for (stray, behind) in [
+        (
+            format!(
+                "TIMELINE,{},GPU_END,porep-1000-9,worker=0,partition=0,gpu_ms=5",
+                newest - 70_000
+            ),
+            true,
+        ),
+        (
+            format!(
+                "TIMELINE,{},SYNTH_START,porep-1000-0,partition=3",
+                newest + 3_600_000
+            ),
+            false,
+        ),
+    ] {
+        let mut with = lines.clone();
+        with.insert(mid, &stray);
+        let r = analyze_str(&(with.join("\n") + "\n"), cfg.clone());
+        assert_eq!(r.events.runs, 1, "{stray}");
+        assert_eq!(r.jobs, clean.jobs, "{stray}");
+        assert_eq!(r.gpus, clean.gpus, "{stray}");
+        let counted = if behind {
+            r.events.stray_late
+        } else {
+            r.events.stray_early
+        };
+        assert_eq!(counted, 1, "{stray}");
+        assert!(
+            r.events
+                .conflict_examples
+                .iter()
+                .any(|e| e.contains("a stray line"))
+        );
+    }
 }

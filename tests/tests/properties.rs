@@ -170,3 +170,53 @@ fn check_invariants_loose(r: &Report) {
         );
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Inserting any one valid line out of the window of the lines around it (behind the
+    /// newest by more than the reorder window, or ahead of it by more than the restart
+    /// threshold) into a clean log changes no job's figures and starts no run: it is counted
+    /// as a stray line.
+    #[test]
+    fn one_line_out_of_the_window_changes_no_jobs_figures(
+        at in 1usize..500,
+        kind in 0usize..6,
+        job in 0u64..6,
+        partition in 0u32..10,
+        worker in 0u32..2,
+        behind in any::<bool>(),
+        by in 5_001u64..900_000,
+    ) {
+        let log = instant::log_string(&SimConfig::porep(3));
+        let lines: Vec<&str> = log.lines().collect();
+        let at = at % lines.len();
+        let newest = lines[..at]
+            .iter()
+            .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
+            .max();
+        let Some(newest) = newest else { return Ok(()) };
+        let cfg = EngineConfig::default();
+        let offset = if behind {
+            if newest < by { return Ok(()) }
+            newest - by
+        } else {
+            newest + cfg.restart_after_ms + by
+        };
+        let kind = proofline_core::EventKind::ALL[kind];
+        let detail = if kind.is_gpu() {
+            format!("worker={worker},partition={partition}")
+        } else {
+            format!("partition={partition}")
+        };
+        let stray = format!("TIMELINE,{offset},{kind},porep-1000-{job},{detail}");
+        let mut with = lines.clone();
+        with.insert(at, &stray);
+        let clean = analyze_str(&log, cfg.clone());
+        let r = analyze_str(&(with.join("\n") + "\n"), cfg);
+        prop_assert_eq!(r.events.runs, 1, "{}", stray);
+        prop_assert_eq!(&r.jobs, &clean.jobs, "{}", stray);
+        prop_assert_eq!(&r.gpus, &clean.gpus, "{}", stray);
+        prop_assert_eq!(r.events.stray_late + r.events.stray_early, 1, "{}", stray);
+    }
+}

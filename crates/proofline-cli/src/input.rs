@@ -37,8 +37,8 @@ pub(crate) struct EngineArgs {
     #[arg(long, default_value_t = engine::DEFAULT_JOB_TIMEOUT_MS / 1000, value_name = "SECONDS",
         value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub(crate) job_timeout_s: u64,
-    /// An offset this far behind the newest one means the daemon restarted (a new run).
-    /// Range 1..=86400.
+    /// A line this far ahead of the newest one, alone, is a stray early line; lines falling
+    /// back behind it are one restart only if within this of one another. Range 1..=86400.
     #[arg(long, default_value_t = engine::DEFAULT_RESTART_AFTER_MS / 1000, value_name = "SECONDS",
         value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) restart_after_s: u64,

@@ -415,6 +415,12 @@ pub struct EventStats {
     pub rejected: u64,
     /// Runs in the log (a daemon restart starts a new one).
     pub runs: u32,
+    /// Lines far behind the newest one, alone: stray late lines, not used.
+    #[serde(default)]
+    pub stray_late: u64,
+    /// Lines far ahead of the newest one, alone: stray early lines, not used.
+    #[serde(default)]
+    pub stray_early: u64,
     /// Span edges the layer could not tie to a job (no job id on the span or its
     /// ancestors): not used, nothing invented for them. Live reports only.
     #[serde(default)]

@@ -260,6 +260,15 @@ pub fn render(r: &Report) -> String {
             "s (daemon restarts)"
         },
     );
+    if e.stray_late + e.stray_early > 0 {
+        let _ = writeln!(
+            o,
+            "{} stray line(s) out of the window and alone ({} behind, {} ahead of the lines around them): not used",
+            e.stray_late + e.stray_early,
+            e.stray_late,
+            e.stray_early
+        );
+    }
     if e.unattributed > 0 {
         let _ = writeln!(
             o,

@@ -4,8 +4,9 @@
 pub const DEFAULT_REORDER_WINDOW_MS: u64 = 5_000;
 /// Default job timeout: a job with no event for this long is evicted as incomplete.
 pub const DEFAULT_JOB_TIMEOUT_MS: u64 = 30 * 60 * 1000;
-/// Default restart detection: an offset this far behind the newest one starts a new run.
-/// (Threads print lines milliseconds out of order, never a minute.)
+/// Default [`EngineConfig::restart_after_ms`]: a line this far ahead of the newest one,
+/// alone, is a stray early line. (Threads print lines milliseconds out of order, never a
+/// minute.)
 pub const DEFAULT_RESTART_AFTER_MS: u64 = 60 * 1000;
 /// Default busy history kept per device (also the live busy-ratio window).
 pub const DEFAULT_BUSY_WINDOW_MS: u64 = 60_000;
@@ -37,8 +38,9 @@ pub struct EngineConfig {
     /// A job with no event for this long is evicted and counted as incomplete.
     /// Default [`DEFAULT_JOB_TIMEOUT_MS`].
     pub job_timeout_ms: u64,
-    /// An offset this far behind the newest offset means the daemon restarted.
-    /// Default [`DEFAULT_RESTART_AFTER_MS`].
+    /// A line this far ahead of the newest one, alone, is a stray early line; lines that fall
+    /// back behind the newest by more than the reorder window are one restart only when
+    /// within this of one another (see `engine/runs.rs`). Default [`DEFAULT_RESTART_AFTER_MS`].
     pub restart_after_ms: u64,
     /// Partitions of jobs whose id starts with a prefix, e.g. `("porep-", 3)` for a test
     /// prover with 3-partition sectors (default: none). The longest matching prefix wins,

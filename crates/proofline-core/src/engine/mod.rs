@@ -28,6 +28,7 @@ mod job;
 mod names;
 mod process;
 mod reorder;
+mod runs;
 mod summary;
 mod verdict;
 
@@ -35,6 +36,7 @@ use std::collections::BTreeMap;
 
 pub use config::*;
 pub use device::{GAP_SIZE_CLASSES, gap_size_class};
+pub use runs::RESTART_CONFIRMATIONS;
 pub use summary::LIVE_SPP_WINDOW;
 pub use verdict::GPU_BOUND_RATIO;
 
@@ -61,6 +63,8 @@ pub struct Engine {
     kinds: Kinds,
     /// Events waiting to be processed in time order.
     reorder: Reorder,
+    /// Events out of the window, held until the lines that follow decide what they are.
+    held: runs::Held,
     /// The newest offset of the current run (`None` before its first event): of its events,
     /// or of the clock's [`Engine::advance`].
     max_offset: Option<u64>,
@@ -113,6 +117,7 @@ impl Engine {
             names: Names::default(),
             kinds: Kinds::default(),
             reorder: Reorder::default(),
+            held: runs::Held::default(),
             max_offset: None,
             max_event_offset: None,
             run: 0,
@@ -168,23 +173,10 @@ impl Engine {
             self.example(|| format!("{}: {} without a worker, event ignored", ev.job_id, ev.kind));
             return;
         }
-        if let Some(max) = self.max_event_offset {
-            if ev.offset_ms.saturating_add(self.cfg.restart_after_ms) < max {
-                self.new_run(sink);
-            }
-        }
-        self.max_event_offset = Some(
-            self.max_event_offset
-                .map_or(ev.offset_ms, |m| m.max(ev.offset_ms)),
-        );
-        self.max_offset = Some(
-            self.max_offset
-                .map_or(ev.offset_ms, |m| m.max(ev.offset_ms)),
-        );
         let name = self.names.intern(ev.job_id);
         let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
         let e = Ev {
-            t: self.run_base.saturating_add(ev.offset_ms),
+            t: 0, // placed on the timeline when it is accepted, in its run
             seq: self.reorder.next_seq(),
             kind: ev.kind,
             name,
@@ -195,6 +187,15 @@ impl Engine {
             gpu_ms: ev.gpu_ms,
             proof_kind,
         };
+        self.admit(ev.offset_ms, e, sink);
+    }
+
+    /// Uses an event at `offset` of the run in progress: in the reorder buffer, or processed
+    /// at once when it is older than the present (counted late).
+    fn accept(&mut self, offset: u64, mut e: Ev, sink: &mut impl UpdateSink) {
+        self.max_event_offset = Some(self.max_event_offset.map_or(offset, |m| m.max(offset)));
+        self.max_offset = Some(self.max_offset.map_or(offset, |m| m.max(offset)));
+        e.t = self.run_base.saturating_add(offset);
         if self.started && e.t < self.now {
             self.totals.stats.late += 1;
             self.process(e, sink);
@@ -208,6 +209,7 @@ impl Engine {
     /// even if no event came: buffered events older than the window are processed, and jobs
     /// past their timeout are evicted. Live callers tick with their clock.
     pub fn advance(&mut self, offset_ms: u64, sink: &mut impl UpdateSink) {
+        self.clock_reached(offset_ms, sink);
         if self.max_offset.is_none_or(|m| offset_ms > m) {
             self.max_offset = Some(offset_ms);
         }
@@ -223,6 +225,7 @@ impl Engine {
     /// Processes everything buffered and closes every job still in flight as incomplete.
     /// The engine can take more events afterwards (they start a fresh run).
     pub fn finish(&mut self, sink: &mut impl UpdateSink) {
+        self.settle_held_at_end(sink);
         self.end_run(JobStatus::InFlightAtEnd, sink);
     }
 
@@ -254,17 +257,6 @@ impl Engine {
         while let Some(e) = self.reorder.pop_until(horizon) {
             self.process(e, sink);
         }
-    }
-
-    fn new_run(&mut self, sink: &mut impl UpdateSink) {
-        self.end_run(JobStatus::Restarted, sink);
-        self.totals.recent_completions.clear();
-        self.run += 1;
-        self.totals.stats.runs += 1;
-        sink.update(Update::NewRun {
-            run: self.run,
-            t_ms: self.run_base,
-        });
     }
 
     /// Ends the current run: drains the buffer, closes jobs, folds run totals.
