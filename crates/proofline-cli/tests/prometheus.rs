@@ -28,13 +28,26 @@ struct Prometheus {
 
 impl Prometheus {
     fn start(dir: &Path, targets: &[String]) -> Prometheus {
+        Prometheus::start_with_rules(dir, targets, None)
+    }
+
+    /// A Prometheus evaluating the alerting rules `rules` (the text of a rule file), if any.
+    fn start_with_rules(dir: &Path, targets: &[String], rules: Option<&str>) -> Prometheus {
         let port = free_port();
         let cfg = dir.join("prometheus.yml");
         let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        let rule_files = match rules {
+            Some(text) => {
+                let path = dir.join("alerts.yml");
+                std::fs::write(&path, text).unwrap();
+                format!("rule_files: ['{}']\n", path.display())
+            }
+            None => String::new(),
+        };
         std::fs::write(
             &cfg,
             format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: proofline\n    static_configs:\n      - targets: [{}]\n",
+                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  - job_name: proofline\n    static_configs:\n      - targets: [{}]\n",
                 targets.join(", ")
             ),
         )
@@ -561,4 +574,109 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
         .unwrap();
     drop(f);
     wait_completed(8.0);
+}
+
+/// The GPU-idle alert of deploy/, its threshold and `for` scaled down (3 s idle, for 1 s),
+/// evaluated by a real Prometheus on `watch` of a log whose prover stopped mid-sector: it
+/// fires within the threshold, its `for` and two scrape intervals (plus the reorder window
+/// `watch` runs with) of the moment the GPU went idle.
+#[test]
+fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() {
+    let dir = tmp("alert");
+    let full = dir.join("full.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "3", "--stall", "1:600000", "-o"])
+            .arg(&full)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // the prover stops in the middle of the second sector, its GPUs idle (no interval open:
+    // a prover that dies inside GPU work leaves its interval open until the job times out)
+    let text = std::fs::read_to_string(&full).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut open = 0i32;
+    let mut end = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains(",GPU_START,") {
+            open += 1;
+        } else if l.contains(",GPU_END,") {
+            open -= 1;
+            if open == 0 {
+                // the first sector is done, the second stalls in synthesis: cut there
+                end = i + 1;
+                break;
+            }
+        }
+    }
+    assert!(end > 0);
+    let cut = &lines[..end];
+    let offset = |l: &str| l.split(',').nth(1).unwrap().parse::<u64>().unwrap();
+    let newest = cut.iter().map(|l| offset(l)).max().unwrap();
+    let last_gpu_end = cut
+        .iter()
+        .filter(|l| l.contains(",GPU_END,"))
+        .map(|l| offset(l))
+        .max()
+        .unwrap();
+    let log = dir.join("cuzk.log");
+    std::fs::write(&log, cut.join("\n") + "\n").unwrap();
+    let rules = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/alerts.yml"),
+    )
+    .unwrap();
+    let scaled = rules
+        .replace(
+            "proofline_gpu_idle_seconds > 30 # threshold: idle_seconds",
+            "proofline_gpu_idle_seconds > 3 # threshold: idle_seconds",
+        )
+        .replace("for: 1m # for: idle", "for: 1s # for: idle");
+    assert_ne!(scaled, rules, "alerts.yml lost its markers");
+
+    let port = free_port();
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "100",
+            "--reorder-window-ms",
+            "500",
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on http://127.0.0.1:");
+    // the log is read at once: its GPU went idle (newest - last GPU_END) before that
+    let idle_at = Instant::now()
+        .checked_sub(Duration::from_millis(newest - last_gpu_end))
+        .unwrap();
+    let prom = Prometheus::start_with_rules(&dir, &[format!("127.0.0.1:{port}")], Some(&scaled));
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let fired = loop {
+        let (_, _, body) = http_get(&prom.api, "/api/v1/alerts", None).unwrap();
+        if body.contains("ProoflineGpuIdleBetweenSectors") && body.contains("\"firing\"") {
+            break Instant::now();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the alert never fired: {body}; idle {:?}, in flight {:?}, queue {:?}, rules {:?}",
+            prom.value("proofline_gpu_idle_seconds"),
+            prom.value("proofline_jobs_in_flight"),
+            prom.value("proofline_gpu_queue_depth"),
+            http_get(&prom.api, "/api/v1/rules", None).map(|r| r.2)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // threshold 3 s + for 1 s + two scrapes (2 s) + evaluation (1 s) + reorder window 0.5 s
+    let late = fired.duration_since(idle_at).as_secs_f64();
+    assert!(
+        late <= 3.0 + 1.0 + 2.0 + 1.0 + 0.5 + 0.5,
+        "fired {late:.1} s after the GPU went idle"
+    );
 }
