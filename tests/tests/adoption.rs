@@ -118,3 +118,39 @@ fn setters_compose_and_the_grace_follows_the_reorder_window() {
     let r = guard.shutdown(Duration::from_secs(10)).unwrap();
     assert_eq!(r.gpu_workers_per_device, 4);
 }
+
+/// The layer's clock keeps wall speed while the prover is quiet: the GPU idle gauge of a
+/// stopped sector grows with wall time (it trails by the reorder window at most).
+#[test]
+fn the_layers_idle_gauge_keeps_wall_speed_while_the_prover_is_quiet() {
+    let metrics = proofline_prometheus::Metrics::new();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .tick(Duration::from_millis(50))
+        .no_timeline()
+        .sink(proofline_prometheus::PrometheusSink::new(metrics.clone()))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    // one partition of a 10-partition sector, then nothing: the GPU idles, the sector in flight
+    tracing::dispatcher::with_default(&dispatch, || partition("porep-1-1", 0, "porep-c2"));
+    let idle = || -> f64 {
+        metrics
+            .render_classic()
+            .lines()
+            .find_map(|l| l.strip_prefix("proofline_gpu_idle_seconds{gpu=\"0\"} "))
+            .map_or(0.0, |v| v.parse().unwrap())
+    };
+    std::thread::sleep(Duration::from_millis(2500));
+    let first = idle();
+    std::thread::sleep(Duration::from_secs(3));
+    let later = idle();
+    assert!(
+        first >= 1.0,
+        "idle {first} s after 2.5 s (the window is 1 s)"
+    );
+    assert!(
+        (later - first - 3.0).abs() <= 0.3,
+        "over 3 s of wall time the idle gauge moved {} s",
+        later - first
+    );
+    drop(guard.shutdown(Duration::from_secs(5)));
+}
