@@ -48,3 +48,15 @@ fn a_prover_whose_events_arrive_hears_nothing() {
     assert_eq!(n, 0, "{stderr}");
     assert!(!stderr.contains("proofline:"), "{stderr}");
 }
+
+#[test]
+fn events_from_both_sources_are_named_once() {
+    let (stderr, n) = silent("mixed", 400);
+    assert_eq!(n, 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("both from the prover's own lines").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains(".cuzk_timeline_events()"), "{stderr}");
+}

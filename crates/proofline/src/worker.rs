@@ -206,8 +206,8 @@ impl Worker {
         }
         if self.layer_events && self.skew_ms.is_some() && !self.warned_mixed {
             self.warned_mixed = true;
-            eprintln!(
-                "proofline: TIMELINE events come both from the prover's own lines (logged through tracing) and from the layer's span mappings: each event is counted twice; build the layer with .cuzk_timeline_events() (or .clear_mappings())"
+            self.warn(
+                "TIMELINE events come both from the prover's own lines (logged through tracing) and from the layer's span mappings: each event is counted twice; build the layer with .cuzk_timeline_events() (or .clear_mappings())",
             );
         }
         if let Some(start) = q.start_event(&ev) {

@@ -1,10 +1,11 @@
 //! A prover that gives the layer nothing it can use, for the tests of what its stderr shows:
 //! `filtered` creates cuzk's spans under a filter that lets only `error` through (what an
-//! EnvFilter without RUST_LOG does); `no-gpu-start` logs GPU_PICKUPs and never a GPU_START.
+//! EnvFilter without RUST_LOG does); `no-gpu-start` logs GPU_PICKUPs and never a GPU_START;
+//! `mixed` has the default span mappings and also logs its own TIMELINE lines.
 //! Runs for `MS` milliseconds with a silence warning after 300 ms, then prints the layer's
 //! warning count on stdout.
 //!
-//!     silent filtered|no-gpu-start MS
+//!     silent filtered|no-gpu-start|mixed MS
 
 use std::time::Duration;
 
@@ -32,7 +33,13 @@ fn main() {
         let deadline = std::time::Instant::now() + Duration::from_millis(ms);
         let mut n = 0u32;
         while std::time::Instant::now() < deadline {
-            if mode == "filtered" {
+            if mode == "mixed" {
+                tracing::info_span!("synthesize_partition", job_id = "porep-1-1", partition = n)
+                    .in_scope(|| {
+                        tracing::info!(target: "timeline", "TIMELINE,{},SYNTH_START,porep-1-1,partition={}", n * 20, n);
+                        std::thread::sleep(Duration::from_millis(20));
+                    });
+            } else if mode == "filtered" {
                 tracing::info_span!("synthesize_partition", job_id = "porep-1-1", partition = n)
                     .in_scope(|| std::thread::sleep(Duration::from_millis(20)));
             } else {
