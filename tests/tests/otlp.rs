@@ -471,7 +471,6 @@ fn key(s: &Span) -> (Vec<u8>, Vec<u8>, Vec<u8>, String, u64, u64, usize) {
 #[test]
 fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     use proofline::TimelineLayer;
-    use tracing_subscriber::prelude::*;
 
     let live_rx = HttpReceiver::start(Mode::Answer);
     let (otlp, mut handle) = proofline_otlp::start(cfg(live_rx.endpoint())).unwrap();
@@ -486,17 +485,7 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
         .timeline_to_writer(buf.clone())
         .sink(otlp)
         .build();
-    let mut sim = proofline_sim::SimConfig::porep(3);
-    sim.faults.stall_before_job = Some((2, 40_000));
-    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-        proofline_sim::threaded::run(
-            &sim,
-            100.0,
-            false,
-            Arc::new(AtomicBool::new(false)),
-            Default::default(),
-        )
-    });
+    run_three_sectors_with_a_stall(layer);
     guard.shutdown(Duration::from_secs(10)).unwrap();
     handle.shutdown(Duration::from_secs(10)).unwrap();
     let live = live_rx.got.spans();
@@ -517,6 +506,23 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     a.sort();
     b.sort();
     assert_eq!(a, b);
+}
+
+/// The threaded simulator, 3 PoRep sectors at 100x with synthesis stalling before the third
+/// (so that the GPU idles between sectors), under `layer`.
+fn run_three_sectors_with_a_stall(layer: proofline::TimelineLayer) {
+    use tracing_subscriber::prelude::*;
+    let mut sim = proofline_sim::SimConfig::porep(3);
+    sim.faults.stall_before_job = Some((2, 40_000));
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        proofline_sim::threaded::run(
+            &sim,
+            100.0,
+            false,
+            Arc::new(AtomicBool::new(false)),
+            Default::default(),
+        )
+    });
 }
 
 fn many_jobs_log(n: usize) -> String {
@@ -634,7 +640,6 @@ fn when_the_collector_comes_back_new_traces_arrive() {
 #[test]
 fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
     use proofline::TimelineLayer;
-    use tracing_subscriber::prelude::*;
 
     let rx = HttpReceiver::start(Mode::Answer);
     let mut c = cfg(rx.endpoint());
@@ -649,17 +654,7 @@ fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
         .sink(proofline_prometheus::PrometheusSink::new(metrics.clone()))
         .build();
     assert!(guard.run().run_key.starts_with("prover-7@"));
-    let mut sim = proofline_sim::SimConfig::porep(3);
-    sim.faults.stall_before_job = Some((2, 40_000));
-    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
-        proofline_sim::threaded::run(
-            &sim,
-            100.0,
-            false,
-            Arc::new(AtomicBool::new(false)),
-            Default::default(),
-        )
-    });
+    run_three_sectors_with_a_stall(layer);
     guard.shutdown(Duration::from_secs(10)).unwrap();
     handle.shutdown(Duration::from_secs(10)).unwrap();
     let received: std::collections::HashSet<String> = rx

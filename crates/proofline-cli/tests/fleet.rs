@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get, urlencode};
+use common::{Proc, free_port, http_get, scaled_alerts, urlencode};
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
@@ -25,19 +25,6 @@ fn wait_ready(addr: &str, path: &str, what: &str) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-}
-
-/// alerts.yml with its marked thresholds scaled to the demos' 20x clock.
-fn scaled_alerts() -> String {
-    let text = std::fs::read_to_string(deploy().join("prometheus/alerts.yml")).unwrap();
-    let scaled = text
-        .replace(
-            "proofline_gpu_idle_seconds > 30 # threshold: idle_seconds",
-            "proofline_gpu_idle_seconds > 3 # threshold: idle_seconds",
-        )
-        .replace("for: 1m # for: idle", "for: 1s # for: idle");
-    assert_ne!(scaled, text, "alerts.yml lost its threshold markers");
-    scaled
 }
 
 #[test]

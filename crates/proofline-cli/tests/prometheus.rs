@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get, urlencode};
+use common::{Proc, free_port, http_get, scaled_alerts, urlencode, wait_completed};
 
 fn proofline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proofline"))
@@ -305,24 +305,6 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
     let rx = stderr_lines(&mut child);
     let _watch = Proc(child);
     wait_line(&rx, "metrics on");
-    let completed = || -> f64 {
-        let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
-        body.lines()
-            .filter(|l| l.starts_with("proofline_proofs_completed_total"))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
-    let wait_completed = |n: f64| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while completed() < n {
-            assert!(
-                Instant::now() < deadline,
-                "completed stayed at {} (want {n})",
-                completed()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
 
     // appended lines, one of them malformed (line 3 of the file)
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -331,20 +313,20 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
     drop(f);
     let bad = wait_line(&rx, "not an unsigned integer");
     assert!(bad.contains("cuzk.log:3:"), "{bad}");
-    wait_completed(2.0);
+    wait_completed(&addr, 2.0);
 
     // rotation: the log is moved away and a new one started (the daemon restarted: offsets from 0)
     std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
     std::fs::write(&log, text.replace("porep-1000-", "porep-2000-")).unwrap();
     wait_line(&rx, "was rotated");
-    wait_completed(4.0);
+    wait_completed(&addr, 4.0);
 
     // truncation in place
     std::fs::write(&log, "").unwrap();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(&log, text.replace("porep-1000-", "porep-3000-")).unwrap();
     wait_line(&rx, "was truncated");
-    wait_completed(6.0);
+    wait_completed(&addr, 6.0);
 
     let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
     assert!(body.contains("proofline_malformed_lines_total 1"), "{body}");
@@ -534,25 +516,7 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
     let rx = stderr_lines(&mut child);
     let _watch = Proc(child);
     wait_line(&rx, "metrics on");
-    let completed = || -> f64 {
-        let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
-        body.lines()
-            .filter(|l| l.starts_with("proofline_proofs_completed_total"))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
-    let wait_completed = |n: f64| {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while completed() < n {
-            assert!(
-                Instant::now() < deadline,
-                "completed {} (want {n})",
-                completed()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-    wait_completed(2.0);
+    wait_completed(&addr, 2.0);
     // truncated and written anew, longer than before, within one poll
     std::fs::write(
         &log,
@@ -563,7 +527,7 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
     )
     .unwrap();
     wait_line(&rx, "was truncated");
-    wait_completed(6.0);
+    wait_completed(&addr, 6.0);
     // rotated; the old writer appends two more sectors to the rotated file afterwards
     let old = dir.join("cuzk.log.1");
     std::fs::rename(&log, &old).unwrap();
@@ -573,7 +537,7 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
     f.write_all(two.replace("porep-1000-", "porep-4000-").as_bytes())
         .unwrap();
     drop(f);
-    wait_completed(8.0);
+    wait_completed(&addr, 8.0);
 }
 
 /// The GPU-idle alert of deploy/, its threshold and `for` scaled down (3 s idle, for 1 s),
@@ -622,17 +586,7 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
         .unwrap();
     let log = dir.join("cuzk.log");
     std::fs::write(&log, cut.join("\n") + "\n").unwrap();
-    let rules = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/alerts.yml"),
-    )
-    .unwrap();
-    let scaled = rules
-        .replace(
-            "proofline_gpu_idle_seconds > 30 # threshold: idle_seconds",
-            "proofline_gpu_idle_seconds > 3 # threshold: idle_seconds",
-        )
-        .replace("for: 1m # for: idle", "for: 1s # for: idle");
-    assert_ne!(scaled, rules, "alerts.yml lost its markers");
+    let scaled = scaled_alerts();
 
     let port = free_port();
     let mut child = proofline()

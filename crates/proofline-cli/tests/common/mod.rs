@@ -68,3 +68,41 @@ pub fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// deploy/'s alerts.yml with its marked GPU-idle threshold and `for` scaled down (idle 3 s,
+/// for 1 s), for tests that cannot wait minutes.
+pub fn scaled_alerts() -> String {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/alerts.yml");
+    let text = std::fs::read_to_string(path).unwrap();
+    let scaled = text
+        .replace(
+            "proofline_gpu_idle_seconds > 30 # threshold: idle_seconds",
+            "proofline_gpu_idle_seconds > 3 # threshold: idle_seconds",
+        )
+        .replace("for: 1m # for: idle", "for: 1s # for: idle");
+    assert_ne!(scaled, text, "alerts.yml lost its threshold markers");
+    scaled
+}
+
+/// The sum of `proofline_proofs_completed_total` on the endpoint at `addr`.
+pub fn completed(addr: &str) -> f64 {
+    let (_, _, body) = http_get(addr, "/metrics", None).unwrap();
+    body.lines()
+        .filter(|l| l.starts_with("proofline_proofs_completed_total"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
+/// Waits (20 s at most) until the endpoint at `addr` counts `n` completed proofs.
+pub fn wait_completed(addr: &str, n: f64) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while completed(addr) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "completed stayed at {} (want {n})",
+            completed(addr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
