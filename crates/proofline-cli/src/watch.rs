@@ -395,10 +395,8 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             Event::Missing | Event::Opened | Event::None => {}
         }
         if let Some(o) = engine.newest_offset() {
-            // only a line ahead of the clock (or a new run) sets it: what `advance` itself
-            // raised the newest offset to is the clock's own reading
-            let clock = newest.map(|(n, at, run)| (n + at.elapsed().as_millis() as u64, run));
-            if clock.is_none_or(|(now, run)| o > now || run != engine.run()) {
+            // a newer line (or a new run) restarts the clock from it
+            if newest.is_none_or(|(n, _, run)| o != n || run != engine.run()) {
                 newest = Some((o, Instant::now(), engine.run()));
             }
             if !epoch_known {

@@ -241,10 +241,10 @@ impl Engine {
         self.run
     }
 
-    /// The newest TIMELINE offset of the current run, if any event came (or the newest
-    /// offset [`Engine::advance`] was told of).
+    /// The newest TIMELINE offset an event of the current run carried, if any came. The
+    /// live clock ([`Engine::advance`]) does not move it, nor does a held line.
     pub fn newest_offset(&self) -> Option<u64> {
-        self.max_offset
+        self.max_event_offset
     }
 
     /// Processes the buffered events a reorder window older than the newest offset.
