@@ -152,5 +152,13 @@ fn the_layers_idle_gauge_keeps_wall_speed_while_the_prover_is_quiet() {
         "over 3 s of wall time the idle gauge moved {} s",
         later - first
     );
+    // the GPU intervals come from cuzk's gpu_worker span, and /metrics says so
+    let text = metrics.render_classic();
+    assert!(
+        text.contains(
+            "proofline_gpu_interval_source{source=\"spans: GPU_START at first enter of `gpu_worker`"
+        ),
+        "{text}"
+    );
     drop(guard.shutdown(Duration::from_secs(5)));
 }

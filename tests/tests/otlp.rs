@@ -664,6 +664,14 @@ fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
         .map(|s| s.trace_id.iter().map(|b| format!("{b:02x}")).collect())
         .collect();
     assert_eq!(received.len(), 3, "a trace per sector");
+    // the gpu stage spans say where their interval came from (cuzk's gpu_worker span)
+    let spans = rx.got.spans();
+    let gpu: Vec<_> = spans.iter().filter(|s| s.name == "gpu").collect();
+    assert_eq!(gpu.len(), 30);
+    assert!(gpu.iter().all(|s| matches!(
+        attr(s, "proofline.gpu_interval_source"),
+        Some(Value::StringValue(v)) if v.contains("`gpu_worker`")
+    )));
     let text = metrics.render_openmetrics();
     let exemplars: Vec<&str> = text
         .lines()

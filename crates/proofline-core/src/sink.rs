@@ -73,9 +73,6 @@ pub struct LiveState {
     pub seconds_per_proof: Option<f64>,
     /// Each GPU, by index.
     pub gpus: Vec<GpuLive>,
-    /// Where the GPU intervals come from when not from the prover's own GPU events
-    /// ([`crate::EngineConfig::gpu_interval_source`]).
-    pub gpu_interval_source: Option<String>,
 }
 
 /// One GPU's live figures.

@@ -436,18 +436,6 @@ impl UpdateSink for OtlpSink {
         }
     }
 
-    fn tick(
-        &mut self,
-        live: &proofline_core::LiveState,
-        _: &proofline_core::sink::TelemetryCounts,
-    ) {
-        if self.builder.gpu_interval_source != live.gpu_interval_source {
-            self.builder
-                .gpu_interval_source
-                .clone_from(&live.gpu_interval_source);
-        }
-    }
-
     /// Closes the export queue (nothing more is sent) and waits until `deadline` at most for
     /// what it holds to be exported.
     fn shutdown(&mut self, deadline: Instant) -> Result<(), SinkError> {

@@ -113,7 +113,6 @@ fn populated() -> Arc<Metrics> {
         on_gpu: 16,
         jobs_in_flight: 3,
         seconds_per_proof: Some(37.4),
-        gpu_interval_source: None,
         gpus: (0..8)
             .map(|gpu| GpuLive {
                 gpu,

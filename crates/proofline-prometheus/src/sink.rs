@@ -82,6 +82,14 @@ fn secs_i(ms: i64) -> f64 {
 impl UpdateSink for PrometheusSink {
     fn start_run(&mut self, run: &RunInfo) {
         self.run_key.clone_from(&run.run_key);
+        if let Some(src) = &run.gpu_interval_source {
+            self.m
+                .gpu_interval_source
+                .get_or_create(&SourceL {
+                    source: escape_label_value(src),
+                })
+                .set(1);
+        }
     }
 
     fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
@@ -182,14 +190,6 @@ impl UpdateSink for PrometheusSink {
                 .set(i64::from(n));
         }
         self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
-        if let Some(src) = &live.gpu_interval_source {
-            self.m
-                .gpu_interval_source
-                .get_or_create(&SourceL {
-                    source: escape_label_value(src),
-                })
-                .set(1);
-        }
         if let Some(spp) = live.seconds_per_proof {
             self.m.seconds_per_proof.set(spp);
         }

@@ -213,7 +213,6 @@ impl Engine {
                 .filter(|j| j.state == JobState::Active)
                 .count() as u32,
             seconds_per_proof: self.totals.live_seconds_per_proof(),
-            gpu_interval_source: self.cfg.gpu_interval_source.clone(),
             gpus: self
                 .devices
                 .values()
