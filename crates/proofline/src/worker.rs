@@ -105,7 +105,7 @@ impl Worker {
                 self.stats.received.fetch_add(n as u64, Ordering::Relaxed);
                 self.flush();
             }
-            self.warn_once_if_dropping();
+            self.warn_once();
             if stop && self.rings.is_empty() && !self.handoff.any_opened() {
                 break;
             }
@@ -146,7 +146,7 @@ impl Worker {
     /// prover's threads never write it), counted in `stats().warnings`: when the layer first
     /// drops an event; when spans it maps exist but nothing reached it for the silence
     /// delay (a filter hiding them); when GPU_PICKUPs come and no GPU_START for that long.
-    fn warn_once_if_dropping(&mut self) {
+    fn warn_once(&mut self) {
         if !self.warned && self.stats.dropped.load(Ordering::Relaxed) > 0 {
             self.warned = true;
             self.warn(

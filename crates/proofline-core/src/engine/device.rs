@@ -46,7 +46,7 @@ pub(super) struct PendingGap {
 }
 
 /// One GPU device.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Device {
     /// The device index.
     pub gpu: u32,
@@ -116,34 +116,7 @@ impl Device {
     pub fn new(gpu: u32) -> Self {
         Device {
             gpu,
-            workers: Vec::new(),
-            active: 0,
-            seg_start: 0,
-            seg_max_end: 0,
-            closed_busy: 0,
-            recent: VecDeque::new(),
-            serial: 0,
-            intervals: 0,
-            first_start: None,
-            last_end: None,
-            ended: Vec::new(),
-            last_end_any: 0,
-            idle_since: None,
-            pending_gap: None,
-            tent_wait: 0,
-            tent_empty: 0,
-            idle_wait: 0,
-            idle_empty: 0,
-            gaps_by_size: Default::default(),
-            gaps_cross: GapCount::default(),
-            gaps_intra: GapCount::default(),
-            elapsed: 0,
-            steady_first: None,
-            steady_last: 0,
-            steady_busy: 0,
-            steady_elapsed: 0,
-            chain: VecDeque::new(),
-            prev: None,
+            ..Device::default()
         }
     }
 
