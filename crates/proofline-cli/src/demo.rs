@@ -106,6 +106,8 @@ pub struct DemoArgs {
     /// Where to serve Prometheus /metrics and /healthz (loopback unless told otherwise).
     #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
     metrics_addr: SocketAddr,
+    #[command(flatten)]
+    serve: crate::exporters::ServeArgs,
     /// Shorthand: serve /metrics on this port (of --metrics-addr's address).
     #[arg(long)]
     port: Option<u16>,
@@ -215,7 +217,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         if let Some(p) = args.port {
             addr.set_port(p);
         }
-        addr
+        (addr, args.serve.options())
     });
     let mut exporters = Exporters::start("proofline demo", metrics_addr)?;
     if let Some(addr) = exporters.metrics_addr() {

@@ -9,7 +9,36 @@ use std::time::Duration;
 use anyhow::Result;
 use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
 use proofline_otlp::OtlpHandle;
-use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink};
+use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions};
+
+/// The `/metrics` endpoint's limits, as `demo` and `watch` take them.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ServeArgs {
+    /// Open /metrics connections at most; past it the connection idle the longest is
+    /// closed. Range 1..=65536.
+    #[arg(long, default_value_t = proofline_prometheus::DEFAULT_MAX_CONNECTIONS, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub(crate) metrics_max_connections: usize,
+    /// A /metrics connection that sends nothing for this long is closed. Range 1..=3600.
+    #[arg(long, default_value_t = proofline_prometheus::DEFAULT_IDLE_TIMEOUT.as_secs(), value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub(crate) metrics_idle_timeout_s: u64,
+    /// A request to /metrics must finish its headers this long after its first byte.
+    /// Range 1..=600.
+    #[arg(long, default_value_t = proofline_prometheus::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=600))]
+    pub(crate) metrics_header_timeout_s: u64,
+}
+
+impl ServeArgs {
+    pub(crate) fn options(&self) -> ServeOptions {
+        ServeOptions {
+            max_connections: self.metrics_max_connections,
+            idle_timeout: Duration::from_secs(self.metrics_idle_timeout_s),
+            header_read_timeout: Duration::from_secs(self.metrics_header_timeout_s),
+        }
+    }
+}
 
 /// The exporters of one prover instance.
 #[derive(Debug)]
@@ -22,10 +51,10 @@ pub(crate) struct Exporters {
 }
 
 impl Exporters {
-    /// Starts the exporters: `/metrics` on `metrics_addr` unless `None`, OTLP when the
+    /// Starts the exporters: `/metrics` at the address given, unless `None`, OTLP when the
     /// environment names a collector. `who` prefixes what it says on stderr. Their run is
     /// given with [`UpdateSink::start_run`] (the layer's build does it; `watch` itself).
-    pub fn start(who: &str, metrics_addr: Option<SocketAddr>) -> Result<Self> {
+    pub fn start(who: &str, metrics: Option<(SocketAddr, ServeOptions)>) -> Result<Self> {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
         if proofline_otlp::endpoint_from_env().is_some() {
@@ -35,9 +64,13 @@ impl Exporters {
             otlp_handle = Some(h);
         }
         let mut server = None;
-        if let Some(addr) = metrics_addr {
+        if let Some((addr, options)) = metrics {
             let metrics = Metrics::new();
-            server = Some(proofline_prometheus::serve(metrics.clone(), addr)?);
+            server = Some(proofline_prometheus::serve_with(
+                metrics.clone(),
+                addr,
+                options,
+            )?);
             sink.push(PrometheusSink::new(metrics));
         }
         if let Some(c) = sink.export_counters() {

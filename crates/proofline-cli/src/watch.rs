@@ -27,6 +27,8 @@ pub struct WatchArgs {
     /// Where to serve /metrics and /healthz (loopback unless told otherwise).
     #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
     metrics_addr: SocketAddr,
+    #[command(flatten)]
+    serve: crate::exporters::ServeArgs,
     /// How often to look for new lines, in milliseconds. Range 10..=60000.
     #[arg(long, default_value_t = 250, value_name = "MS",
         value_parser = clap::value_parser!(u64).range(10..=60_000))]
@@ -321,7 +323,10 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         named: 0,
         quiet: 0,
     };
-    let mut exporters = Exporters::start("proofline watch", Some(args.metrics_addr))?;
+    let mut exporters = Exporters::start(
+        "proofline watch",
+        Some((args.metrics_addr, args.serve.options())),
+    )?;
     // until the first lines tell the log's epoch: now
     exporters.start_run(&args.instance, unix_ms());
     let metrics_addr = exporters.metrics_addr().unwrap_or(args.metrics_addr);

@@ -24,7 +24,10 @@ mod sink;
 
 pub use labels::{TraceL, escape_label_value};
 pub use metrics::Metrics;
-pub use server::{DEFAULT_ADDR, MetricsServer, ServeError, serve};
+pub use server::{
+    ConnectionStats, DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS, MetricsServer, ServeError, ServeOptions, serve, serve_with,
+};
 pub use sink::PrometheusSink;
 
 /// At most this many distinct `gpu` label values; more fold into `other`.

@@ -1,11 +1,22 @@
 //! The `/metrics` and `/healthz` endpoint: one named thread with a single-threaded tokio
 //! runtime and hyper. A scrape only encodes the registry.
+//!
+//! Bounded like a server on a network has to be ([`ServeOptions`]): open connections are
+//! capped, a connection that sends nothing for the idle timeout is closed, so is one that
+//! starts a request and does not finish its headers in time, and a failing `accept` (out of
+//! file descriptors) closes the oldest idle connection or backs off instead of spinning.
+//! Every closed connection is an idle one: a scrape in progress is never cut.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -14,12 +25,52 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::Metrics;
 
 /// Where the endpoint listens unless told otherwise: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
+/// Default [`ServeOptions::max_connections`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+/// Default [`ServeOptions::idle_timeout`]: longer than a scrape interval, so that a
+/// Prometheus server keeps its connection between scrapes.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default [`ServeOptions::header_read_timeout`].
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest the accept loop waits after an error it cannot fix by closing an idle
+/// connection (it starts at 5 ms and doubles).
+pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+/// How often connections are checked against their timeouts.
+const REAP_EVERY: Duration = Duration::from_millis(100);
+
+/// The endpoint's limits. Every connection it closes on its own is idle (between requests,
+/// or in the headers of one): a response is never cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServeOptions {
+    /// Open connections at most. A new one past the cap closes the connection idle the
+    /// longest; when none is idle, the new one is closed at once. Default
+    /// [`DEFAULT_MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// A connection that sends nothing for this long between requests (or after connecting)
+    /// is closed. Default [`DEFAULT_IDLE_TIMEOUT`].
+    pub idle_timeout: Duration,
+    /// A request's headers must be complete this long after its first byte, or the
+    /// connection is closed (a slow client cannot hold one open by trickling bytes).
+    /// Default [`DEFAULT_HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+        }
+    }
+}
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
@@ -37,11 +88,31 @@ pub enum ServeError {
     Start(io::Error),
 }
 
+/// What the endpoint did with connections, since it started.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    /// Connections accepted.
+    pub accepted: AtomicU64,
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Closed for sending nothing within the idle timeout.
+    pub closed_idle: AtomicU64,
+    /// Closed for not finishing a request's headers within the header-read timeout.
+    pub closed_header_timeout: AtomicU64,
+    /// Idle connections closed to make room (the cap, or out of file descriptors).
+    pub closed_for_room: AtomicU64,
+    /// New connections closed at once: at the cap, with no idle one to close.
+    pub refused_at_cap: AtomicU64,
+    /// `accept` errors (e.g. out of file descriptors).
+    pub accept_errors: AtomicU64,
+}
+
 /// A running endpoint; stops when dropped.
 #[derive(Debug)]
 #[must_use = "the endpoint stops when the MetricsServer is dropped: keep it as long as metrics are served"]
 pub struct MetricsServer {
     addr: SocketAddr,
+    stats: Arc<ConnectionStats>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -50,6 +121,11 @@ impl MetricsServer {
     /// The address it listens on (the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// What it did with connections so far.
+    pub fn connection_stats(&self) -> &ConnectionStats {
+        &self.stats
     }
 
     /// Stops accepting and waits for the server thread.
@@ -73,9 +149,18 @@ impl Drop for MetricsServer {
     }
 }
 
-/// Serves `metrics` on `addr` (`/metrics`, `/healthz`). Binding happens before this returns,
-/// so an address in use is an immediate error.
+/// Serves `metrics` on `addr` (`/metrics`, `/healthz`) with the default [`ServeOptions`].
+/// Binding happens before this returns, so an address in use is an immediate error.
 pub fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> Result<MetricsServer, ServeError> {
+    serve_with(metrics, addr, ServeOptions::default())
+}
+
+/// [`serve`], with limits of one's own.
+pub fn serve_with(
+    metrics: Arc<Metrics>,
+    addr: SocketAddr,
+    options: ServeOptions,
+) -> Result<MetricsServer, ServeError> {
     let listener = TcpListener::bind(addr).map_err(|source| ServeError::Bind { addr, source })?;
     listener.set_nonblocking(true).map_err(ServeError::Start)?;
     let local = listener.local_addr().map_err(ServeError::Start)?;
@@ -85,41 +170,307 @@ pub fn serve(metrics: Arc<Metrics>, addr: SocketAddr) -> Result<MetricsServer, S
         .enable_time()
         .build()
         .map_err(ServeError::Start)?;
+    let stats = Arc::new(ConnectionStats::default());
+    let server = Server {
+        metrics,
+        options: ServeOptions {
+            max_connections: options.max_connections.max(1),
+            ..options
+        },
+        stats: stats.clone(),
+        conns: Arc::new(Mutex::new(Conns::default())),
+    };
     let thread = std::thread::Builder::new()
         .name("proofline-metrics".into())
-        .spawn(move || rt.block_on(accept_loop(listener, metrics, stop_rx)))
+        .spawn(move || rt.block_on(server.accept_loop(listener, stop_rx)))
         .map_err(ServeError::Start)?;
     Ok(MetricsServer {
         addr: local,
+        stats,
         stop: Some(stop_tx),
         thread: Some(thread),
     })
 }
 
-async fn accept_loop(
-    listener: TcpListener,
-    metrics: Arc<Metrics>,
-    mut stop: oneshot::Receiver<()>,
-) {
-    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
-        return;
-    };
-    loop {
-        tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let m = metrics.clone();
-                tokio::spawn(async move {
-                    let service = service_fn(move |req| handle(req, m.clone()));
-                    let _ = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-                });
+/// What the reaper knows of one connection.
+#[derive(Debug)]
+struct ConnState {
+    /// When the connection was accepted; the clock of `last` and `request_from`.
+    origin: Instant,
+    /// In a request: headers complete, response not yet handed over.
+    busy: AtomicBool,
+    /// Milliseconds since `origin` of the last activity that ends idleness: the accept, or
+    /// the end of a response.
+    last: AtomicU64,
+    /// Milliseconds since `origin` + 1 of the first byte of a request whose headers are not
+    /// complete yet; 0: none.
+    request_from: AtomicU64,
+}
+
+impl ConnState {
+    fn new() -> Self {
+        ConnState {
+            origin: Instant::now(),
+            busy: AtomicBool::new(false),
+            last: AtomicU64::new(0),
+            request_from: AtomicU64::new(0),
+        }
+    }
+
+    fn ms(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64
+    }
+
+    /// Idle: not in a request, no request begun. Returns since when (ms since `origin`).
+    fn idle_since(&self) -> Option<u64> {
+        (!self.busy.load(Ordering::Acquire) && self.request_from.load(Ordering::Acquire) == 0)
+            .then(|| self.last.load(Ordering::Acquire))
+    }
+}
+
+/// The open connections.
+#[derive(Debug, Default)]
+struct Conns {
+    next_id: u64,
+    open: HashMap<u64, (Arc<ConnState>, tokio::task::AbortHandle)>,
+}
+
+impl Conns {
+    /// Closes the connection idle the longest; false when none is idle.
+    fn close_oldest_idle(&mut self) -> bool {
+        let oldest = self
+            .open
+            .iter()
+            .filter_map(|(id, (st, _))| {
+                st.idle_since()
+                    .map(|since| (st.origin + Duration::from_millis(since), *id))
+            })
+            .min();
+        match oldest.and_then(|(_, id)| self.open.remove(&id)) {
+            Some((_, task)) => {
+                task.abort();
+                true
             }
+            None => false,
         }
     }
 }
 
-async fn handle(
+#[derive(Debug, Clone)]
+struct Server {
+    metrics: Arc<Metrics>,
+    options: ServeOptions,
+    stats: Arc<ConnectionStats>,
+    conns: Arc<Mutex<Conns>>,
+}
+
+fn lock(m: &Mutex<Conns>) -> std::sync::MutexGuard<'_, Conns> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Server {
+    async fn accept_loop(self, listener: TcpListener, mut stop: oneshot::Receiver<()>) {
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+            return;
+        };
+        let reaper = tokio::spawn(self.clone().reap());
+        let mut backoff = Duration::ZERO;
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        backoff = Duration::ZERO;
+                        self.admit(stream);
+                    }
+                    Err(_) => {
+                        self.stats.accept_errors.fetch_add(1, Ordering::Relaxed);
+                        // out of descriptors (or another transient error): an idle
+                        // connection's descriptor lets the waiting one in at once
+                        if lock(&self.conns).close_oldest_idle() {
+                            self.stats.closed_for_room.fetch_add(1, Ordering::Relaxed);
+                            self.stats.open.fetch_sub(1, Ordering::Relaxed);
+                            tokio::task::yield_now().await;
+                            continue;
+                        }
+                        backoff = (backoff * 2).clamp(Duration::from_millis(5), MAX_ACCEPT_BACKOFF);
+                        tokio::select! {
+                            _ = &mut stop => break,
+                            _ = tokio::time::sleep(backoff) => {}
+                        }
+                    }
+                }
+            }
+        }
+        reaper.abort();
+        for (_, (_, task)) in lock(&self.conns).open.drain() {
+            task.abort();
+        }
+    }
+
+    /// Takes a new connection in, within the cap.
+    fn admit(&self, stream: tokio::net::TcpStream) {
+        self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        let mut conns = lock(&self.conns);
+        if conns.open.len() >= self.options.max_connections {
+            if conns.close_oldest_idle() {
+                self.stats.closed_for_room.fetch_add(1, Ordering::Relaxed);
+                self.stats.open.fetch_sub(1, Ordering::Relaxed);
+            } else {
+                // every connection is in a request: this one waits for none of them
+                self.stats.refused_at_cap.fetch_add(1, Ordering::Relaxed);
+                drop(stream);
+                return;
+            }
+        }
+        let st = Arc::new(ConnState::new());
+        let id = conns.next_id;
+        conns.next_id += 1;
+        let io = TokioIo::new(Watched {
+            inner: stream,
+            st: st.clone(),
+        });
+        let m = self.metrics.clone();
+        let service_state = st.clone();
+        let this = self.conns.clone();
+        let stats = self.stats.clone();
+        let task = tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let st = service_state.clone();
+                st.busy.store(true, Ordering::Release);
+                st.request_from.store(0, Ordering::Release);
+                let reply =
+                    handle(req, m.clone()).map(|r| r.map(|body| Watched { inner: body, st }));
+                async move { reply }
+            });
+            let _ = http1::Builder::new().serve_connection(io, service).await;
+            if lock(&this).open.remove(&id).is_some() {
+                stats.open.fetch_sub(1, Ordering::Relaxed);
+            }
+        });
+        conns.open.insert(id, (st, task.abort_handle()));
+        self.stats.open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Closes connections past their timeouts.
+    async fn reap(self) {
+        let idle = self.options.idle_timeout.as_millis() as u64;
+        let header = self.options.header_read_timeout.as_millis() as u64;
+        loop {
+            tokio::time::sleep(REAP_EVERY).await;
+            let mut conns = lock(&self.conns);
+            conns.open.retain(|_, (st, task)| {
+                let now = st.ms();
+                let from = st.request_from.load(Ordering::Acquire);
+                let verdict = if st.busy.load(Ordering::Acquire) {
+                    None
+                } else if from > 0 {
+                    (now + 1 - from >= header).then_some(&self.stats.closed_header_timeout)
+                } else {
+                    (now.saturating_sub(st.last.load(Ordering::Acquire)) >= idle)
+                        .then_some(&self.stats.closed_idle)
+                };
+                match verdict {
+                    Some(counter) => {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                        self.stats.open.fetch_sub(1, Ordering::Relaxed);
+                        task.abort();
+                        false
+                    }
+                    None => true,
+                }
+            });
+        }
+    }
+}
+
+/// A connection's stream, telling its state when a request's first byte arrives; or a
+/// response's body, ending the request when it was written (dropped).
+#[derive(Debug)]
+struct Watched<T> {
+    inner: T,
+    st: Arc<ConnState>,
+}
+
+impl hyper::body::Body for Watched<Full<Bytes>> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl<T> Drop for Watched<T> {
+    fn drop(&mut self) {
+        // a body is dropped when written (or its connection closed): the request is over
+        if self.st.busy.swap(false, Ordering::AcqRel) {
+            self.st.last.store(self.st.ms(), Ordering::Release);
+        }
+    }
+}
+
+impl AsyncRead for Watched<tokio::net::TcpStream> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before
+            && !self.st.busy.load(Ordering::Acquire)
+            && self.st.request_from.load(Ordering::Acquire) == 0
+        {
+            let at = self.st.ms() + 1;
+            self.st.request_from.store(at, Ordering::Release);
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched<tokio::net::TcpStream> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+}
+
+fn handle(
     req: Request<Incoming>,
     metrics: Arc<Metrics>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
