@@ -39,11 +39,15 @@ pub(crate) struct AnalyzeArgs {
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
-    let report = match args.format {
+    let run = match args.format {
         Format::Csv => {
-            let mut w = csv::Writer::from_writer(&mut out);
+            // the header first, so that even an empty log gives a CSV with one
+            let mut w = csv::WriterBuilder::new()
+                .has_headers(false)
+                .from_writer(&mut out);
+            w.write_record(CSV_HEADER).map_err(csv_io)?;
             let mut err = None;
-            let report = run_log(&args.input, args.engine.config(), |u| {
+            let run = run_log(&args.input, args.engine.config(), |u| {
                 if let (Update::Partition(p), None) = (&u, &err) {
                     if let Err(e) = w.serialize(CsvRow::from(&**p)) {
                         err = Some(e);
@@ -51,41 +55,84 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                 }
             })?;
             if let Some(e) = err {
-                return Err(e.into());
+                // as an I/O error, so that a closed pipe is seen as one
+                return Err(csv_io(e).into());
             }
             w.flush()?;
-            report
+            run
         }
         Format::Text | Format::Json => {
-            let report = run_log(&args.input, args.engine.config(), NoUpdates)?;
+            let run = run_log(&args.input, args.engine.config(), NoUpdates)?;
             if args.format == Format::Json {
-                serde_json::to_writer_pretty(&mut out, &report)?;
+                serde_json::to_writer_pretty(&mut out, &run.report)?;
                 writeln!(out)?;
             } else {
-                out.write_all(proofline_core::text::render(&report).as_bytes())?;
+                out.write_all(proofline_core::text::render(&run.report).as_bytes())?;
             }
-            report
+            run
         }
     };
     out.flush()?;
-    if report.lines.malformed > 0 {
-        let first = report.lines.malformed_examples.first();
+    let lines = &run.report.lines;
+    if lines.lines == 0 && run.error.is_none() {
+        eprintln!(
+            "proofline: warning: {} is empty: there is nothing to analyze",
+            args.input.display()
+        );
+    }
+    if lines.malformed > 0 {
+        let first = lines.malformed_examples.first();
         let msg = format!(
             "{} malformed TIMELINE line(s){}",
-            report.lines.malformed,
+            lines.malformed,
             first
                 .map(|m| format!(", first at line {}: {}", m.line, m.error))
                 .unwrap_or_default()
         );
         if args.strict {
+            run.result()?;
             bail!("{msg} (--strict)");
         }
         if args.format != Format::Text {
             eprintln!("proofline: warning: {msg}");
         }
     }
-    Ok(())
+    run.result()
 }
+
+/// A CSV error as the I/O error it holds, if it holds one (so that a closed pipe is seen
+/// as one).
+fn csv_io(e: csv::Error) -> io::Error {
+    if matches!(e.kind(), csv::ErrorKind::Io(_)) {
+        if let csv::ErrorKind::Io(io) = e.into_kind() {
+            return io;
+        }
+        unreachable!("checked above");
+    }
+    io::Error::other(e)
+}
+
+/// The CSV columns, in [`CsvRow`]'s order (a test checks them against it).
+const CSV_HEADER: [&str; 18] = [
+    "job_id",
+    "run",
+    "proof_kind",
+    "partition",
+    "worker",
+    "gpu",
+    "synth_start_ms",
+    "synth_end_ms",
+    "queue_start_ms",
+    "pickup_ms",
+    "gpu_start_ms",
+    "gpu_end_ms",
+    "synthesis_ms",
+    "queue_ms",
+    "lock_wait_ms",
+    "gpu_ms",
+    "synth_reported_ms",
+    "gpu_reported_ms",
+];
 
 /// One CSV row: a partition with every stage.
 #[derive(Debug, serde::Serialize)]
@@ -132,5 +179,19 @@ impl<'a> From<&'a PartitionRecord> for CsvRow<'a> {
             synth_reported_ms: p.synth_reported_ms,
             gpu_reported_ms: p.gpu_reported_ms,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_csv_header_names_the_row_fields_in_order() {
+        let p: PartitionRecord = serde_json::from_str(r#"{"job_id": "j", "run": 0}"#).unwrap();
+        let mut w = csv::Writer::from_writer(Vec::new());
+        w.serialize(CsvRow::from(&p)).unwrap();
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), CSV_HEADER.join(","));
     }
 }

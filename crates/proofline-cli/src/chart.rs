@@ -12,13 +12,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use ::svg::Document;
 use ::svg::node::element::{Group, Line, Rectangle, Style, Text, Title};
 use anyhow::{Context, Result};
 
-use crate::input::EngineArgs;
+use crate::input::{EngineArgs, OutputFile};
 use crate::timeline::{self, Lanes, Timeline};
 
 #[derive(Debug, clap::Args)]
@@ -29,20 +29,45 @@ pub(crate) struct ChartArgs {
     /// Where to write the chart: `.svg`, or `.html` for a page that zooms and pans.
     #[arg(short, long, default_value = "timeline.svg")]
     output: PathBuf,
-    /// Draw at most this many partitions (the first ones).
-    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
+    /// Draw at most this many partitions (the first to finish from --from-s on); the
+    /// header's figures always cover the whole log. Range 1..=1000000.
+    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     max_partitions: usize,
+    /// Draw from this time of the log on (seconds of its TIMELINE offsets).
+    #[arg(long, default_value_t = 0, value_name = "SECONDS")]
+    from_s: u64,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
 pub(crate) fn run(args: &ChartArgs) -> Result<()> {
-    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
+    let out = OutputFile::create(&args.input, &args.output, FORMATS)?;
+    let (t, run) = timeline::Timeline::from_log(
+        &args.input,
+        args.engine.config(),
+        args.from_s.saturating_mul(1000),
+        args.max_partitions,
+    )?;
+    if t.window.capped {
+        eprintln!(
+            "proofline: the log has {} partitions; {} are drawn (--max-partitions, --from-s); the header's figures cover them all",
+            t.window.log_partitions,
+            t.parts.len()
+        );
+    }
     let title = format!("proofline timeline: {}", args.input.display());
-    write(&t, &title, &args.output)?;
+    write(&t, &title, out)?;
     eprintln!("proofline: wrote {}", args.output.display());
-    Ok(())
+    run.result()
 }
+
+/// What `chart` writes, by extension.
+pub(crate) const FORMATS: &[(&str, &str)] = &[
+    ("svg", "SVG"),
+    ("html", "HTML page that zooms and pans"),
+    ("htm", "HTML"),
+];
 
 const LEFT: f64 = 170.0;
 const RIGHT: f64 = 30.0;
@@ -64,7 +89,7 @@ const CSS: &str = "text{font-family:Helvetica,Arial,sans-serif;font-size:11px;fi
 .tick{stroke:#ddd;stroke-width:1}.ticklabel{fill:#777;font-size:10px}\
 .bar{stroke:none}.synthesis{opacity:0.95}.queue{opacity:0.35}.lock_wait{opacity:0.55}.gpu{opacity:0.9}\
 .busy{fill:#2ca02c;opacity:0.5}.gap{fill:#d62728}.gaplabel{fill:#d62728;font-size:10px}\
-.transition{stroke:#222;stroke-width:1;stroke-dasharray:3,2}.translabel{font-size:9px;fill:#222}";
+.transition{stroke:#222;stroke-width:1;stroke-dasharray:3,2}.translabel{font-size:9px;fill:#222}.window{fill:#555;font-size:10px}";
 
 /// The chart's width in pixels for a run of `ms` milliseconds: ~5 px a second for short runs,
 /// capped so that 500 sectors stay drawable (the HTML page zooms).
@@ -324,6 +349,24 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
             .set("y", 58),
         );
     }
+    let (w0, w1) = t.span();
+    let shown = if t.window.whole() {
+        format!("{} partitions, the whole log", t.parts.len())
+    } else {
+        format!(
+            "drawn: {} of the log's {} partitions, {} to {} of its timeline; the figures above cover the whole log",
+            t.parts.len(),
+            t.window.log_partitions,
+            secs(w0),
+            secs(w1)
+        )
+    };
+    header = header.add(
+        Text::new(shown)
+            .set("x", 8)
+            .set("y", 73)
+            .set("class", "window"),
+    );
     Document::new()
         .set("width", total_w)
         .set("height", height)
@@ -448,16 +491,17 @@ body{{margin:0;font-family:Helvetica,Arial,sans-serif;background:#fafafa}}
     out
 }
 
-/// Writes the chart to `out`: HTML when the name ends in `.html`/`.htm`, else SVG.
-pub fn write(t: &Timeline, title: &str, out: &Path) -> Result<()> {
+/// Writes the chart to `out`: HTML when its name ends in `.html`/`.htm`, else SVG.
+pub(crate) fn write(t: &Timeline, title: &str, out: OutputFile) -> Result<()> {
     let doc = svg(t, title);
-    let is_html = out
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("html") || e.eq_ignore_ascii_case("htm"));
-    let body = if is_html {
-        html(&doc, title)
-    } else {
+    let body = if out.ext() == "svg" {
         doc.to_string()
+    } else {
+        html(&doc, title)
     };
-    std::fs::write(out, body).with_context(|| format!("cannot write {}", out.display()))
+    let mut f = out.file()?;
+    std::io::Write::write_all(&mut f, body.as_bytes())
+        .and_then(|()| f.sync_data())
+        .context("cannot write the chart")?;
+    out.commit()
 }

@@ -1,5 +1,6 @@
 //! `proofline demo`: the simulated prover, instrumented by the layer, with live progress.
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
@@ -277,26 +278,26 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     }
     fs::write(&report_path, serde_json::to_vec_pretty(&report)?)
         .with_context(|| format!("cannot write {}", report_path.display()))?;
-    print!("{}", proofline_core::text::render(&report));
+    let mut text = proofline_core::text::render(&report);
     // the chart of the log it wrote, next to it
     let chart_path = args.out.join(format!("{}-timeline.html", args.instance));
-    let chart = crate::timeline::Timeline::from_log(
-        &log_path,
-        engine_for_chart(&cfg),
-        crate::timeline::DEFAULT_MAX_PARTITIONS,
-    )
-    .and_then(|t| {
-        crate::chart::write(
-            &t,
-            &format!("proofline demo: {}", args.instance),
-            &chart_path,
-        )
-    });
+    let chart = crate::input::OutputFile::create(&log_path, &chart_path, crate::chart::FORMATS)
+        .and_then(|out| {
+            let (t, run) = crate::timeline::Timeline::from_log(
+                &log_path,
+                engine_for_chart(&cfg),
+                0,
+                crate::timeline::DEFAULT_MAX_PARTITIONS,
+            )?;
+            crate::chart::write(&t, &format!("proofline demo: {}", args.instance), out)?;
+            run.result()
+        });
     if let Err(e) = &chart {
         eprintln!("proofline demo: no chart: {e:#}");
     }
-    println!();
-    println!(
+    text.push('\n');
+    let _ = writeln!(
+        text,
         "Simulated at {}x: multiply times by {} for cuzk's scale. {} partitions proved{}.",
         args.speed,
         args.speed,
@@ -307,22 +308,27 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
             String::new()
         }
     );
-    println!(
+    let _ = writeln!(
+        text,
         "Files: {} (TIMELINE log), {} (report)",
         log_path.display(),
         report_path.display()
     );
     if chart.is_ok() {
-        println!("Chart: {}", chart_path.display());
+        let _ = writeln!(text, "Chart: {}", chart_path.display());
     }
-    println!(
+    let _ = writeln!(
+        text,
         "Telemetry: {} events taken in, {} dropped (queue full), {} TIMELINE lines written",
         stats.received, stats.dropped, stats.written
     );
-    println!(
+    let _ = writeln!(
+        text,
         "Same numbers offline: proofline analyze {}",
         log_path.display()
     );
+    // a closed pipe ends the demo quietly (main); the files are written already
+    io::stdout().lock().write_all(text.as_bytes())?;
     if exporters.server.is_some() && args.linger > 0 {
         std::thread::sleep(Duration::from_secs(args.linger));
     }

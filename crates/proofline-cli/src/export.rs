@@ -2,17 +2,29 @@
 //! chrome://tracing open. A process per GPU with a thread per worker (sub-rows where a
 //! worker's intervals overlap, so that slices nest properly), a process for synthesis with a
 //! thread per slot, one for the queue, and counters for queue depth and GPU busy.
+//!
+//! Written as the log is read: each partition goes out when the engine finishes its job,
+//! so memory does not grow with the log. Rows are laid out on line: an interval takes the
+//! first row whose last interval ended before it starts, else a new row (a log whose jobs
+//! finish out of order gets a few more rows than the fewest possible). The queue-depth
+//! counter needs its changes in time order: they wait in a buffer until the engine's
+//! present is a job timeout past them ([`DEPTH_HORIZON_MS`] at least); a change older than
+//! what was written already is written at the oldest instant still open, and counted.
 
-use std::fs::File;
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::io::{self, Write};
 use std::path::PathBuf;
+use std::rc::Rc;
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use proofline_core::report::PartitionRecord;
+use proofline_core::sink::{Update, UpdateSink};
 use serde_json::{Value, json};
 
-use crate::input::EngineArgs;
-use crate::timeline::{self, Timeline};
+use crate::input::{EngineArgs, OutputFile, run_log_until};
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -29,37 +41,74 @@ pub(crate) struct ExportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
     format: ExportFormat,
-    /// Write to this file instead of stdout.
+    /// Write to this file (`.json`) instead of stdout. It appears when complete.
     #[arg(short, long)]
     output: Option<PathBuf>,
-    /// Export at most this many partitions (the first ones).
-    #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS)]
-    max_partitions: usize,
+    /// Export at most this many partitions (the first to finish). Default: all of them
+    /// (the export is written as it is read: memory does not grow with the log).
+    #[arg(long)]
+    max_partitions: Option<usize>,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
-    let t = timeline::Timeline::from_log(&args.input, args.engine.config(), args.max_partitions)?;
     let ExportFormat::Perfetto = args.format;
-    let trace = perfetto(&t);
-    match &args.output {
-        Some(p) => {
-            let f = File::create(p).with_context(|| format!("cannot create {}", p.display()))?;
-            serde_json::to_writer(io::BufWriter::new(f), &trace)?;
-        }
-        None => {
-            let mut out = io::BufWriter::new(io::stdout().lock());
-            serde_json::to_writer(&mut out, &trace)?;
-            writeln!(out)?;
-        }
+    let target = match &args.output {
+        Some(p) => Some(OutputFile::create(
+            &args.input,
+            p,
+            &[("json", "Chrome trace-event JSON")],
+        )?),
+        None => None,
+    };
+    let out: Box<dyn Write> = match &target {
+        Some(t) => Box::new(io::BufWriter::with_capacity(1 << 16, t.file()?)),
+        None => Box::new(io::BufWriter::with_capacity(1 << 16, io::stdout().lock())),
+    };
+    let cfg = args.engine.config();
+    let failed = Rc::new(Cell::new(false));
+    let mut w = Perfetto::new(
+        out,
+        cfg.gpu_workers_per_device,
+        cfg.job_timeout_ms,
+        failed.clone(),
+    );
+    w.max_partitions = args.max_partitions;
+    w.begin();
+    let flag = failed.clone();
+    let run = run_log_until(&args.input, cfg, |u| w.update(u), &mut || flag.get())?;
+    let (written, error) = w.end();
+    if let Some(e) = error {
+        return Err(e).context("cannot write the export");
     }
-    Ok(())
+    if let Some(max) = args.max_partitions.filter(|&m| written.partitions >= m) {
+        eprintln!("proofline: exported the first {max} partitions to finish (--max-partitions)");
+    }
+    if written.late_depth > 0 {
+        eprintln!(
+            "proofline: {} queue-depth changes came after later ones were written: written at the oldest open instant",
+            written.late_depth
+        );
+    }
+    if let Some(t) = target {
+        t.commit()?;
+    }
+    if run.report.lines.lines == 0 && run.error.is_none() {
+        eprintln!(
+            "proofline: warning: {} is empty: the export holds no slices",
+            args.input.display()
+        );
+    }
+    run.result()
 }
 
 const PID_SYNTH: u32 = 1;
 const PID_QUEUE: u32 = 2;
 const PID_GPU0: u32 = 10;
+/// Queue-depth changes wait at least this long (of the log's time) before they are
+/// written; the job timeout, when longer, is the wait.
+pub(crate) const DEPTH_HORIZON_MS: u64 = 10 * 60 * 1000;
 
 fn us(ms: u64) -> u64 {
     ms * 1000
@@ -73,134 +122,284 @@ fn slice(name: String, cat: &str, pid: u32, tid: u32, s: u64, e: u64, args: Valu
     json!({"name": name, "cat": cat, "ph": "X", "ts": us(s), "dur": us(e.saturating_sub(s)), "pid": pid, "tid": tid, "args": args})
 }
 
-/// The trace as a JSON value.
-pub fn perfetto(t: &Timeline) -> Value {
-    let mut ev: Vec<Value> = Vec::new();
-    let label = |p: &proofline_core::report::PartitionRecord| match p.partition {
+fn label(p: &PartitionRecord) -> String {
+    match p.partition {
         Some(n) => format!("{} p{n}", p.job_id),
         None => p.job_id.to_string(),
-    };
-    let args = |p: &proofline_core::report::PartitionRecord| json!({"job_id": &*p.job_id, "partition": p.partition, "worker": p.worker, "proof_kind": p.proof_kind.as_deref()});
+    }
+}
 
-    ev.push(meta("process_name", PID_SYNTH, 0, "Synthesis".into()));
-    let synth = t.synthesis_lanes(usize::MAX);
-    for r in 0..synth.rows {
-        ev.push(meta(
-            "thread_name",
-            PID_SYNTH,
-            r as u32,
-            format!("slot {r}"),
-        ));
-    }
-    for &(i, s, e, r) in &synth.items {
-        let p = &t.parts[i];
-        ev.push(slice(
-            label(p),
-            "synthesis",
-            PID_SYNTH,
-            r as u32,
-            s,
-            e,
-            args(p),
-        ));
-    }
+fn args(p: &PartitionRecord) -> Value {
+    json!({"job_id": &*p.job_id, "partition": p.partition, "worker": p.worker, "proof_kind": p.proof_kind.as_deref()})
+}
 
-    ev.push(meta("process_name", PID_QUEUE, 0, "GPU queue".into()));
-    let queue = t.queue_lanes(usize::MAX);
-    for r in 0..queue.rows {
-        ev.push(meta(
-            "thread_name",
-            PID_QUEUE,
-            r as u32 + 1,
-            format!("waiting {r}"),
-        ));
-    }
-    let mut depth: Vec<(u64, i64)> = Vec::new();
-    for &(i, s, e, r) in &queue.items {
-        let p = &t.parts[i];
-        ev.push(slice(
-            label(p),
-            "queue",
-            PID_QUEUE,
-            r as u32 + 1,
-            s,
-            e,
-            args(p),
-        ));
-        depth.push((s, 1));
-        depth.push((e, -1));
-    }
-    depth.sort();
-    let mut d = 0i64;
-    for (at, delta) in depth {
-        d += delta;
-        ev.push(json!({"name": "queue depth", "ph": "C", "ts": us(at), "pid": PID_QUEUE, "args": {"partitions": d}}));
-    }
+/// Rows laid out on line: each row's last end.
+#[derive(Debug, Default)]
+struct Rows(Vec<u64>);
 
-    let workers = t.worker_lanes(usize::MAX);
-    let mut gpus: Vec<u32> = workers
-        .keys()
-        .map(|k| k.0)
-        .chain(t.busy.iter().map(|b| b.0))
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    for g in &gpus {
-        ev.push(meta("process_name", PID_GPU0 + g, 0, format!("GPU {g}")));
-    }
-    for ((g, w), lanes) in &workers {
-        for k in 0..lanes.rows {
-            let name = if k == 0 {
-                format!("worker {w}")
-            } else {
-                format!("worker {w} (overlap {k})")
-            };
-            ev.push(meta(
-                "thread_name",
-                PID_GPU0 + g,
-                w * 100 + k as u32 + 1,
-                name,
-            ));
+impl Rows {
+    /// The row for `[s, e)`, and whether it is new.
+    fn place(&mut self, s: u64, e: u64) -> (usize, bool) {
+        let end = e.max(s + 1);
+        match self.0.iter().position(|&last| last <= s) {
+            Some(r) => {
+                self.0[r] = end;
+                (r, false)
+            }
+            None => {
+                self.0.push(end);
+                (self.0.len() - 1, true)
+            }
         }
-        for &(i, _, _, r) in &lanes.items {
-            let p = &t.parts[i];
+    }
+}
+
+/// What an export wrote.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Written {
+    pub partitions: usize,
+    pub late_depth: u64,
+}
+
+/// The trace-event writer, fed by the engine.
+pub(crate) struct Perfetto<W: Write> {
+    out: W,
+    first: bool,
+    error: Option<io::Error>,
+    failed: Rc<Cell<bool>>,
+    wpd: u32,
+    max_partitions: Option<usize>,
+    written: Written,
+    synth: Rows,
+    queue: Rows,
+    workers: HashMap<(u32, u32), Rows>,
+    gpus: BTreeSet<u32>,
+    gap_tracks: BTreeSet<u32>,
+    /// Queue-depth changes not written yet, oldest first.
+    depth_pending: BinaryHeap<Reverse<(u64, i64)>>,
+    depth: i64,
+    /// Changes up to this instant were written.
+    depth_written_to: u64,
+    /// The newest instant seen: changes a horizon older than it are written.
+    newest: u64,
+    horizon: u64,
+}
+
+impl<W: Write> Perfetto<W> {
+    pub(crate) fn new(out: W, wpd: u32, job_timeout_ms: u64, failed: Rc<Cell<bool>>) -> Self {
+        Perfetto {
+            out,
+            first: true,
+            error: None,
+            failed,
+            wpd: wpd.max(1),
+            max_partitions: None,
+            written: Written::default(),
+            synth: Rows::default(),
+            queue: Rows::default(),
+            workers: HashMap::new(),
+            gpus: BTreeSet::new(),
+            gap_tracks: BTreeSet::new(),
+            depth_pending: BinaryHeap::new(),
+            depth: 0,
+            depth_written_to: 0,
+            newest: 0,
+            horizon: job_timeout_ms.max(DEPTH_HORIZON_MS),
+        }
+    }
+
+    fn raw(&mut self, s: &[u8]) {
+        if self.error.is_none() {
+            if let Err(e) = self.out.write_all(s) {
+                self.error = Some(e);
+                self.failed.set(true);
+            }
+        }
+    }
+
+    fn event(&mut self, v: &Value) {
+        if self.error.is_some() {
+            return;
+        }
+        let sep: &[u8] = if self.first { b"\n" } else { b",\n" };
+        self.first = false;
+        self.raw(sep);
+        if self.error.is_none() {
+            if let Err(e) = serde_json::to_writer(&mut self.out, v) {
+                self.error = Some(e.into());
+                self.failed.set(true);
+            }
+        }
+    }
+
+    /// The document's head and the fixed tracks.
+    pub(crate) fn begin(&mut self) {
+        self.raw(
+            br#"{"displayTimeUnit":"ms","otherData":{"producer":"proofline"},"traceEvents":["#,
+        );
+        self.event(&meta("process_name", PID_SYNTH, 0, "Synthesis".into()));
+        self.event(&meta("process_name", PID_QUEUE, 0, "GPU queue".into()));
+    }
+
+    /// Writes what is pending and closes the document; what was written, and the first
+    /// write error.
+    pub(crate) fn end(mut self) -> (Written, Option<io::Error>) {
+        self.flush_depth(u64::MAX);
+        self.raw(b"\n]}\n");
+        if self.error.is_none() {
+            if let Err(e) = self.out.flush() {
+                self.error = Some(e);
+            }
+        }
+        (self.written, self.error)
+    }
+
+    fn gpu(&mut self, g: u32) {
+        if self.gpus.insert(g) {
+            self.event(&meta("process_name", PID_GPU0 + g, 0, format!("GPU {g}")));
+        }
+    }
+
+    fn flush_depth(&mut self, upto: u64) {
+        while let Some(&Reverse((t, delta))) = self.depth_pending.peek() {
+            if t > upto {
+                break;
+            }
+            self.depth_pending.pop();
+            self.depth += delta;
+            self.depth_written_to = t;
+            let d = self.depth;
+            self.event(&json!({"name": "queue depth", "ph": "C", "ts": us(t), "pid": PID_QUEUE, "args": {"partitions": d}}));
+        }
+    }
+
+    fn depth_change(&mut self, t: u64, delta: i64) {
+        let t = if t < self.depth_written_to {
+            self.written.late_depth += 1;
+            self.depth_written_to
+        } else {
+            t
+        };
+        self.depth_pending.push(Reverse((t, delta)));
+    }
+
+    fn partition(&mut self, p: &PartitionRecord) {
+        if self
+            .max_partitions
+            .is_some_and(|m| self.written.partitions >= m)
+        {
+            return;
+        }
+        self.written.partitions += 1;
+        if let (Some(s), Some(e)) = (p.synth_start_ms, p.synth_end_ms) {
+            let (r, new) = self.synth.place(s, e);
+            if new {
+                self.event(&meta(
+                    "thread_name",
+                    PID_SYNTH,
+                    r as u32,
+                    format!("slot {r}"),
+                ));
+            }
+            self.event(&slice(
+                label(p),
+                "synthesis",
+                PID_SYNTH,
+                r as u32,
+                s,
+                e,
+                args(p),
+            ));
+            self.newest = self.newest.max(e);
+        }
+        if let (Some(s), Some(e)) = (p.queue_start_ms, p.pickup_ms.or(p.gpu_start_ms)) {
+            let (r, new) = self.queue.place(s, e);
+            let tid = r as u32 + 1;
+            if new {
+                self.event(&meta("thread_name", PID_QUEUE, tid, format!("waiting {r}")));
+            }
+            self.event(&slice(label(p), "queue", PID_QUEUE, tid, s, e, args(p)));
+            self.depth_change(s, 1);
+            self.depth_change(e, -1);
+            self.newest = self.newest.max(e);
+        }
+        if let (Some(start), Some(end)) = (p.gpu_start_ms, p.gpu_end_ms) {
+            let g = p.gpu.or(p.worker.map(|w| w / self.wpd)).unwrap_or(0);
+            let w = p.worker.unwrap_or(0);
+            self.gpu(g);
+            let from = p.pickup_ms.unwrap_or(start).min(start);
+            let (r, new) = self.workers.entry((g, w)).or_default().place(from, end);
             let tid = w * 100 + r as u32 + 1;
-            if let (Some(pick), Some(start)) = (p.pickup_ms, p.gpu_start_ms) {
-                if start > pick {
-                    ev.push(slice(
-                        label(p),
-                        "lock_wait",
-                        PID_GPU0 + g,
-                        tid,
-                        pick,
-                        start,
-                        args(p),
+            if new {
+                let name = if r == 0 {
+                    format!("worker {w}")
+                } else {
+                    format!("worker {w} (overlap {r})")
+                };
+                self.event(&meta("thread_name", PID_GPU0 + g, tid, name));
+            }
+            if start > from {
+                self.event(&slice(
+                    label(p),
+                    "lock_wait",
+                    PID_GPU0 + g,
+                    tid,
+                    from,
+                    start,
+                    args(p),
+                ));
+            }
+            self.event(&slice(
+                label(p),
+                "gpu",
+                PID_GPU0 + g,
+                tid,
+                start,
+                end,
+                args(p),
+            ));
+            self.newest = self.newest.max(end);
+        }
+        let upto = self.newest.saturating_sub(self.horizon);
+        if upto > self.depth_written_to {
+            self.flush_depth(upto);
+        }
+    }
+}
+
+impl<W: Write> UpdateSink for Perfetto<W> {
+    fn update(&mut self, update: Update) {
+        match update {
+            Update::Partition(p) => self.partition(&p),
+            Update::GpuBusy { gpu, busy, t_ms } => {
+                self.gpu(gpu);
+                self.event(&json!({"name": "GPU busy", "ph": "C", "ts": us(t_ms), "pid": PID_GPU0 + gpu, "args": {"busy": u8::from(busy)}}));
+            }
+            Update::IdleGap(gap) => {
+                self.gpu(gap.gpu);
+                if self.gap_tracks.insert(gap.gpu) {
+                    self.event(&meta(
+                        "thread_name",
+                        PID_GPU0 + gap.gpu,
+                        0,
+                        "idle gaps".into(),
                     ));
                 }
+                self.event(&slice(
+                    format!("idle {:.1} s ({})", gap.len_ms() as f64 / 1000.0, gap.boundary.as_str()),
+                    "idle",
+                    PID_GPU0 + gap.gpu,
+                    0,
+                    gap.start_ms,
+                    gap.end_ms,
+                    json!({"boundary": gap.boundary.as_str(), "next_job": &*gap.next_job, "with_queue_ms": gap.with_queue_ms}),
+                ));
             }
-            let (s, e) = (p.gpu_start_ms.unwrap_or(0), p.gpu_end_ms.unwrap_or(0));
-            ev.push(slice(label(p), "gpu", PID_GPU0 + g, tid, s, e, args(p)));
+            Update::Transition(_) | Update::Job(_) | Update::NewRun { .. } => {}
         }
     }
-    for &(g, busy, at) in &t.busy {
-        ev.push(json!({"name": "GPU busy", "ph": "C", "ts": us(at), "pid": PID_GPU0 + g, "args": {"busy": u8::from(busy)}}));
+
+    fn wants_partitions(&self) -> bool {
+        true
     }
-    for gap in &t.gaps {
-        ev.push(meta(
-            "thread_name",
-            PID_GPU0 + gap.gpu,
-            0,
-            "idle gaps".into(),
-        ));
-        ev.push(slice(
-            format!("idle {:.1} s ({})", gap.len_ms() as f64 / 1000.0, gap.boundary.as_str()),
-            "idle",
-            PID_GPU0 + gap.gpu,
-            0,
-            gap.start_ms,
-            gap.end_ms,
-            json!({"boundary": gap.boundary.as_str(), "next_job": &*gap.next_job, "with_queue_ms": gap.with_queue_ms}),
-        ));
-    }
-    json!({"displayTimeUnit": "ms", "traceEvents": ev, "otherData": {"producer": "proofline"}})
 }

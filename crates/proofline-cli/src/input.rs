@@ -2,9 +2,9 @@
 
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{Context, Result, bail};
 use proofline_core::reader::LineFeeder;
 use proofline_core::report::Report;
 use proofline_core::sink::UpdateSink;
@@ -99,8 +99,45 @@ pub(crate) fn open_log(
     })
 }
 
-/// Reads a whole log through the engine; `on_update` sees every update.
-pub(crate) fn run_log(path: &Path, cfg: EngineConfig, mut sink: impl UpdateSink) -> Result<Report> {
+/// A log read through the engine.
+#[derive(Debug)]
+pub(crate) struct LogRun {
+    /// The report of what was read (all of it, or up to the read error).
+    pub report: Report,
+    /// Reading stopped at this error (e.g. a truncated compressed log); the report covers
+    /// the lines before it.
+    pub error: Option<anyhow::Error>,
+    /// Reading stopped early because the caller said so.
+    pub stopped: bool,
+}
+
+impl LogRun {
+    /// The read error, if any, as the command's failure (after its output was written).
+    pub fn result(self) -> Result<()> {
+        match self.error {
+            Some(e) => Err(e.context(format!(
+                "the input ended early: what came out covers the {} lines read before the error",
+                self.report.lines.lines
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Reads a whole log through the engine; `sink` sees every update. A read error after the
+/// log was opened ends the reading, not the run: the report covers what was read, and the
+/// error is in [`LogRun::error`].
+pub(crate) fn run_log(path: &Path, cfg: EngineConfig, sink: impl UpdateSink) -> Result<LogRun> {
+    run_log_until(path, cfg, sink, &mut || false)
+}
+
+/// [`run_log`], stopping early (after a block of lines) when `stop` says so.
+pub(crate) fn run_log_until(
+    path: &Path,
+    cfg: EngineConfig,
+    mut sink: impl UpdateSink,
+    stop: &mut dyn FnMut() -> bool,
+) -> Result<LogRun> {
     let progress = (io::stderr().is_terminal() && path.as_os_str() != "-").then(|| {
         let pb = indicatif::ProgressBar::new(0);
         pb.set_style(
@@ -114,25 +151,45 @@ pub(crate) fn run_log(path: &Path, cfg: EngineConfig, mut sink: impl UpdateSink)
     let input = open_log(path, progress.as_ref())?;
     let mut engine = Engine::new(cfg);
     let mut feeder = LineFeeder::new();
-    // read and parse on one thread, run the engine (and `on_update`) on this one
-    feeder
-        .feed_all_parallel(input, &mut engine, &mut sink)
-        .with_context(|| format!("reading {}", path.display()))?;
+    // read and parse on one thread, run the engine (and the sink) on this one
+    let read = feeder.feed_all_parallel_until(input, &mut engine, &mut sink, stop);
     engine.finish(&mut sink);
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
     let mut report = engine.report();
     report.lines = feeder.stats;
-    Ok(report)
+    report.lines.from_input = true;
+    let (stopped, error) = match read {
+        Ok(stopped) => (stopped, None),
+        Err(e) => {
+            report.lines.read_error = Some(e.to_string());
+            (
+                false,
+                Some(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+            )
+        }
+    };
+    Ok(LogRun {
+        report,
+        error,
+        stopped,
+    })
 }
 
-/// The newest TIMELINE offset of a log (a quick scan), for the default replay epoch.
-pub(crate) fn newest_offset(path: &Path) -> Result<u64> {
+/// The newest TIMELINE offset of a log (a quick scan), for the default replay epoch; an
+/// error if the scan is not done by `deadline`.
+pub(crate) fn newest_offset(path: &Path, deadline: std::time::Instant) -> Result<u64> {
     let mut input = open_log(path, None)?;
     let mut newest = 0;
     let mut line = Vec::new();
-    loop {
+    for n in 0u64.. {
+        if n % 65_536 == 0 && std::time::Instant::now() >= deadline {
+            bail!(
+                "the deadline came while scanning {} for its newest offset: pass --epoch, or a longer --timeout-s",
+                path.display()
+            );
+        }
         line.clear();
         if input.read_until(b'\n', &mut line)? == 0 {
             return Ok(newest);
@@ -143,6 +200,105 @@ pub(crate) fn newest_offset(path: &Path) -> Result<u64> {
             newest = newest.max(ev.offset_ms);
         }
     }
+    Ok(newest)
+}
+
+/// A file a command writes: refused when it is the input, named with an extension of a
+/// format the command writes, written under a temporary name beside it and renamed into
+/// place when complete (a failed run leaves no half file under the name).
+#[derive(Debug)]
+pub(crate) struct OutputFile {
+    path: PathBuf,
+    tmp: PathBuf,
+    ext: &'static str,
+    committed: bool,
+}
+
+impl OutputFile {
+    /// Checks `output` against `input` and the formats (`(extension, what)`) the command
+    /// writes.
+    pub(crate) fn create(
+        input: &Path,
+        output: &Path,
+        formats: &[(&'static str, &str)],
+    ) -> Result<Self> {
+        let ext = output
+            .extension()
+            .and_then(|e| e.to_str())
+            .map(str::to_ascii_lowercase)
+            .unwrap_or_default();
+        let Some(&(ext, _)) = formats.iter().find(|(e, _)| *e == ext) else {
+            let can: Vec<String> = formats
+                .iter()
+                .map(|(e, what)| format!(".{e} ({what})"))
+                .collect();
+            bail!(
+                "cannot write {}: the format follows the file's extension, and this command writes {}",
+                output.display(),
+                can.join(", ")
+            );
+        };
+        if input.as_os_str() != "-" && same_file(input, output) {
+            bail!(
+                "{} is the input: refusing to write over it (choose another output file)",
+                output.display()
+            );
+        }
+        let name = output
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = output.with_file_name(format!(".{name}.{}.partial", std::process::id()));
+        Ok(OutputFile {
+            path: output.to_owned(),
+            tmp,
+            ext,
+            committed: false,
+        })
+    }
+
+    /// The format's extension (lower case).
+    pub(crate) fn ext(&self) -> &'static str {
+        self.ext
+    }
+
+    /// The file to write to (under the temporary name).
+    pub(crate) fn file(&self) -> Result<File> {
+        File::create(&self.tmp).with_context(|| format!("cannot create {}", self.path.display()))
+    }
+
+    /// Moves the written file into place.
+    pub(crate) fn commit(mut self) -> Result<()> {
+        std::fs::rename(&self.tmp, &self.path)
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for OutputFile {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// Whether two paths name one file (the same path, a link to it, or another name of it).
+fn same_file(a: &Path, b: &Path) -> bool {
+    if let (Ok(ca), Ok(cb)) = (a.canonicalize(), b.canonicalize()) {
+        if ca == cb {
+            return true;
+        }
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if let (Ok(ma), Ok(mb)) = (std::fs::metadata(a), std::fs::metadata(b)) {
+            return (ma.dev(), ma.ino()) == (mb.dev(), mb.ino());
+        }
+    }
+    false
 }
 
 /// Parses `PREFIX=N` for `--partitions-for`.

@@ -52,7 +52,32 @@ fn main() {
         Command::Generate(args) => generate::run(&args),
     };
     if let Err(e) = result {
-        eprintln!("proofline: error: {e:#}");
+        // the reader of our output went away (`| head`): end quietly, as Unix tools do when
+        // SIGPIPE ends them (and with their status, 128 + 13)
+        if e.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        }) {
+            std::process::exit(141);
+        }
+        eprintln!("proofline: error: {}", message(&e));
         std::process::exit(1);
     }
+}
+
+/// An error and its causes, each cause once: one that an error's own message already
+/// quotes (an OS error it names) is not repeated.
+fn message(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }

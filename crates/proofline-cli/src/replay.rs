@@ -1,12 +1,19 @@
 //! `proofline replay`: an old log's traces, sent to an OTLP collector.
+//!
+//! The whole command runs within `--timeout-s`: reading, sending and the final wait. When
+//! the deadline comes, reading stops, what was not delivered is counted, and the summary
+//! names the cause of each kind of failure (the collector's HTTP status, a refused
+//! connection, a host that does not resolve, a collector that does not answer).
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use proofline_core::sink::UpdateSink;
+use proofline_core::sink::{Update, UpdateSink};
 
-use crate::input::{EngineArgs, newest_offset, run_log};
+use crate::input::{EngineArgs, newest_offset, run_log_until};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
@@ -24,14 +31,18 @@ pub(crate) struct ReplayArgs {
     /// Name of the prover in trace ids (use the one its live metrics used, to match exemplars).
     #[arg(long, default_value = "cuzk")]
     instance: String,
-    /// How long to wait at the end for the collector to take everything.
-    #[arg(long, default_value_t = 30, value_name = "SECONDS")]
+    /// The whole replay (reading, sending, waiting for the collector) ends within this;
+    /// what is not delivered by then is counted. Range 1..=86400.
+    #[arg(long, default_value_t = 60, value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout_s: u64,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(args.timeout_s);
     if args.endpoint.is_none() && proofline_otlp::endpoint_from_env().is_none() {
         bail!(
             "no collector: pass --endpoint or set OTEL_EXPORTER_OTLP_ENDPOINT (e.g. http://127.0.0.1:4318)"
@@ -53,7 +64,8 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
                         args.input.display()
                     )
                 })?;
-            proofline_core::ids::unix_ms(mtime).saturating_sub(newest_offset(&args.input)?)
+            proofline_core::ids::unix_ms(mtime)
+                .saturating_sub(newest_offset(&args.input, deadline)?)
         }
     };
     let mut cfg =
@@ -68,29 +80,130 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             format!("{e}/v1/traces")
         }
     });
+    // one export never takes longer than the whole replay may
+    let env_timeout = [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
+    .map(Duration::from_millis);
+    cfg.timeout = Some(
+        env_timeout
+            .unwrap_or(Duration::from_secs(10))
+            .min(Duration::from_secs(args.timeout_s)),
+    );
     cfg.block_when_full = true;
+    cfg.block_until = Some(deadline);
     let (mut sink, mut handle) = proofline_otlp::start(cfg)?;
     let counters = sink.counters();
-    let report = run_log(&args.input, args.engine.config(), |u| sink.update(u))?;
+
+    let progress = std::io::stderr().is_terminal().then(|| {
+        let pb = indicatif::ProgressBar::new_spinner();
+        pb.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {elapsed} {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+        );
+        pb.enable_steady_tick(Duration::from_millis(200));
+        pb
+    });
+    let mut jobs = 0u64;
+    let mut last_shown = Instant::now();
+    let show = |pb: &indicatif::ProgressBar, jobs: u64| {
+        pb.set_message(format!(
+            "{jobs} jobs read, {} traces delivered, {} failed, {} s left",
+            counters.traces_exported.load(Relaxed),
+            counters.traces_failed.load(Relaxed),
+            deadline.saturating_duration_since(Instant::now()).as_secs()
+        ));
+    };
+    let run = run_log_until(
+        &args.input,
+        args.engine.config(),
+        |u: Update| {
+            if let Update::Job(_) = &u {
+                jobs += 1;
+            }
+            if let Some(pb) = &progress {
+                if last_shown.elapsed() > Duration::from_millis(200) {
+                    last_shown = Instant::now();
+                    show(pb, jobs);
+                }
+            }
+            sink.update(u);
+        },
+        &mut || Instant::now() >= deadline,
+    )?;
     drop(sink);
-    let result = handle.shutdown(Duration::from_secs(args.timeout_s));
-    use std::sync::atomic::Ordering::Relaxed;
-    eprintln!(
-        "proofline replay: {} jobs -> {} traces queued, {} spans exported, {} spans failed",
-        report.summary.jobs_complete + report.summary.jobs_incomplete,
-        counters.traces_queued.load(Relaxed),
-        counters.spans_exported.load(Relaxed),
-        counters.spans_failed.load(Relaxed),
-    );
+    let result = handle.shutdown(deadline.saturating_duration_since(Instant::now()));
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
+
+    let traces = counters.traces_queued.load(Relaxed) + counters.traces_dropped.load(Relaxed);
+    let delivered = counters.traces_exported.load(Relaxed);
+    let failed = counters.traces_failed.load(Relaxed);
+    let dropped = counters.traces_dropped.load(Relaxed);
+    let unsent = traces.saturating_sub(delivered + failed + dropped);
+    let jobs_read = run.report.summary.jobs_complete + run.report.summary.jobs_incomplete;
+    let spans = counters.spans_exported.load(Relaxed);
+    if delivered == traces {
+        eprintln!(
+            "proofline replay: {jobs_read} jobs -> {traces} traces, all delivered ({spans} spans)"
+        );
+    } else {
+        eprintln!(
+            "proofline replay: {jobs_read} jobs -> {traces} traces: {delivered} delivered ({spans} spans), {} not delivered ({failed} failed, {} spans; {dropped} dropped at the deadline; {unsent} unsent when time ran out){}",
+            traces - delivered,
+            counters.spans_failed.load(Relaxed),
+            if run.stopped {
+                format!(
+                    "; reading stopped at the deadline after {} lines",
+                    run.report.lines.lines
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
     let unplaced = counters.links_unplaced.load(Relaxed);
     if unplaced > 0 {
         eprintln!(
             "proofline replay: {unplaced} sector-to-sector links had no trace to carry them (both sectors finished before the one ahead of them on their GPU)"
         );
     }
-    result?;
-    if counters.spans_failed.load(Relaxed) > 0 {
-        bail!("some spans were not accepted by the collector (is it up at the endpoint?)");
+    let failures = handle.failures();
+    for f in &failures {
+        eprintln!(
+            "proofline replay: {} trace(s) ({} spans) failed: {}; first: {}",
+            f.traces, f.spans, f.kind, f.first
+        );
     }
-    Ok(())
+    // an export still waiting is the cause only when nothing failed outright
+    let hanging = handle.in_flight_for().filter(|_| failures.is_empty());
+    if let Some(waited) = hanging {
+        eprintln!(
+            "proofline replay: an export was still waiting for the collector after {:.1} s: {}",
+            waited.as_secs_f64(),
+            handle.probe()
+        );
+    }
+    let elapsed = started.elapsed();
+    if traces > delivered {
+        let cause = match (failures.first(), hanging) {
+            (Some(f), _) => f.first.clone(),
+            (None, Some(_)) => "the collector did not answer".to_owned(),
+            (None, None) if run.stopped || result.is_err() => {
+                format!("the deadline of {} s came first", args.timeout_s)
+            }
+            (None, None) => "the collector did not take them".to_owned(),
+        };
+        run.result()?;
+        bail!(
+            "{} of {traces} traces not delivered within {:.1} s: {cause}",
+            traces - delivered,
+            elapsed.as_secs_f64()
+        );
+    }
+    run.result()
 }

@@ -10,7 +10,8 @@ use proofline_core::EngineConfig;
 use proofline_core::report::{IdleGap, PartitionRecord, Report, TransitionRecord};
 use proofline_core::sink::Update;
 
-/// Everything a chart or a trace export needs.
+/// Everything a chart needs: the partitions of a window of the log, the GPUs' busy edges,
+/// idle gaps and transitions in it, and the report of the whole log.
 #[derive(Debug, Default)]
 pub struct Timeline {
     pub parts: Vec<Arc<PartitionRecord>>,
@@ -20,45 +21,103 @@ pub struct Timeline {
     pub busy: Vec<(u32, bool, u64)>,
     pub report: Option<Report>,
     pub gpu_workers_per_device: u32,
+    /// What of the log is drawn.
+    pub window: Window,
 }
 
-/// Drawn partitions are capped so that a huge log cannot exhaust memory.
-pub const DEFAULT_MAX_PARTITIONS: usize = 200_000;
+/// The part of the log a chart draws: memory is bounded by the window, not by the log.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Window {
+    /// Where it starts (timeline ms; 0: the log's start).
+    pub from_ms: u64,
+    /// Partitions in the log (every one the engine finished).
+    pub log_partitions: u64,
+    /// Whether partitions after the window were left out.
+    pub capped: bool,
+}
+
+impl Window {
+    /// Whether the whole log is drawn.
+    pub fn whole(&self) -> bool {
+        self.from_ms == 0 && !self.capped
+    }
+}
+
+/// Partitions drawn at most by default: 500 PoRep sectors, about ten hours of a two-GPU
+/// prover, and a chart of some 50 MB in memory.
+pub const DEFAULT_MAX_PARTITIONS: usize = 5_000;
 
 impl Timeline {
-    /// Runs a log through the engine and keeps what the pictures need.
-    pub fn from_log(path: &Path, cfg: EngineConfig, max_partitions: usize) -> Result<Timeline> {
+    /// Runs a log through the engine and keeps what the window `[from_ms, ...)` of at most
+    /// `max_partitions` partitions (by the order jobs finish) needs. Memory is bounded by the
+    /// window; the report covers the whole log.
+    pub fn from_log(
+        path: &Path,
+        cfg: EngineConfig,
+        from_ms: u64,
+        max_partitions: usize,
+    ) -> Result<(Timeline, crate::input::LogRun)> {
         let wpd = cfg.gpu_workers_per_device;
         let mut t = Timeline {
             gpu_workers_per_device: wpd.max(1),
+            window: Window {
+                from_ms,
+                ..Window::default()
+            },
             ..Timeline::default()
         };
-        let mut too_many = false;
-        let report = crate::input::run_log(path, cfg, |u| {
-            // past the cap nothing more is kept (busy edges, gaps and transitions included),
-            // so that memory stays bounded however long the log
-            if too_many {
+        // each GPU's state before the window, so that a GPU busy as it opens is drawn busy
+        let mut before: BTreeMap<u32, bool> = BTreeMap::new();
+        let mut opened: BTreeMap<u32, ()> = BTreeMap::new();
+        let run = crate::input::run_log(path, cfg, |u| {
+            if let Update::Partition(_) = &u {
+                t.window.log_partitions += 1;
+            }
+            // past the window nothing more is kept (busy edges, gaps and transitions
+            // included), so that memory stays bounded however long the log
+            if t.window.capped {
                 return;
             }
             match u {
-                Update::Partition(p) if t.parts.len() < max_partitions => t.parts.push(p),
-                Update::Partition(_) => too_many = true,
-                Update::IdleGap(g) => t.gaps.push(g),
-                Update::Transition(x) => t.transitions.push(x),
-                Update::GpuBusy { gpu, busy, t_ms } => t.busy.push((gpu, busy, t_ms)),
-                Update::Job(_) | Update::NewRun { .. } => {}
+                Update::Partition(p) => {
+                    if p.synth_start_ms.or(p.gpu_start_ms).unwrap_or(0) < from_ms {
+                        return;
+                    }
+                    if t.parts.len() < max_partitions {
+                        t.parts.push(p);
+                    } else {
+                        t.window.capped = true;
+                    }
+                }
+                Update::IdleGap(g) if g.start_ms >= from_ms => t.gaps.push(g),
+                Update::Transition(x) if x.to_first_gpu_start_ms >= from_ms => {
+                    t.transitions.push(x)
+                }
+                Update::GpuBusy { gpu, busy, t_ms } if t_ms < from_ms => {
+                    before.insert(gpu, busy);
+                }
+                Update::GpuBusy { gpu, busy, t_ms } => {
+                    if opened.insert(gpu, ()).is_none() && before.get(&gpu) == Some(&true) {
+                        t.busy.push((gpu, true, from_ms));
+                    }
+                    t.busy.push((gpu, busy, t_ms));
+                }
+                _ => {}
             }
         })?;
-        if too_many {
-            eprintln!(
-                "proofline: the log has more than {max_partitions} partitions; only the first are drawn (--max-partitions)"
-            );
-        }
         if t.parts.is_empty() {
+            run.result()?;
+            if from_ms > 0 {
+                bail!(
+                    "{} holds no complete partition from {} s on (--from-s)",
+                    path.display(),
+                    from_ms / 1000
+                );
+            }
             bail!("{} holds no complete partition to draw", path.display());
         }
-        t.report = Some(report);
-        Ok(t)
+        t.report = Some(run.report.clone());
+        Ok((t, run))
     }
 
     /// First and last instant of anything drawn.

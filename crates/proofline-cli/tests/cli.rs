@@ -320,3 +320,168 @@ fn numeric_options_out_of_range_are_refused_by_name() {
         assert!(err.contains(flag) && err.contains(range), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn outputs_refuse_the_input_and_unknown_extensions_and_appear_only_when_complete() {
+    let dir = tmp("outputs");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    generate(&["--jobs", "3"], &log);
+    let before = std::fs::read(&log).unwrap();
+    // the input as output, by its name and by another name of it
+    let link = dir.join("same.json");
+    std::os::unix::fs::symlink(&log, &link).unwrap();
+    for (cmd, out) in [("export", &log), ("export", &link), ("chart", &log)] {
+        let o = proofline()
+            .args([cmd])
+            .arg(&log)
+            .arg("-o")
+            .arg(out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{cmd} -o {}: {err}", out.display());
+        assert!(
+            err.contains("is the input") || err.contains("format follows"),
+            "{cmd}: {err}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "the input was changed"
+    );
+    // formats follow the extension, or the command names what it writes
+    for (cmd, name, says) in [
+        ("chart", "x.png", ".svg (SVG), .html"),
+        ("export", "x.svg", ".json (Chrome trace-event JSON)"),
+    ] {
+        let o = proofline()
+            .args([cmd])
+            .arg(&log)
+            .arg("-o")
+            .arg(dir.join(name))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !o.status.success() && err.contains(says),
+            "{cmd} -o {name}: {err}"
+        );
+        assert!(!dir.join(name).exists(), "{name} was written");
+    }
+    // no half file and no temporary left behind by a run that wrote one
+    let ok = proofline()
+        .args(["export"])
+        .arg(&log)
+        .arg("-o")
+        .arg(dir.join("t.json"))
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_truncated_gzip_is_reported_as_far_as_it_was_read_with_the_error() {
+    let dir = tmp("truncated");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    generate(&["--jobs", "40"], &log);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&std::fs::read(&log).unwrap()).unwrap();
+    let gz = gz.finish().unwrap();
+    let cut = dir.join("cut.log.gz");
+    std::fs::write(&cut, &gz[..gz.len() * 2 / 3]).unwrap();
+    let o = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "a cut log passed as whole");
+    assert!(err.contains("the input ended early"), "{err}");
+    let r: serde_json::Value =
+        serde_json::from_slice(&o.stdout).expect("a report of what was read");
+    let done = r["summary"]["jobs_complete"].as_u64().unwrap();
+    assert!(
+        done > 5 && done < 40,
+        "{done} jobs complete in two thirds of a 40-job log"
+    );
+    assert!(r["lines"]["read_error"].is_string());
+    let text = proofline().arg("analyze").arg(&cut).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Input ended early"));
+}
+
+#[test]
+fn an_empty_log_says_so_and_its_csv_has_a_header() {
+    let dir = tmp("empty");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("empty.log");
+    std::fs::write(&log, "").unwrap();
+    let text = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(text.status.success());
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Input: empty (no lines)"));
+    assert!(String::from_utf8_lossy(&text.stderr).contains("is empty"));
+    let csv = proofline()
+        .args(["analyze", "--format", "csv"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&csv.stdout).lines().next(),
+        Some(
+            "job_id,run,proof_kind,partition,worker,gpu,synth_start_ms,synth_end_ms,queue_start_ms,pickup_ms,gpu_start_ms,gpu_end_ms,synthesis_ms,queue_ms,lock_wait_ms,gpu_ms,synth_reported_ms,gpu_reported_ms"
+        )
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_quietly_and_os_errors_are_said_once() {
+    let dir = tmp("pipe");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    generate(&["--jobs", "200"], &log);
+    for args in [
+        vec!["analyze", "--format", "csv"],
+        vec!["export"],
+        vec!["generate", "--jobs", "2000"],
+    ] {
+        let mut cmd = proofline();
+        cmd.args(&args);
+        if args[0] != "generate" {
+            cmd.arg(&log);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // read a little, then close the pipe like `| head -1`
+        let mut out = child.stdout.take().unwrap();
+        let mut b = [0u8; 16];
+        let _ = std::io::Read::read(&mut out, &mut b);
+        drop(out);
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            !err.contains("Broken pipe") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+    let o = proofline()
+        .args(["analyze", "/nonexistent/x.log"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}

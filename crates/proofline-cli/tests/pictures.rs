@@ -290,10 +290,34 @@ fn the_partition_cap_bounds_what_is_drawn() {
         .output()
         .unwrap();
     assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("more than 12 partitions; only the first are drawn")
+        err.contains("the log has 60 partitions; 12 are drawn"),
+        "{err}"
     );
     let text = std::fs::read_to_string(&svg).unwrap();
     assert_eq!(text.matches("class=\"bar gpu\"").count(), 12);
+    // the page says what it shows, and that its figures are the whole log's
+    assert!(
+        text.contains("drawn: 12 of the log&apos;s 60 partitions")
+            || text.contains("drawn: 12 of the log's 60 partitions"),
+        "no window line in the chart"
+    );
+    // a window further on: its partitions start there
+    let later = dir.join("later.svg");
+    let out = proofline()
+        .args(["chart", "--from-s", "60"])
+        .arg(&log)
+        .arg("-o")
+        .arg(&later)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&later).unwrap();
+    let drawn = text.matches("class=\"bar gpu\"").count();
+    assert!(drawn > 0 && drawn < 60, "{drawn} GPU bars from 60 s on");
 }

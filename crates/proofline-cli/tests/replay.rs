@@ -121,7 +121,7 @@ fn replay_sends_one_trace_per_job_at_the_epoch_given() {
         &log,
         &["--epoch", "2026-11-30T01:31:00Z", "--instance", "old"],
     );
-    assert!(err.contains("255 spans exported, 0 spans failed"), "{err}");
+    assert!(err.contains("5 traces, all delivered (255 spans)"), "{err}");
     assert!(!err.contains("had no trace"), "{err}");
     let spans: Vec<Span> = rx.try_iter().collect();
     assert_eq!(
@@ -192,7 +192,7 @@ fn replay_says_when_a_link_had_no_trace_to_carry_it() {
         .join("../../tests/tests/data/overtaken.log");
     let (endpoint, rx) = receiver();
     let err = replay_to(&endpoint, &log, &["--partitions", "2"]);
-    assert!(err.contains("27 spans exported, 0 spans failed"), "{err}");
+    assert!(err.contains("3 traces, all delivered (27 spans)"), "{err}");
     assert!(
         err.contains("1 sector-to-sector links had no trace to carry them"),
         "{err}"
@@ -316,4 +316,100 @@ fn watch_sends_the_traces_replay_sends_for_the_same_log() {
         .filter(|s| s.parent_span_id.is_empty() && s.links.len() == 1)
         .count();
     assert_eq!(linked, 2);
+}
+
+/// A collector that answers every request with `status` (None: takes the connection and
+/// never answers); the connections it holds stay open as long as the test.
+fn bad_collector(status: Option<u16>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in l.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            match status {
+                None => held.push(stream),
+                Some(code) => {
+                    std::thread::spawn(move || {
+                        let mut buf = [0u8; 65536];
+                        // answer each request as its bytes arrive (bodies are small)
+                        while stream.read(&mut buf).is_ok_and(|n| n > 0) {
+                            let _ =
+                                write!(stream, "HTTP/1.1 {code} Oops\r\ncontent-length: 0\r\n\r\n");
+                        }
+                    });
+                }
+            }
+        }
+    });
+    format!("http://{addr}")
+}
+
+/// `proofline replay` of `log` to `endpoint` with `--timeout-s secs`: its status, stderr
+/// and how long it took.
+fn replay_timed(endpoint: &str, log: &std::path::Path, secs: u64) -> (bool, String, Duration) {
+    let t = Instant::now();
+    let out = proofline()
+        .args([
+            "replay",
+            "--endpoint",
+            endpoint,
+            "--timeout-s",
+            &secs.to_string(),
+        ])
+        .arg(log)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stderr).unwrap(),
+        t.elapsed(),
+    )
+}
+
+/// What replay's deadline may be overrun by: the block of lines in hand, a probe of the
+/// failing collector (2 s at most), the summary. The README states it.
+const MARGIN: Duration = Duration::from_secs(3);
+
+#[test]
+fn replay_of_2000_jobs_ends_within_its_deadline_naming_why_nothing_was_delivered() {
+    let log = generated_log("replay-deadline", 2000);
+    let refused = format!("http://127.0.0.1:{}", free_port());
+    let cases = [
+        (refused, "connection refused"),
+        (bad_collector(None), "did not answer"),
+        (bad_collector(Some(500)), "HTTP 500"),
+    ];
+    for (endpoint, cause) in cases {
+        let (ok, err, took) = replay_timed(&endpoint, &log, 4);
+        assert!(!ok, "{endpoint}: replay succeeded: {err}");
+        assert!(
+            took < Duration::from_secs(4) + MARGIN,
+            "{endpoint}: took {took:?} with --timeout-s 4: {err}"
+        );
+        assert!(
+            err.contains(cause),
+            "{endpoint}: `{cause}` not named: {err}"
+        );
+        // the summary counts what was and was not delivered
+        assert!(err.contains("traces: 0 delivered"), "{endpoint}: {err}");
+        assert!(err.contains("not delivered"), "{endpoint}: {err}");
+    }
+}
+
+#[test]
+fn replay_refuses_endpoints_it_cannot_speak_to_at_once() {
+    let log = generated_log("replay-scheme", 2);
+    for (endpoint, says) in [
+        ("ftp://127.0.0.1:4318", "unsupported scheme `ftp`"),
+        ("https://127.0.0.1:4318", "https is not supported"),
+        ("127.0.0.1:4318", "has no scheme"),
+    ] {
+        let (ok, err, took) = replay_timed(endpoint, &log, 30);
+        assert!(!ok);
+        assert!(err.contains(says), "{endpoint}: {err}");
+        assert!(took < Duration::from_secs(5), "{endpoint}: {took:?}");
+    }
 }

@@ -242,7 +242,22 @@ impl LineFeeder {
         engine: &mut Engine,
         sink: &mut impl UpdateSink,
     ) -> io::Result<()> {
-        self.feed_blocks(input, engine, sink, CHUNK)
+        self.feed_blocks(input, engine, sink, CHUNK, &mut || false)
+            .map(drop)
+    }
+
+    /// [`LineFeeder::feed_all_parallel`], stopping early once `stop` says so (asked after
+    /// each block of lines, a few milliseconds of work): returns whether it stopped early.
+    /// The events read before stopping were all given to the engine. A read error (a
+    /// truncated compressed file) comes after every line read before it went to the engine.
+    pub fn feed_all_parallel_until(
+        &mut self,
+        input: impl Read + Send,
+        engine: &mut Engine,
+        sink: &mut impl UpdateSink,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> io::Result<bool> {
+        self.feed_blocks(input, engine, sink, CHUNK, stop)
     }
 
     fn feed_blocks(
@@ -251,7 +266,8 @@ impl LineFeeder {
         engine: &mut Engine,
         sink: &mut impl UpdateSink,
         chunk: usize,
-    ) -> io::Result<()> {
+        stop: &mut dyn FnMut() -> bool,
+    ) -> io::Result<bool> {
         // Two blocks in the channel: the reader stays at most three blocks ahead.
         let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(2);
         let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
@@ -263,18 +279,25 @@ impl LineFeeder {
                     let result = reader.read_batches(input, chunk, &full_tx, &empty_rx);
                     (reader, result)
                 })?;
+            let mut stopped = false;
             for batch in full_rx.iter() {
                 for ev in &batch.events {
                     engine.ingest(&ev.in_text(&batch.text), sink);
                 }
                 // the reader may be done already: then the block is simply dropped
                 let _ = empty_tx.send(batch);
+                if stop() {
+                    stopped = true;
+                    break;
+                }
             }
+            // the reader's next send fails: it stops reading
+            drop(full_rx);
             let (reader, result) = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             *self = reader;
-            result
+            result.map(|()| stopped)
         })
     }
 
@@ -289,6 +312,7 @@ impl LineFeeder {
     ) -> io::Result<()> {
         let mut carry: Vec<u8> = Vec::new();
         let mut buf: Vec<u8> = Vec::new();
+        let mut read_error = None;
         loop {
             let mut batch = empty.try_recv().unwrap_or_default();
             buf.clear();
@@ -297,7 +321,14 @@ impl LineFeeder {
             // is all that is left, a cut last line included: `fill` notes it)
             let (lines_end, eof) = loop {
                 let want = chunk.max(buf.len());
-                let got = read_full(&mut input, &mut buf, want)?;
+                let got = match read_full(&mut input, &mut buf, want) {
+                    Ok(got) => got,
+                    Err(e) => {
+                        // what was read before the error still goes to the engine
+                        read_error = Some(e);
+                        break (buf.len(), true);
+                    }
+                };
                 if got < want {
                     break (buf.len(), true);
                 }
@@ -316,8 +347,8 @@ impl LineFeeder {
             buf.truncate(lines_end);
             batch.fill(self, &buf);
             if (!batch.events.is_empty() && full.send(batch).is_err()) || eof {
-                // done, or the engine's side has gone (it panicked): stop reading
-                return Ok(());
+                // done, or the engine's side has gone (it stopped early, or panicked)
+                return read_error.map_or(Ok(()), Err);
             }
         }
     }
@@ -448,7 +479,13 @@ mod tests {
             let mut feeder = LineFeeder::new();
             if parallel {
                 feeder
-                    .feed_blocks(log.as_slice(), &mut engine, &mut NoUpdates, cap)
+                    .feed_blocks(
+                        log.as_slice(),
+                        &mut engine,
+                        &mut NoUpdates,
+                        cap,
+                        &mut || false,
+                    )
                     .unwrap();
             } else {
                 let mut input = std::io::BufReader::with_capacity(cap, log.as_slice());
@@ -554,7 +591,7 @@ mod oversized_tests {
         .unwrap();
         check(&f, &mut e);
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-        f.feed_blocks(&log()[..], &mut e, &mut NoUpdates, 64 << 10)
+        f.feed_blocks(&log()[..], &mut e, &mut NoUpdates, 64 << 10, &mut || false)
             .unwrap();
         check(&f, &mut e);
     }
@@ -564,7 +601,7 @@ mod oversized_tests {
         // 64 MiB of zeros: read, skipped, counted as one oversized last line
         let zeros = io::repeat(0).take(64 << 20);
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-        f.feed_blocks(zeros, &mut e, &mut NoUpdates, 1 << 18)
+        f.feed_blocks(zeros, &mut e, &mut NoUpdates, 1 << 18, &mut || false)
             .unwrap();
         assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
         let zeros = io::repeat(0).take(64 << 20);

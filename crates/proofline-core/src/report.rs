@@ -444,6 +444,14 @@ pub struct LineStats {
     /// held whole in memory, not parsed.
     #[serde(default)]
     pub oversized: u64,
+    /// The report is of an input read (a file or a stream), not of a live process: with
+    /// no lines, the input was empty.
+    #[serde(default)]
+    pub from_input: bool,
+    /// Reading stopped at this error (e.g. a truncated compressed log): the report covers
+    /// the lines read before it.
+    #[serde(default)]
+    pub read_error: Option<String>,
 }
 
 /// A malformed line.

@@ -112,6 +112,10 @@ pub struct ExportCounters {
     pub spans_exported: AtomicU64,
     /// Spans whose export failed (collector down, refused, timed out).
     pub spans_failed: AtomicU64,
+    /// Traces the collector accepted.
+    pub traces_exported: AtomicU64,
+    /// Traces whose export failed.
+    pub traces_failed: AtomicU64,
     /// Transitions whose two jobs' traces had both been sent before the transition was
     /// known (both finished before the job ahead of them on the GPU): no trace could carry
     /// their link.

@@ -243,6 +243,8 @@ pub fn render(r: &Report) -> String {
                 ""
             },
         );
+    } else if l.from_input {
+        o.push_str("Input: empty (no lines); ");
     } else {
         o.push_str("Input: live; ");
     }
@@ -260,6 +262,13 @@ pub fn render(r: &Report) -> String {
             "s (daemon restarts)"
         },
     );
+    if let Some(err) = &l.read_error {
+        let _ = writeln!(
+            o,
+            "Input ended early: {err}; every figure covers the {} lines read before it",
+            l.lines
+        );
+    }
     if e.stray_late + e.stray_early > 0 {
         let _ = writeln!(
             o,

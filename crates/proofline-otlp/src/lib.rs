@@ -116,6 +116,9 @@ pub struct OtlpConfig {
     pub default_service_name: String,
     /// Wait for room in the queue instead of dropping (for replays, never for a live prover).
     pub block_when_full: bool,
+    /// With `block_when_full`, wait for room until this instant at most: past it, traces
+    /// are dropped and counted (a replay's deadline). `None`: no limit.
+    pub block_until: Option<Instant>,
 }
 
 impl Default for OtlpConfig {
@@ -138,6 +141,7 @@ impl OtlpConfig {
             queue_capacity: DEFAULT_QUEUE_CAPACITY,
             default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
             block_when_full: false,
+            block_until: None,
         }
     }
 }
@@ -163,6 +167,191 @@ pub fn resource(default_service_name: &str) -> Resource {
     } else {
         b.with_service_name(default_service_name.to_owned()).build()
     }
+}
+
+/// Sends `trace`, waiting for room until `until` at most; false when it was not sent.
+fn send_until(tx: &SyncSender<Trace>, mut trace: Trace, until: Option<Instant>) -> bool {
+    let Some(until) = until else {
+        return tx.send(trace).is_ok();
+    };
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match tx.try_send(trace) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(t)) => trace = t,
+        }
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        std::thread::sleep(pause.min(until - now));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+/// One kind of export failure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportFailure {
+    /// What kind: `HTTP 500`, `connection refused`, `cannot resolve host`, ...
+    pub kind: String,
+    /// Traces that failed so.
+    pub traces: u64,
+    /// Their spans.
+    pub spans: u64,
+    /// The first failure of the kind, in words.
+    pub first: String,
+}
+
+/// Export failures by kind.
+#[derive(Debug, Default)]
+struct Failures {
+    kinds: Mutex<Vec<ExportFailure>>,
+    /// The last probe and when: a failing collector is probed every few seconds at most.
+    probed: Mutex<Option<(Instant, String)>>,
+}
+
+impl Failures {
+    fn record(&self, message: &str, spans: u64, endpoint: &Endpoint) {
+        // the exporter reports a transport failure only as "network error": find which
+        let network = message.contains("network error") || message.contains("transport error");
+        let (kind, first) = if let Some(code) = message
+            .rsplit_once("status code: ")
+            .and_then(|(_, c)| c.trim().parse::<u16>().ok())
+        {
+            (
+                format!("HTTP {code}"),
+                format!("the collector answered HTTP {code}"),
+            )
+        } else if network {
+            let mut probed = lock(&self.probed);
+            let found = match &*probed {
+                Some((at, found)) if at.elapsed() < Duration::from_secs(5) => found.clone(),
+                _ => {
+                    let found = endpoint.probe(Duration::from_secs(2));
+                    *probed = Some((Instant::now(), found.clone()));
+                    found
+                }
+            };
+            (kind_of_probe(&found).to_owned(), found)
+        } else {
+            ("export error".to_owned(), message.to_owned())
+        };
+        let mut kinds = lock(&self.kinds);
+        match kinds.iter_mut().find(|k| k.kind == kind) {
+            Some(k) => {
+                k.traces += 1;
+                k.spans += spans;
+            }
+            None => kinds.push(ExportFailure {
+                kind,
+                traces: 1,
+                spans,
+                first,
+            }),
+        }
+    }
+}
+
+fn kind_of_probe(found: &str) -> &'static str {
+    if found.contains("cannot resolve") {
+        "cannot resolve host"
+    } else if found.contains("refused") {
+        "connection refused"
+    } else if found.contains("no answer to connect") {
+        "connect timed out"
+    } else if found.contains("accepts connections") {
+        "no answer from the collector"
+    } else {
+        "network error"
+    }
+}
+
+/// The collector's address, as far as a probe needs it.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    /// As configured or from the environment (for messages).
+    url: String,
+    /// `host:port`.
+    authority: String,
+}
+
+impl Endpoint {
+    /// Resolves and connects (without sending anything), and says what it found.
+    fn probe(&self, timeout: Duration) -> String {
+        use std::net::{TcpStream, ToSocketAddrs};
+        let addrs: Vec<_> = match self.authority.to_socket_addrs() {
+            Ok(a) => a.collect(),
+            Err(e) => {
+                return format!("cannot resolve host of {} ({e})", self.url);
+            }
+        };
+        let Some(addr) = addrs.first() else {
+            return format!("cannot resolve host of {} (no address)", self.url);
+        };
+        match TcpStream::connect_timeout(addr, timeout) {
+            Ok(_) => format!(
+                "the collector at {} ({addr}) accepts connections but did not answer the export in time",
+                self.url
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                format!(
+                    "connection refused by {addr} ({}): is the collector up there?",
+                    self.url
+                )
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                format!(
+                    "no answer to connect from {addr} within {timeout:?} ({})",
+                    self.url
+                )
+            }
+            Err(e) => format!("cannot connect to {addr} ({}): {e}", self.url),
+        }
+    }
+}
+
+/// The endpoint the exporter will use, checked: a scheme it can speak, a host.
+fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
+    let url = cfg
+        .endpoint
+        .clone()
+        .or_else(endpoint_from_env)
+        .unwrap_or_else(|| match cfg.transport {
+            Transport::HttpProtobuf => "http://localhost:4318".to_owned(),
+            #[cfg(feature = "grpc")]
+            Transport::Grpc => "http://localhost:4317".to_owned(),
+        });
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+        OtlpError::Build(format!(
+            "endpoint `{url}` has no scheme: use http://HOST:PORT"
+        ))
+    })?;
+    let scheme = scheme.to_ascii_lowercase();
+    if scheme != "http" {
+        return Err(OtlpError::Build(if scheme == "https" {
+            format!(
+                "endpoint `{url}`: https is not supported by this build; use http:// (e.g. through a local collector or a TLS-terminating proxy)"
+            )
+        } else {
+            format!("endpoint `{url}`: unsupported scheme `{scheme}`; use http://HOST:PORT")
+        }));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    if authority.is_empty() {
+        return Err(OtlpError::Build(format!("endpoint `{url}` names no host")));
+    }
+    let has_port = authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        && !authority.ends_with(']');
+    let authority = if has_port {
+        authority.to_owned()
+    } else {
+        format!("{authority}:80")
+    };
+    Ok(Endpoint { url, authority })
 }
 
 /// A trace: the spans of one job.
@@ -205,6 +394,7 @@ pub struct OtlpSink {
     /// Transitions since the last job record (they all come just before one).
     transitions: Vec<Arc<TransitionRecord>>,
     block_when_full: bool,
+    block_until: Option<Instant>,
 }
 
 /// Controls the exporter thread: keep it until the sink was shut down (the layer's guard
@@ -222,6 +412,12 @@ pub struct OtlpHandle {
 #[derive(Debug)]
 struct ExportThread {
     counters: Arc<ExportCounters>,
+    /// Why exports failed.
+    failures: Arc<Failures>,
+    /// When the export in progress began, if one is.
+    flight: Arc<Mutex<Option<Instant>>>,
+    /// Where traces go (for the diagnosis of a failure).
+    endpoint: Endpoint,
     done: Mutex<Receiver<()>>,
     thread: Mutex<Option<JoinHandle<()>>>,
     result: Mutex<Option<Result<(), ShutdownError>>>,
@@ -289,7 +485,11 @@ impl ExportThread {
 /// Starts the exporter thread; returns the sink to add to the layer (or any engine) and the
 /// handle that shuts the exporter down.
 pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
+    let endpoint = check_endpoint(&cfg)?;
+    let endpoint_for_probe = endpoint.clone();
     let mut exporter = build_exporter(&cfg)?;
+    let failures = Arc::new(Failures::default());
+    let flight: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     exporter.set_resource(&resource(&cfg.default_service_name));
     let counters = Arc::new(ExportCounters::default());
     let (tx, rx) = mpsc::sync_channel::<Trace>(cfg.queue_capacity.max(1));
@@ -297,9 +497,11 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
     let c = counters.clone();
     let closer = Arc::new(Mutex::new(false));
     let closed = closer.clone();
+    let (failures_t, flight_t) = (failures.clone(), flight.clone());
     let thread = std::thread::Builder::new()
         .name("proofline-otlp".into())
         .spawn(move || {
+            let (failures, flight) = (failures_t, flight_t);
             for trace in rx {
                 if *closed
                     .lock()
@@ -308,9 +510,19 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
                     break;
                 }
                 let n = trace.len() as u64;
-                match exporter.export_blocking(trace) {
-                    Ok(()) => c.spans_exported.fetch_add(n, Ordering::Relaxed),
-                    Err(_) => c.spans_failed.fetch_add(n, Ordering::Relaxed),
+                *lock(&flight) = Some(Instant::now());
+                let result = exporter.export_blocking(trace);
+                *lock(&flight) = None;
+                match result {
+                    Ok(()) => {
+                        c.spans_exported.fetch_add(n, Ordering::Relaxed);
+                        c.traces_exported.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        c.spans_failed.fetch_add(n, Ordering::Relaxed);
+                        c.traces_failed.fetch_add(1, Ordering::Relaxed);
+                        failures.record(&e.to_string(), n, &endpoint);
+                    }
                 };
             }
             let _ = exporter.shutdown();
@@ -319,6 +531,9 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         .map_err(OtlpError::Thread)?;
     let export = Arc::new(ExportThread {
         counters: counters.clone(),
+        failures,
+        flight,
+        endpoint: endpoint_for_probe,
         done: Mutex::new(done_rx),
         thread: Mutex::new(Some(thread)),
         result: Mutex::new(None),
@@ -336,6 +551,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         parts: HashMap::new(),
         transitions: Vec::new(),
         block_when_full: cfg.block_when_full,
+        block_until: cfg.block_until,
     };
     let handle = OtlpHandle { export };
     Ok((sink, handle))
@@ -414,7 +630,7 @@ impl UpdateSink for OtlpSink {
                     return;
                 };
                 if self.block_when_full {
-                    if tx.send(trace).is_err() {
+                    if !send_until(tx, trace, self.block_until) {
                         self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
                         self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
                     }
@@ -451,6 +667,24 @@ impl OtlpHandle {
     /// The exporter's counters.
     pub fn counters(&self) -> Arc<ExportCounters> {
         self.export.counters.clone()
+    }
+
+    /// Why exports failed so far: each kind of failure once, with its counts and its first
+    /// message, in the order they first happened.
+    pub fn failures(&self) -> Vec<ExportFailure> {
+        lock(&self.export.failures.kinds).clone()
+    }
+
+    /// How long the export in progress has been waiting for the collector, if one is.
+    pub fn in_flight_for(&self) -> Option<Duration> {
+        lock(&self.export.flight).map(|t| t.elapsed())
+    }
+
+    /// What a connection to the collector finds now (resolved? refused? accepted?): the
+    /// cause of a failure the exporter itself reports only as a network error, or of an
+    /// export that hangs.
+    pub fn probe(&self) -> String {
+        self.export.endpoint.probe(Duration::from_secs(2))
     }
 
     /// Waits, at most `timeout`, for the queue to be exported. Call it after the engine has
