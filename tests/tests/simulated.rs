@@ -164,3 +164,41 @@ fn memory_holds_the_jobs_in_flight_not_the_log() {
     assert!(peak.0 < 12 && peak.1 < 12, "peak tracked {peak:?}");
     assert_eq!(engine.tracked(), (0, 0));
 }
+
+#[test]
+fn jobs_in_flight_past_the_cap_evict_the_oldest_and_are_counted() {
+    // 50 jobs that start and never finish, one a second
+    let mut log = String::new();
+    for j in 0..50 {
+        log.push_str(&format!(
+            "TIMELINE,{},SYNTH_START,stuck-{j},partition=0\n",
+            j * 1000
+        ));
+    }
+    let cfg = EngineConfig {
+        max_jobs_in_flight: 8,
+        ..EngineConfig::default()
+    };
+    let mut engine = proofline_core::Engine::new(cfg);
+    let mut peak = 0;
+    let mut evicted_first = Vec::new();
+    for line in log.lines() {
+        let ev = proofline_core::parse_line(line).unwrap().unwrap();
+        engine.ingest(&ev, &mut |u| {
+            if let proofline_core::sink::Update::Job(j) = u {
+                evicted_first.push(j.job_id.to_string());
+            }
+        });
+        peak = peak.max(engine.tracked().0);
+    }
+    // the cap is on jobs in flight; finished ones linger two reorder windows (10 s: ten
+    // of these) for duplicate detection
+    assert!(peak <= 8 + 11, "{peak} job instances held");
+    engine.finish(&mut proofline_core::sink::NoUpdates);
+    let r = engine.report();
+    assert_eq!(r.events.evicted_over_cap, 42);
+    assert_eq!(r.summary.jobs_incomplete, 50);
+    // the oldest went first
+    assert_eq!(evicted_first[..3], ["stuck-0", "stuck-1", "stuck-2"]);
+    assert!(proofline_core::text::render(&r).contains("42 jobs evicted"));
+}

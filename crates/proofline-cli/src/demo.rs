@@ -211,6 +211,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         gpu_workers_per_device: cfg.workers_per_gpu,
         reorder_window_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
         completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
+        max_rows: proofline::DEFAULT_LIVE_MAX_ROWS,
         ..EngineConfig::default()
     };
     let metrics_addr = (!args.no_metrics).then(|| {

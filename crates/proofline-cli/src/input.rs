@@ -47,6 +47,12 @@ pub(crate) struct EngineArgs {
     #[arg(long, default_value_t = engine::DEFAULT_MAX_ROWS, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=10_000_000))]
     pub(crate) max_rows: usize,
+    /// Jobs in flight at most: past it the oldest in flight is evicted as incomplete and
+    /// counted (memory stays bounded whatever the log; about 1 KB a job). Range
+    /// 1..=10000000.
+    #[arg(long, default_value_t = engine::DEFAULT_MAX_JOBS_IN_FLIGHT, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
+    pub(crate) max_jobs_in_flight: usize,
 }
 
 impl EngineArgs {
@@ -60,6 +66,7 @@ impl EngineArgs {
             job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
             restart_after_ms: self.restart_after_s.saturating_mul(1000),
             max_rows: self.max_rows,
+            max_jobs_in_flight: self.max_jobs_in_flight,
             ..EngineConfig::default()
         }
     }

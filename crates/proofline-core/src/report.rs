@@ -425,6 +425,10 @@ pub struct EventStats {
     /// ancestors): not used, nothing invented for them. Live reports only.
     #[serde(default)]
     pub unattributed: u64,
+    /// Jobs given up on (status `evicted`) to stay within the cap on jobs in flight
+    /// (`EngineConfig::max_jobs_in_flight`): the oldest went to make room.
+    #[serde(default)]
+    pub evicted_over_cap: u64,
 }
 
 /// Counts about the input lines (filled by the reader, not the engine).

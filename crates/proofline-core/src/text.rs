@@ -269,6 +269,13 @@ pub fn render(r: &Report) -> String {
             l.lines
         );
     }
+    if e.evicted_over_cap > 0 {
+        let _ = writeln!(
+            o,
+            "{} jobs evicted as incomplete to stay within the cap on jobs in flight (the oldest first; --max-jobs-in-flight)",
+            e.evicted_over_cap
+        );
+    }
     if e.stray_late + e.stray_early > 0 {
         let _ = writeln!(
             o,

@@ -626,6 +626,15 @@ fn gpu_worker(sh: &Shared, gw: u32) {
                     drop(span);
                     continue;
                 }
+                // a finished finalizer thread keeps its stack until joined: join them as
+                // they finish, so that a prover running forever holds only those running
+                let (done, running): (Vec<_>, Vec<_>) = finalizers
+                    .drain(..)
+                    .partition(|h: &thread::JoinHandle<()>| h.is_finished());
+                for h in done {
+                    let _ = h.join();
+                }
+                finalizers = running;
                 span.in_scope(|| {
                     if !never {
                         finalizers.push(finalize(Finish {

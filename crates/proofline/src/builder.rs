@@ -85,6 +85,7 @@ impl Default for Builder {
             engine: EngineConfig {
                 reorder_window_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
                 completion_grace_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
+                max_rows: crate::DEFAULT_LIVE_MAX_ROWS,
                 ..EngineConfig::default()
             },
             overrides: EngineOverrides::default(),
@@ -237,7 +238,9 @@ impl Builder {
     /// ([`Builder::gpu_workers_per_device`], [`Builder::reorder_window`], ...) apply over it
     /// whatever their order, and the completion grace follows the reorder window unless
     /// [`Builder::completion_grace`] sets it. Default: [`EngineConfig::default`] with a
-    /// reorder window of [`DEFAULT_LIVE_REORDER_WINDOW_MS`].
+    /// reorder window of [`DEFAULT_LIVE_REORDER_WINDOW_MS`] and report rows capped at
+    /// [`crate::DEFAULT_LIVE_MAX_ROWS`] (keep a cap of the kind in a base of one's own: the
+    /// rows are what the engine keeps per finished sector).
     pub fn engine_config(mut self, cfg: EngineConfig) -> Self {
         self.engine = cfg;
         self

@@ -26,6 +26,10 @@ pub const DEFAULT_CHANNEL_CAPACITY: usize = 4_096;
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The live engine's reorder window: the layer's events are nearly in order.
 pub const DEFAULT_LIVE_REORDER_WINDOW_MS: u64 = 1_000;
+/// Rows of jobs and transitions the live engine keeps for the report it gives at shutdown
+/// (the first ones; its aggregates count every job): a prover that runs for months keeps
+/// no more than this per finished sector, so the layer's memory is flat over its life.
+pub const DEFAULT_LIVE_MAX_ROWS: usize = 1_000;
 /// How long the layer waits before saying that nothing reached it, or that GPU time is not
 /// observed ([`Builder::silence_warning_after`]).
 pub const DEFAULT_SILENCE_WARNING: Duration = Duration::from_secs(10);

@@ -12,6 +12,9 @@ pub const DEFAULT_RESTART_AFTER_MS: u64 = 60 * 1000;
 pub const DEFAULT_BUSY_WINDOW_MS: u64 = 60_000;
 /// Default cap on job, transition and incomplete rows kept for the report.
 pub const DEFAULT_MAX_ROWS: usize = 10_000;
+/// Default [`EngineConfig::max_jobs_in_flight`]: a prover has tens of jobs in flight; a
+/// log with more is broken or hostile, and each costs about a kilobyte.
+pub const DEFAULT_MAX_JOBS_IN_FLIGHT: usize = 100_000;
 /// cuzk's default number of GPU workers per device.
 pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
@@ -59,6 +62,10 @@ pub struct EngineConfig {
     /// Rows of jobs, transitions and incomplete jobs kept for the report.
     /// Default [`DEFAULT_MAX_ROWS`].
     pub max_rows: usize,
+    /// Jobs in flight at most: a new job past it evicts the oldest one in flight (the
+    /// first seen), counted in `EventStats::evicted_over_cap`, so that memory stays bounded
+    /// whatever the log. Default [`DEFAULT_MAX_JOBS_IN_FLIGHT`].
+    pub max_jobs_in_flight: usize,
     /// A job's first GPU work is a cold start only when its GPU had been idle at least this
     /// long (or had never worked): a job that starts on a GPU idle for a few ms, queued
     /// behind the sector before it, is no cold start. Default
@@ -83,6 +90,7 @@ impl Default for EngineConfig {
             completion_grace_ms: DEFAULT_REORDER_WINDOW_MS,
             busy_window_ms: DEFAULT_BUSY_WINDOW_MS,
             max_rows: DEFAULT_MAX_ROWS,
+            max_jobs_in_flight: DEFAULT_MAX_JOBS_IN_FLIGHT,
             cold_start_min_idle_ms: DEFAULT_COLD_START_MIN_IDLE_MS,
             gpu_interval_source: None,
         }

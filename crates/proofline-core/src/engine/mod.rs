@@ -91,6 +91,11 @@ pub struct Engine {
     free_jobs: Vec<usize>,
     /// The last job uid given.
     job_uid: u64,
+    /// Jobs in the `Active` state.
+    active: usize,
+    /// Job instances in the order they were created, `(slot, uid)`: the oldest in flight is
+    /// the first still active (finished ones are skipped, and swept out as they pile up).
+    created: std::collections::VecDeque<(usize, u64)>,
     /// Devices by index.
     devices: BTreeMap<u32, Device>,
     /// Devices with a pending gap to finalize before time moves on.
@@ -129,6 +134,8 @@ impl Engine {
             jobs: Vec::new(),
             free_jobs: Vec::new(),
             job_uid: 0,
+            active: 0,
+            created: std::collections::VecDeque::new(),
             devices: BTreeMap::new(),
             pending_gap_devs: Vec::new(),
             gauges: Gauges::default(),
@@ -400,7 +407,38 @@ impl Engine {
         self.free_jobs.push(idx);
     }
 
-    fn new_job(&mut self, e: &Ev) -> usize {
+    /// Gives up on the oldest job in flight while there are `max_jobs_in_flight` or more.
+    fn make_room(&mut self, sink: &mut impl UpdateSink) {
+        while self.active >= self.cfg.max_jobs_in_flight.max(1) {
+            let Some((idx, uid)) = self.created.pop_front() else {
+                return;
+            };
+            let live = self.jobs[idx]
+                .as_ref()
+                .is_some_and(|j| j.uid == uid && j.state == JobState::Active);
+            if live {
+                self.totals.stats.evicted_over_cap += 1;
+                self.give_up(idx, JobStatus::Evicted, sink);
+            }
+        }
+    }
+
+    /// A job went from active to finished.
+    pub(super) fn finished_one(&mut self) {
+        self.active = self.active.saturating_sub(1);
+        // finished entries pile up behind an old one in flight: drop them now and then
+        if self.created.len() > 2 * self.active + 1024 {
+            let jobs = &self.jobs;
+            self.created.retain(|&(idx, uid)| {
+                jobs[idx]
+                    .as_ref()
+                    .is_some_and(|j| j.uid == uid && j.state == JobState::Active)
+            });
+        }
+    }
+
+    fn new_job(&mut self, e: &Ev, sink: &mut impl UpdateSink) -> usize {
+        self.make_room(sink);
         let entry = self.names.get_mut(e.name);
         entry.refs += 1;
         let attempt = entry.attempts;
@@ -449,6 +487,8 @@ impl Engine {
         };
         self.names.get_mut(e.name).current = Some(idx);
         self.due(e.t + self.cfg.job_timeout_ms);
+        self.active += 1;
+        self.created.push_back((idx, self.job_uid));
         idx
     }
 }

@@ -22,7 +22,7 @@ impl Engine {
         }
         // accounting time: a late event is placed at the present for busy/queue bookkeeping
         let at = e.t.max(self.now);
-        let Some(idx) = self.job_for(&e) else {
+        let Some(idx) = self.job_for(&e, sink) else {
             self.names.unref(e.name);
             return;
         };
@@ -44,9 +44,9 @@ impl Engine {
     /// The job instance the event belongs to: the id's current instance while it is
     /// active; after it finished, a new instance for a SYNTH_START (a retry reusing the id),
     /// else nothing (a duplicate, or a conflict: counted).
-    fn job_for(&mut self, e: &Ev) -> Option<usize> {
+    fn job_for(&mut self, e: &Ev, sink: &mut impl UpdateSink) -> Option<usize> {
         let Some(idx) = self.names.get(e.name).current else {
-            return Some(self.new_job(e));
+            return Some(self.new_job(e, sink));
         };
         let job = self.jobs[idx].as_ref().expect("current job exists");
         if job.state == JobState::Active {
@@ -59,7 +59,7 @@ impl Engine {
             return None;
         }
         if e.kind == EventKind::SynthStart {
-            return Some(self.new_job(e));
+            return Some(self.new_job(e, sink));
         }
         self.totals.stats.conflicts += 1;
         let name = self.names.name(e.name).clone();
@@ -343,6 +343,7 @@ impl Engine {
 
     /// Job `idx` completed: its record, the steady state, its transitions.
     pub(super) fn complete(&mut self, idx: usize, sink: &mut impl UpdateSink) {
+        self.finished_one();
         let job = self.jobs[idx].as_mut().expect("job exists");
         job.state = JobState::Finished(JobStatus::Complete);
         job.retain_until = self.now + self.cfg.reorder_window_ms * 2 + self.cfg.completion_grace_ms;
@@ -379,6 +380,7 @@ impl Engine {
     /// unobserved, its unfinished partitions and its record are emitted.
     pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
         let now = self.now;
+        self.finished_one();
         let job = self.jobs[idx].as_mut().expect("job exists");
         job.state = JobState::Finished(status);
         job.retain_until = now + self.cfg.reorder_window_ms * 2;
