@@ -29,6 +29,8 @@ fi
 
 # Python's jsonschema validates the Grafana dashboards against Grafana's schema.
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
+# the Prometheus project's Python parsers, for the exposition test
+python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -7,18 +7,20 @@ import os
 import sys
 
 PROM = {"type": "prometheus", "uid": "prometheus"}
+# the fleet dashboard reads the global Prometheus: recorded series only (deploy/prometheus/rules.yml)
+GLOBAL = {"type": "prometheus", "uid": "prometheus-global"}
 SEL = 'instance=~"$instance"'
 GSEL = 'instance=~"$instance", gpu=~"$gpu"'
 
 
-def target(expr, legend="", ref="A", fmt=None, exemplar=False):
-    t = {"refId": ref, "datasource": PROM, "expr": expr, "legendFormat": legend, "exemplar": exemplar}
+def target(expr, legend="", ref="A", fmt=None, exemplar=False, ds=PROM):
+    t = {"refId": ref, "datasource": ds, "expr": expr, "legendFormat": legend, "exemplar": exemplar}
     if fmt:
         t["format"] = fmt
     return t
 
 
-def panel(pid, title, kind, pos, targets, unit=None, description="", minv=None, maxv=None, options=None):
+def panel(pid, title, kind, pos, targets, unit=None, description="", minv=None, maxv=None, options=None, ds=PROM):
     x, y, w, h = pos
     defaults = {}
     if unit:
@@ -32,7 +34,7 @@ def panel(pid, title, kind, pos, targets, unit=None, description="", minv=None, 
         "type": kind,
         "title": title,
         "description": description,
-        "datasource": PROM,
+        "datasource": ds,
         "gridPos": {"x": x, "y": y, "w": w, "h": h},
         "fieldConfig": {"defaults": defaults, "overrides": []},
         "options": options or {},
@@ -41,14 +43,15 @@ def panel(pid, title, kind, pos, targets, unit=None, description="", minv=None, 
     return p
 
 
-def variables(with_gpu=True):
+def variables(with_gpu=True, ds=PROM):
+    source = "proofline_gpu_busy_seconds_total" if ds == PROM else 'up{job="proofline"}'
     v = [
         {
             "name": "instance",
             "label": "Prover",
             "type": "query",
-            "datasource": PROM,
-            "query": {"query": "label_values(proofline_gpu_busy_seconds_total, instance)", "refId": "instance"},
+            "datasource": ds,
+            "query": {"query": f"label_values({source}, instance)", "refId": "instance"},
             "refresh": 2,
             "includeAll": True,
             "multi": True,
@@ -77,7 +80,7 @@ def variables(with_gpu=True):
     return v
 
 
-def dashboard(uid, title, description, panels, with_gpu=True):
+def dashboard(uid, title, description, panels, with_gpu=True, ds=PROM):
     return {
         "uid": uid,
         "title": title,
@@ -90,7 +93,7 @@ def dashboard(uid, title, description, panels, with_gpu=True):
         "refresh": "10s",
         "time": {"from": "now-1h", "to": "now"},
         "timezone": "browser",
-        "templating": {"list": variables(with_gpu)},
+        "templating": {"list": variables(with_gpu, ds)},
         "annotations": {"list": []},
         "links": [],
         "panels": panels,
@@ -116,22 +119,24 @@ prover = dashboard(
               [target(f"proofline_gpu_idle_seconds{{{GSEL}}}", "GPU {{gpu}}")], unit="s",
               description="Time since the GPU last had work; 0 while busy."),
         panel(4, "GPU idle gaps (heatmap)", "heatmap", (0, 8, 12, 9),
-              [target(f"sum by (le) (increase(proofline_gpu_idle_gap_seconds_bucket{{{GSEL}}}[$__rate_interval]))", "{{le}}",
+              [target(f"sum by (le) (increase(proofline_gpu_idle_gap_seconds_bucket{{{SEL}}}[$__rate_interval]))", "{{le}}",
                       fmt="heatmap", exemplar=True)],
-              unit="s", description="Holes between busy intervals of the GPUs. Exemplars link to the sector's trace.",
+              unit="s", description="Holes between busy intervals of the prover's GPUs. Exemplars link to the sector's trace.",
               options={"calculate": False, "yAxis": {"unit": "s"}, "exemplars": {"color": "rgba(255,0,255,0.7)"}}),
         panel(5, "Idle time by boundary", "timeseries", (12, 8, 12, 9),
-              [target(f"sum by (boundary) (rate(proofline_gpu_idle_gap_seconds_sum{{{GSEL}}}[$__rate_interval]))", "{{boundary}}")],
+              [target(f"sum by (boundary) (rate(proofline_gpu_gap_idle_seconds_total{{{GSEL}}}[$__rate_interval]))", "{{boundary}}")],
               unit="percentunit", minv=0,
               description="Share of time the GPUs sat in idle gaps; cross_sector is the GPU waiting between sectors."),
-        panel(6, "Sector transition gap", "timeseries", (0, 17, 12, 8),
-              [target(q(0.5, "proofline_sector_transition_gap_seconds", "le", GSEL), "p50", exemplar=True),
-               target(q(0.9, "proofline_sector_transition_gap_seconds", "le", GSEL), "p90", "B")],
-              unit="s", description="First GPU_START of sector N+1 minus last GPU_END of sector N (negative: they overlapped)."),
-        panel(7, "Synthesis lead", "timeseries", (12, 17, 12, 8),
-              [target(q(0.5, "proofline_synthesis_lead_seconds", "le", GSEL), "p50", exemplar=True),
-               target(q(0.1, "proofline_synthesis_lead_seconds", "le", GSEL), "p10", "B")],
-              unit="s", description="Last GPU_END of sector N minus first SYNTH_END of sector N+1. Below zero: synthesis is behind the GPU."),
+        panel(6, "Sector transitions: GPU wait and overlap", "timeseries", (0, 17, 12, 8),
+              [target(q(0.5, "proofline_sector_transition_gap_seconds", "le", SEL), "wait p50", exemplar=True),
+               target(q(0.9, "proofline_sector_transition_gap_seconds", "le", SEL), "wait p90", "B"),
+               target(q(0.5, "proofline_sector_transition_overlap_seconds", "le", SEL), "overlap p50", "C", exemplar=True)],
+              unit="s", description="First GPU_START of sector N+1 minus last GPU_END of sector N on a GPU: the GPU waited (gap), or the sectors overlapped (overlap)."),
+        panel(7, "Synthesis lead and lag", "timeseries", (12, 17, 12, 8),
+              [target(q(0.5, "proofline_synthesis_lead_seconds", "le", SEL), "lead p50 (synthesis ahead)", exemplar=True),
+               target(q(0.5, "proofline_synthesis_lag_seconds", "le", SEL), "lag p50 (synthesis behind)", "B", exemplar=True),
+               target(f"sum(rate(proofline_synthesis_lag_seconds_count{{{SEL}}}[$__rate_interval])) / (sum(rate(proofline_synthesis_lag_seconds_count{{{SEL}}}[$__rate_interval])) + sum(rate(proofline_synthesis_lead_seconds_count{{{SEL}}}[$__rate_interval])))", "share of transitions behind", "C")],
+              unit="s", description="Last GPU_END of sector N minus first SYNTH_END of sector N+1: synthesis ahead of the GPU (lead) or behind it (lag, the GPU waited on synthesis)."),
         panel(8, "Partition stages (p50)", "timeseries", (0, 25, 12, 8),
               [target(q(0.5, "proofline_partition_stage_seconds", "stage, le", SEL), "{{stage}}")], unit="s",
               description="synthesis, queue (synthesized, waiting for a GPU worker), lock_wait, gpu."),
@@ -157,30 +162,33 @@ prover = dashboard(
 fleet = dashboard(
     "proofline-fleet",
     "proofline: fleet",
-    "Every prover at once: the worst GPUs first.",
+    "Every prover at once, the worst GPUs first, from the global Prometheus (the series each site records).",
     [
         panel(1, "Worst GPUs: busy ratio over 10 m", "bargauge", (0, 0, 12, 10),
-              [target(f"bottomk(10, proofline:gpu_busy_ratio:rate10m{{{SEL}}})", "{{instance}} GPU {{gpu}}", fmt="table")],
-              unit="percentunit", minv=0, maxv=1, options={"orientation": "horizontal", "displayMode": "gradient"}),
+              [target(f"bottomk(10, proofline:gpu_busy_ratio:rate10m{{{SEL}}})", "{{site}} {{instance}} GPU {{gpu}}", fmt="table", ds=GLOBAL)],
+              unit="percentunit", minv=0, maxv=1, options={"orientation": "horizontal", "displayMode": "gradient"}, ds=GLOBAL),
         panel(2, "Most cross-sector idle time over 10 m", "bargauge", (12, 0, 12, 10),
-              [target(f"topk(10, proofline:gpu_cross_sector_idle_ratio:rate10m{{{SEL}}})", "{{instance}} GPU {{gpu}}", fmt="table")],
-              unit="percentunit", minv=0, options={"orientation": "horizontal", "displayMode": "gradient"}),
+              [target(f"topk(10, proofline:gpu_cross_sector_idle_ratio:rate10m{{{SEL}}})", "{{site}} {{instance}} GPU {{gpu}}", fmt="table", ds=GLOBAL)],
+              unit="percentunit", minv=0, options={"orientation": "horizontal", "displayMode": "gradient"}, ds=GLOBAL),
         panel(3, "GPU busy ratio per prover", "timeseries", (0, 10, 12, 8),
-              [target(f"instance:proofline_gpu_busy_ratio:avg_rate10m{{{SEL}}}", "{{instance}}")],
-              unit="percentunit", minv=0, maxv=1),
+              [target(f"instance:proofline_gpu_busy_ratio:avg_rate10m{{{SEL}}}", "{{instance}}", ds=GLOBAL)],
+              unit="percentunit", minv=0, maxv=1, ds=GLOBAL),
         panel(4, "Seconds per proof per prover", "timeseries", (12, 10, 12, 8),
-              [target(f"proofline_seconds_per_proof{{{SEL}}}", "{{instance}}")], unit="s"),
+              [target(f"instance:proofline_seconds_per_proof:last{{{SEL}}}", "{{instance}}", ds=GLOBAL)], unit="s", ds=GLOBAL),
         panel(5, "Proofs per hour per prover", "timeseries", (0, 18, 12, 8),
-              [target(f"instance:proofline_proofs_per_hour:rate10m{{{SEL}}}", "{{instance}}")]),
-        panel(6, "Median synthesis lead per prover", "timeseries", (12, 18, 12, 8),
-              [target(f"instance:proofline_synthesis_lead_seconds:p50_10m{{{SEL}}}", "{{instance}}")], unit="s"),
+              [target(f"instance:proofline_proofs_per_hour:rate10m{{{SEL}}}", "{{instance}}", ds=GLOBAL)], ds=GLOBAL),
+        panel(6, "Share of sector transitions with synthesis behind, per prover", "timeseries", (12, 18, 12, 8),
+              [target(f"instance:proofline_synthesis_behind:ratio_rate10m{{{SEL}}}", "{{instance}}", ds=GLOBAL)],
+              unit="percentunit", minv=0, maxv=1, ds=GLOBAL,
+              description="Above 50 %: the median synthesis lead is negative, the GPUs wait on synthesis between sectors."),
         panel(7, "Provers scraped", "stat", (0, 26, 12, 6),
-              [target(f'up{{job="proofline", {SEL}}}', "{{instance}}")]),
+              [target(f'up{{job="proofline", {SEL}}}', "{{instance}}", ds=GLOBAL)], ds=GLOBAL),
         panel(8, "proofline alerts fired in this time range", "table", (12, 26, 12, 6),
               [target('max_over_time(ALERTS{alertname=~"Proofline.*", alertstate="firing"}[$__range])',
-                      "{{alertname}} {{instance}}", fmt="table")]),
+                      "{{alertname}} {{instance}}", fmt="table", ds=GLOBAL)], ds=GLOBAL),
     ],
     with_gpu=False,
+    ds=GLOBAL,
 )
 
 # writes to deploy/grafana/dashboards, or to the folder given as the first argument

@@ -60,7 +60,8 @@ def exprs():
     for name, dash in dashboards():
         for p in dash["panels"]:
             for t in p.get("targets", []):
-                out.append({"dashboard": name, "panel": p["title"], "refId": t["refId"], "expr": substitute(t["expr"])})
+                out.append({"dashboard": name, "panel": p["title"], "refId": t["refId"], "expr": substitute(t["expr"]),
+                            "datasource": t["datasource"]["uid"]})
     return out
 
 

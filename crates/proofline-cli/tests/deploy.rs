@@ -29,7 +29,8 @@ fn prometheus_config_and_rules_pass_promtool() {
     let (ok, out) = run(Command::new("promtool")
         .arg("check")
         .arg("config")
-        .arg(d.join("prometheus.yml")));
+        .arg(d.join("site.yml"))
+        .arg(d.join("global.yml")));
     assert!(ok, "{out}");
     let (ok, out) = run(Command::new("promtool")
         .args(["check", "rules"])
@@ -56,8 +57,21 @@ fn every_alert_fires_where_it_must_and_not_elsewhere() {
     let d = deploy().join("prometheus");
     let (ok, out) = run(Command::new("promtool")
         .args(["test", "rules"])
-        .arg(d.join("tests/alerts_test.yml")));
+        .arg(d.join("tests/alerts_test.yml"))
+        .arg(d.join("tests/rules_test.yml")));
     assert!(ok, "{out}");
+    // every recording rule has a test
+    let rules = std::fs::read_to_string(d.join("rules.yml")).unwrap();
+    let rule_tests = std::fs::read_to_string(d.join("tests/rules_test.yml")).unwrap();
+    for name in rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- record: "))
+    {
+        assert!(
+            rule_tests.contains(&format!("- expr: {name}\n")),
+            "recording rule {name} has no promtool test"
+        );
+    }
     // every alert has a test
     let alerts = std::fs::read_to_string(d.join("alerts.yml")).unwrap();
     let tests = std::fs::read_to_string(d.join("tests/alerts_test.yml")).unwrap();

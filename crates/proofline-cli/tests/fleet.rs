@@ -1,9 +1,14 @@
-//! The fleet test: a real Prometheus and Alertmanager on 127.0.0.1 scrape four
-//! `proofline demo` provers, one with a synthesis stall. The GPU-idle alert reaches
-//! Alertmanager for that prover and no other, and every dashboard panel's query returns data.
+//! The fleet test, two levels as deploy/ runs them: 50 provers (`proofline watch` of
+//! generated 4-GPU logs; one prover stopped in the middle of a sector), a site Prometheus that
+//! scrapes them and records (deploy/prometheus/site.yml, rules.yml) and remote-writes to a
+//! global Prometheus (global.yml, alerts.yml) that sends alerts to Alertmanager. The GPU-idle
+//! alert reaches Alertmanager from the global level for the stalled prover and no other, every
+//! fleet-dashboard query returns data from the global Prometheus, and every prover-dashboard
+//! query from the site one.
 //!
-//! deploy/'s config and rules are used as they are, except that the clock is compressed: the
-//! demos run 20x faster than cuzk, so the thresholds marked in alerts.yml are scaled.
+//! deploy/'s files are used as they are, except that the clock is compressed (1 s scrapes
+//! and evaluations, the GPU-idle threshold scaled as marked in alerts.yml) and addresses are
+//! local.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -11,6 +16,9 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{Proc, free_port, http_get, scaled_alerts, urlencode};
+
+/// Provers in the fleet.
+const PROVERS: usize = 50;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
@@ -27,15 +35,145 @@ fn wait_ready(addr: &str, path: &str, what: &str) {
     }
 }
 
+fn prometheus(dir: &Path, name: &str, config: &str, extra: &[&str]) -> (Proc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cfg = dir.join(format!("{name}.yml"));
+    std::fs::write(&cfg, config).unwrap();
+    let p = Proc(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join(format!("{name}-tsdb")).display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--rules.alert.resend-delay=1s")
+            .arg("--log.level=warn")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect(
+                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
+            ),
+    );
+    wait_ready(&addr, "/-/ready", name);
+    (p, addr)
+}
+
+/// A log whose prover stopped in the middle of its work: the first sector's GPU work done,
+/// the next sector in flight, nothing more written.
+fn stalled_log(dir: &Path) -> PathBuf {
+    let full = dir.join("full.log");
+    assert!(
+        Command::new(env!("CARGO_BIN_EXE_proofline"))
+            .args([
+                "generate", "--jobs", "3", "--gpus", "4", "--stall", "1:600000", "-o"
+            ])
+            .arg(&full)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let text = std::fs::read_to_string(&full).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut open = 0i32;
+    let mut end = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains(",GPU_START,") {
+            open += 1;
+        } else if l.contains(",GPU_END,") {
+            open -= 1;
+            if open == 0 {
+                end = i + 1;
+                break;
+            }
+        }
+    }
+    assert!(end > 0);
+    let log = dir.join("stalled.log");
+    std::fs::write(&log, lines[..end].join("\n") + "\n").unwrap();
+    log
+}
+
+/// Every query of `dashboard` whose data source is `uid` has data on `prom` (within 40 s).
+fn panels_have_data(prom: &str, dashboard: &str, uid: &str) {
+    let out = Command::new("python3")
+        .arg(deploy().join("test/check_dashboards.py"))
+        .arg("--exprs")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let queries: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let queries: Vec<&serde_json::Value> = queries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|q| q["dashboard"] == dashboard)
+        .collect();
+    assert!(queries.len() > 5, "{dashboard}: {} queries", queries.len());
+    assert!(
+        queries.iter().all(|q| q["datasource"] == uid),
+        "{dashboard} reads another data source than {uid}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut empty: Vec<String> = Vec::new();
+    loop {
+        empty.clear();
+        for q in &queries {
+            let expr = q["expr"].as_str().unwrap();
+            let (status, _, body) = http_get(
+                prom,
+                &format!("/api/v1/query?query={}", urlencode(expr)),
+                None,
+            )
+            .unwrap();
+            assert_eq!(status, 200, "{expr}: {body}");
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            if v["data"]["result"].as_array().is_none_or(Vec::is_empty) {
+                empty.push(format!("{dashboard} / {}: {expr}", q["panel"]));
+            }
+        }
+        if empty.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    assert!(
+        empty.is_empty(),
+        "panels without data:\n{}",
+        empty.join("\n")
+    );
+}
+
+/// The alertnames and instances Alertmanager holds.
+fn alerts(am: &str) -> Vec<(String, String)> {
+    let (_, _, body) =
+        http_get(am, "/api/v2/alerts", None).unwrap_or((0, String::new(), "[]".into()));
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap_or(serde_json::json!([]));
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .map(|x| {
+                    let l = &x["labels"];
+                    (
+                        l["alertname"].as_str().unwrap_or_default().to_owned(),
+                        l["instance"].as_str().unwrap_or_default().to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[test]
-fn the_gpu_idle_alert_reaches_alertmanager_for_the_stalled_prover_only() {
+fn fifty_provers_two_levels_the_idle_alert_comes_from_the_global_level_for_the_stalled_one() {
     let dir = std::env::temp_dir().join(format!("proofline-fleet-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("targets")).unwrap();
 
     // Alertmanager, clustering off, grouping fast
-    let am_port = free_port();
-    let am_addr = format!("127.0.0.1:{am_port}");
+    let am_addr = format!("127.0.0.1:{}", free_port());
     std::fs::write(
         dir.join("alertmanager.yml"),
         "route:\n  receiver: default\n  group_by: [alertname, instance]\n  group_wait: 1s\n  group_interval: 1s\nreceivers:\n  - name: default\n",
@@ -53,159 +191,136 @@ fn the_gpu_idle_alert_reaches_alertmanager_for_the_stalled_prover_only() {
             .expect("prometheus-alertmanager not found: install Debian's prometheus-alertmanager (scripts/test.sh does)"),
     );
 
-    // four provers, the third one with a synthesis stall of 300 s (15 s at 20x) before job 2
-    let mut demos = Vec::new();
+    // the provers: 49 that finished their work, one stopped in the middle of a sector
+    let done = dir.join("done.log");
+    assert!(
+        Command::new(env!("CARGO_BIN_EXE_proofline"))
+            .args([
+                "generate", "--jobs", "12", "--gpus", "4", "--stall", "6:120000", "-o"
+            ])
+            .arg(&done)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let stalled_log = stalled_log(&dir);
+    let mut provers = Vec::new();
     let mut targets = Vec::new();
-    for i in 0..4 {
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_proofline"));
-        cmd.args([
-            "demo",
-            "--forever",
-            "--speed",
-            "20",
-            "--jobs",
-            "4",
-            "--instance",
-            &format!("prover{i}"),
-        ])
-        .args(["--metrics-addr", &addr, "--out"])
-        .arg(dir.join("out"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-        if i == 2 {
-            cmd.args(["--stall", "2:300000"]);
-        }
-        demos.push(Proc(cmd.spawn().unwrap()));
+    for i in 0..PROVERS {
+        let addr = format!("127.0.0.1:{}", free_port());
+        let log = if i == 7 { &stalled_log } else { &done };
+        provers.push(Proc(
+            Command::new(env!("CARGO_BIN_EXE_proofline"))
+                .args([
+                    "watch",
+                    "--from-start",
+                    "--poll-ms",
+                    "200",
+                    "--reorder-window-ms",
+                    "500",
+                ])
+                .args(["--metrics-addr", &addr, "--instance", &format!("prover{i}")])
+                .arg(log)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        ));
         targets.push(addr);
     }
-    let stalled = targets[2].clone();
+    let stalled = targets[7].clone();
     for t in &targets {
-        wait_ready(t, "/healthz", "proofline demo");
+        wait_ready(t, "/healthz", "proofline watch");
     }
 
-    // Prometheus with deploy/'s config, targets file and rules, on a compressed clock
-    let config = std::fs::read_to_string(deploy().join("prometheus/prometheus.yml"))
+    // the global Prometheus: remote-write receiver, deploy/'s alerts (scaled), Alertmanager
+    let global_cfg = std::fs::read_to_string(deploy().join("prometheus/global.yml"))
         .unwrap()
-        .replace("scrape_interval: 15s", "scrape_interval: 1s")
         .replace("evaluation_interval: 15s", "evaluation_interval: 1s")
-        .replace("refresh_interval: 30s", "refresh_interval: 1s")
         .replace("alertmanager:9093", &am_addr);
-    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
-    std::fs::copy(deploy().join("prometheus/rules.yml"), dir.join("rules.yml")).unwrap();
     std::fs::write(dir.join("alerts.yml"), scaled_alerts()).unwrap();
+    let (_global, global) = prometheus(
+        &dir,
+        "global",
+        &global_cfg,
+        &["--web.enable-remote-write-receiver"],
+    );
+
+    // the site Prometheus: scrapes the provers, records, remote-writes to the global one
+    std::fs::copy(deploy().join("prometheus/rules.yml"), dir.join("rules.yml")).unwrap();
     let list: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     std::fs::write(
         dir.join("targets/provers.yml"),
         format!("- targets: [{}]\n", list.join(", ")),
     )
     .unwrap();
-    let prom_addr = format!("127.0.0.1:{}", free_port());
-    let _prom = Proc(
-        Command::new("prometheus")
-            .arg(format!(
-                "--config.file={}",
-                dir.join("prometheus.yml").display()
-            ))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={prom_addr}"))
-            .arg("--rules.alert.resend-delay=1s")
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect(
-                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
-            ),
+    let site_cfg = std::fs::read_to_string(deploy().join("prometheus/site.yml"))
+        .unwrap()
+        .replace("scrape_interval: 15s", "scrape_interval: 1s")
+        .replace("evaluation_interval: 15s", "evaluation_interval: 1s")
+        .replace("refresh_interval: 30s", "refresh_interval: 1s")
+        .replace("prometheus-global:9090", &global)
+        .replace(
+            "    write_relabel_configs:",
+            "    queue_config:\n      batch_send_deadline: 1s\n    write_relabel_configs:",
+        );
+    assert!(
+        site_cfg.contains(&global),
+        "site.yml no longer remote-writes to the global one"
     );
-    wait_ready(&prom_addr, "/-/ready", "prometheus");
-    wait_ready(&am_addr, "/-/ready", "alertmanager");
+    let (_site, site) = prometheus(
+        &dir,
+        "site",
+        &site_cfg,
+        &["--enable-feature=exemplar-storage"],
+    );
 
-    // the GPU-idle alert reaches Alertmanager, for the stalled prover
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let idle_instances = loop {
-        let (_, _, body) =
-            http_get(&am_addr, "/api/v2/alerts", None).unwrap_or((0, String::new(), "[]".into()));
-        let alerts: serde_json::Value =
-            serde_json::from_str(&body).unwrap_or(serde_json::json!([]));
-        let idle: Vec<String> = alerts
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter(|x| x["labels"]["alertname"] == "ProoflineGpuIdleBetweenSectors")
-                    .map(|x| {
-                        x["labels"]["instance"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned()
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+    // the GPU-idle alert reaches Alertmanager from the global level, for the stalled prover
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let idle: Vec<String> = alerts(&am_addr)
+            .into_iter()
+            .filter(|(name, _)| name == "ProoflineGpuIdleBetweenSectors")
+            .map(|(_, i)| i)
+            .collect();
         if !idle.is_empty() {
-            break idle;
+            assert!(
+                idle.iter().all(|i| *i == stalled),
+                "alert for {idle:?}, stalled prover is {stalled}"
+            );
+            break;
         }
         assert!(
             Instant::now() < deadline,
             "the GPU-idle alert never reached Alertmanager"
         );
         std::thread::sleep(Duration::from_millis(500));
-    };
+    }
+    // the global Prometheus holds only what the site recorded and sent: a few series a
+    // prover, no raw histogram
+    let (_, _, body) = http_get(
+        &global,
+        &format!(
+            "/api/v1/query?query={}",
+            urlencode("count({__name__=~\"proofline_.+\"})")
+        ),
+        None,
+    )
+    .unwrap();
     assert!(
-        idle_instances.iter().all(|i| *i == stalled),
-        "alert for {idle_instances:?}, stalled prover is {stalled}"
+        body.contains("\"result\":[]"),
+        "raw series reached the global level: {body}"
     );
 
-    // every dashboard panel's query returns data from this Prometheus
-    let out = Command::new("python3")
-        .arg(deploy().join("test/check_dashboards.py"))
-        .arg("--exprs")
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    let queries: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let queries = queries.as_array().unwrap();
-    assert!(queries.len() > 20);
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let mut empty: Vec<String> = Vec::new();
-    loop {
-        empty.clear();
-        for q in queries {
-            let expr = q["expr"].as_str().unwrap();
-            let (status, _, body) = http_get(
-                &prom_addr,
-                &format!("/api/v1/query?query={}", urlencode(expr)),
-                None,
-            )
-            .unwrap();
-            assert_eq!(status, 200, "{expr}: {body}");
-            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-            if v["data"]["result"].as_array().is_none_or(Vec::is_empty) {
-                empty.push(format!("{} / {}: {expr}", q["dashboard"], q["panel"]));
-            }
-        }
-        if empty.is_empty() || Instant::now() > deadline {
-            break;
-        }
-        std::thread::sleep(Duration::from_secs(1));
-    }
-    assert!(
-        empty.is_empty(),
-        "panels without data:\n{}",
-        empty.join("\n")
-    );
+    // every fleet panel has data from the global Prometheus, every prover panel from the site
+    panels_have_data(&global, "fleet.json", "prometheus-global");
+    panels_have_data(&site, "prover.json", "prometheus");
 
-    // still no alert for any other prover
-    let (_, _, body) = http_get(&am_addr, "/api/v2/alerts", None).unwrap();
-    let alerts: serde_json::Value = serde_json::from_str(&body).unwrap();
-    for a in alerts.as_array().unwrap() {
-        if a["labels"]["alertname"] == "ProoflineGpuIdleBetweenSectors" {
-            assert_eq!(a["labels"]["instance"], stalled.as_str(), "{a}");
+    // still no GPU-idle alert for any other prover
+    for (name, instance) in alerts(&am_addr) {
+        if name == "ProoflineGpuIdleBetweenSectors" {
+            assert_eq!(instance, stalled);
         }
     }
-    drop(demos);
+    drop(provers);
 }

@@ -31,7 +31,8 @@ impl Prometheus {
         Prometheus::start_with_rules(dir, targets, None)
     }
 
-    /// A Prometheus evaluating the alerting rules `rules` (the text of a rule file), if any.
+    /// A Prometheus evaluating the alerting rules `rules` (the text of a rule file), if any,
+    /// on deploy/'s recording rules (one Prometheus as both site and global).
     fn start_with_rules(dir: &Path, targets: &[String], rules: Option<&str>) -> Prometheus {
         let port = free_port();
         let cfg = dir.join("prometheus.yml");
@@ -40,7 +41,13 @@ impl Prometheus {
             Some(text) => {
                 let path = dir.join("alerts.yml");
                 std::fs::write(&path, text).unwrap();
-                format!("rule_files: ['{}']\n", path.display())
+                let recording =
+                    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/rules.yml");
+                format!(
+                    "rule_files: ['{}', '{}']\n",
+                    recording.display(),
+                    path.display()
+                )
             }
             None => String::new(),
         };
@@ -627,10 +634,129 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    // threshold 3 s + for 1 s + two scrapes (2 s) + evaluation (1 s) + reorder window 0.5 s
+    // threshold 3 s + for 1 s + two scrapes (2 s) + the recording rule's evaluation (1 s) +
+    // the alert's (1 s) + reorder window 0.5 s
     let late = fired.duration_since(idle_at).as_secs_f64();
     assert!(
-        late <= 3.0 + 1.0 + 2.0 + 1.0 + 0.5 + 0.5,
+        late <= 3.0 + 1.0 + 2.0 + 1.0 + 1.0 + 0.5 + 0.5,
         "fired {late:.1} s after the GPU went idle"
+    );
+}
+
+/// The README's series budget for one prover: 8 GPUs and every proof kind at most this many.
+const SERIES_BUDGET: usize = 300;
+
+/// An 8-GPU prover proving every kind, watched: its /metrics holds 5 G + 14 K + 158 series
+/// (the README's arithmetic), within the budget, and both of its formats parse with the
+/// Prometheus project's own Python parsers (the strict OpenMetrics one rejects a histogram
+/// with a negative observation) and pass `promtool check metrics`.
+#[test]
+fn an_eight_gpu_prover_stays_within_the_series_budget_and_every_parser_takes_its_metrics() {
+    let dir = tmp("budget");
+    let log = dir.join("mixed.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "200", "--mixed", "--gpus", "8", "-o"])
+            .arg(&log)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = proofline()
+        .args(["watch", "--from-start", "--metrics-addr", &addr])
+        .arg(&log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _watch = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http_get(&addr, "/healthz", None).is_none() {
+        assert!(Instant::now() < deadline, "watch did not serve /metrics");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_completed(&addr, 200.0);
+    let (_, _, classic) = http_get(&addr, "/metrics", None).unwrap();
+    let (_, _, om) = http_get(
+        &addr,
+        "/metrics",
+        Some("application/openmetrics-text; version=1.0.0"),
+    )
+    .unwrap();
+    let samples: Vec<&str> = classic.lines().filter(|l| !l.starts_with('#')).collect();
+    let distinct = |metric: &str, label: &str| -> usize {
+        let mut v: Vec<&str> = samples
+            .iter()
+            .filter(|l| l.starts_with(metric))
+            .filter_map(|l| l.split(&format!("{label}=\"")).nth(1)?.split('"').next())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    let gpus = distinct("proofline_gpu_busy_seconds_total{", "gpu");
+    let kinds = distinct("proofline_proofs_completed_total{", "proof_kind");
+    assert_eq!((gpus, kinds), (8, 4));
+    assert_eq!(
+        samples.len(),
+        5 * gpus + 14 * kinds + 158,
+        "the README's series arithmetic no longer holds"
+    );
+    assert!(
+        samples.len() <= SERIES_BUDGET,
+        "{} series for an 8-GPU prover: over the budget of {SERIES_BUDGET}",
+        samples.len()
+    );
+    // no histogram has a negative sum or bucket (OpenMetrics: they are counters)
+    for l in &samples {
+        let v: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!(
+            v >= 0.0 || !l.contains("_sum") && !l.contains("_bucket"),
+            "{l}"
+        );
+    }
+    // the Prometheus project's Python parsers, classic and OpenMetrics, exemplars included
+    std::fs::write(dir.join("m.prom"), &classic).unwrap();
+    std::fs::write(dir.join("m.om"), &om).unwrap();
+    let out = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/test/parse_exposition.py"))
+        .arg(dir.join("m.prom"))
+        .arg(dir.join("m.om"))
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "a Prometheus parser rejected /metrics:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let counts: Vec<usize> = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(counts[0], samples.len());
+    assert_eq!(counts[1], samples.len());
+    assert!(counts[2] > 0, "no exemplar parsed");
+    // and promtool
+    let mut check = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    check
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(classic.as_bytes())
+        .unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
 }

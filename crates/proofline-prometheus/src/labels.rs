@@ -37,9 +37,8 @@ pub(crate) struct GapL {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub(crate) struct StageKindL {
-    pub(crate) stage: String,
-    pub(crate) proof_kind: String,
+pub(crate) struct BoundaryL {
+    pub(crate) boundary: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -11,27 +11,32 @@ use prometheus_client::registry::Registry;
 
 use crate::labels::*;
 
-pub(crate) const GAP_BUCKETS: [f64; 13] = [
-    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+// Buckets: ten finite ones each (the series budget, README "Series budget"), placed where
+// the questions are: the gap size classes (50 ms, 500 ms), a partition's GPU work (2-7 s), its
+// synthesis (~30 s), a sector (~40 s to minutes).
+
+/// Idle gaps, seconds (the size classes' edges 0.05 and 0.5 among them).
+pub(crate) const GAP_BUCKETS: [f64; 10] =
+    [0.05, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+/// Transition gaps and overlaps, synthesis leads and lags, seconds (all non-negative: a
+/// signed figure is two histograms, so that every scraper's parser takes them).
+pub(crate) const TRANSITION_BUCKETS: [f64; 10] =
+    [0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
+/// Partition stages, seconds.
+pub(crate) const STAGE_BUCKETS: [f64; 10] =
+    [0.05, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0];
+/// Sector wall time, seconds.
+pub(crate) const SECTOR_BUCKETS: [f64; 10] = [
+    10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 300.0, 600.0, 1200.0,
 ];
-pub(crate) const SIGNED_BUCKETS: [f64; 17] = [
-    -60.0, -30.0, -10.0, -5.0, -2.0, -1.0, -0.5, -0.1, 0.0, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0,
-    60.0,
-];
-pub(crate) const STAGE_BUCKETS: [f64; 15] = [
-    0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0,
-];
-pub(crate) const SECTOR_BUCKETS: [f64; 12] = [
-    5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 90.0, 120.0, 180.0, 300.0, 600.0, 1200.0,
-];
-pub(crate) const COLD_BUCKETS: [f64; 10] =
-    [1.0, 5.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 300.0, 600.0];
+/// Cold starts, seconds.
+pub(crate) const COLD_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
 pub(crate) fn gap_hist() -> HistogramWithExemplars<TraceL> {
     HistogramWithExemplars::new(GAP_BUCKETS.into_iter())
 }
-pub(crate) fn signed_hist() -> HistogramWithExemplars<TraceL> {
-    HistogramWithExemplars::new(SIGNED_BUCKETS.into_iter())
+pub(crate) fn transition_hist() -> HistogramWithExemplars<TraceL> {
+    HistogramWithExemplars::new(TRANSITION_BUCKETS.into_iter())
 }
 pub(crate) fn sector_hist() -> HistogramWithExemplars<TraceL> {
     HistogramWithExemplars::new(SECTOR_BUCKETS.into_iter())
@@ -47,10 +52,13 @@ pub struct Metrics {
     pub(crate) gpu_busy_seconds: Family<GpuL, FloatCounter>,
     pub(crate) gpu_busy_ratio: Family<GpuL, FloatGauge>,
     pub(crate) gpu_idle_seconds: Family<GpuL, FloatGauge>,
-    pub(crate) idle_gap: ExHist<GapL>,
-    pub(crate) transition_gap: ExHist<GpuL>,
-    pub(crate) synthesis_lead: ExHist<GpuL>,
-    pub(crate) stage: PlainHist<StageKindL>,
+    pub(crate) gap_idle_seconds: Family<GapL, FloatCounter>,
+    pub(crate) idle_gap: ExHist<BoundaryL>,
+    pub(crate) transition_gap: HistogramWithExemplars<TraceL>,
+    pub(crate) transition_overlap: HistogramWithExemplars<TraceL>,
+    pub(crate) synthesis_lead: HistogramWithExemplars<TraceL>,
+    pub(crate) synthesis_lag: HistogramWithExemplars<TraceL>,
+    pub(crate) stage: PlainHist<StageL>,
     pub(crate) sector: ExHist<KindL>,
     pub(crate) proofs_completed: Family<KindL, Counter>,
     pub(crate) seconds_per_proof: FloatGauge,
@@ -78,9 +86,12 @@ impl Metrics {
             gpu_busy_seconds: Family::default(),
             gpu_busy_ratio: Family::default(),
             gpu_idle_seconds: Family::default(),
+            gap_idle_seconds: Family::default(),
             idle_gap: Family::new_with_constructor(gap_hist),
-            transition_gap: Family::new_with_constructor(signed_hist),
-            synthesis_lead: Family::new_with_constructor(signed_hist),
+            transition_gap: transition_hist(),
+            transition_overlap: transition_hist(),
+            synthesis_lead: transition_hist(),
+            synthesis_lag: transition_hist(),
             stage: Family::new_with_constructor(stage_hist),
             sector: Family::new_with_constructor(sector_hist),
             proofs_completed: Family::default(),
@@ -117,23 +128,38 @@ impl Metrics {
             m.gpu_idle_seconds.clone(),
         );
         r.register(
+            "proofline_gpu_gap_idle_seconds",
+            "Idle time in a GPU's closed idle gaps, by boundary (cross_sector: the GPU waited between sectors)",
+            m.gap_idle_seconds.clone(),
+        );
+        r.register(
             "proofline_gpu_idle_gap_seconds",
-            "Holes between busy intervals of a GPU; boundary=cross_sector when the jobs before and after differ",
+            "Holes between busy intervals of the prover's GPUs; boundary=cross_sector when the jobs before and after differ",
             m.idle_gap.clone(),
         );
         r.register(
             "proofline_sector_transition_gap_seconds",
-            "First GPU_START of sector N+1 minus last GPU_END of sector N on a GPU (negative: overlap)",
+            "Sector transitions where the GPU waited: first GPU_START of sector N+1 minus last GPU_END of sector N (0 or more; overlaps are the overlap histogram)",
             m.transition_gap.clone(),
         );
         r.register(
+            "proofline_sector_transition_overlap_seconds",
+            "Sector transitions where sector N+1 started on a GPU before sector N ended there: by how much",
+            m.transition_overlap.clone(),
+        );
+        r.register(
             "proofline_synthesis_lead_seconds",
-            "Last GPU_END of sector N minus first SYNTH_END of sector N+1 (positive: synthesis ahead of the GPU)",
+            "Sector transitions with synthesis ahead: last GPU_END of sector N minus first SYNTH_END of sector N+1 (0 or more)",
             m.synthesis_lead.clone(),
         );
         r.register(
+            "proofline_synthesis_lag_seconds",
+            "Sector transitions with synthesis behind: first SYNTH_END of sector N+1 minus last GPU_END of sector N (the GPU waited on synthesis)",
+            m.synthesis_lag.clone(),
+        );
+        r.register(
             "proofline_partition_stage_seconds",
-            "Partition stage lengths: synthesis, queue, lock_wait, gpu",
+            "Partition stage lengths: synthesis, queue, lock_wait, gpu (all proof kinds)",
             m.stage.clone(),
         );
         r.register(

@@ -103,38 +103,44 @@ impl UpdateSink for PrometheusSink {
             // busy time is published at each tick, from the engine's own figure
             Update::GpuBusy { .. } => {}
             Update::IdleGap(gap) => {
-                let g = self.gpu(gap.gpu);
-                let labels = GapL {
-                    gpu: g,
-                    boundary: gap.boundary.as_str().to_owned(),
+                let boundary = gap.boundary.as_str().to_owned();
+                let per_gpu = GapL {
+                    gpu: self.gpu(gap.gpu),
+                    boundary: boundary.clone(),
                 };
+                self.m
+                    .gap_idle_seconds
+                    .get_or_create(&per_gpu)
+                    .inc_by(secs(gap.len_ms()));
                 let ex = self.exemplar(gap.run, &gap.next_job, gap.next_attempt);
                 self.m
                     .idle_gap
-                    .get_or_create(&labels)
+                    .get_or_create(&BoundaryL { boundary })
                     .observe(secs(gap.len_ms()), ex, None);
             }
             Update::Transition(t) => {
-                let g = self.gpu(t.gpu);
                 let ex = self.exemplar(t.run, &t.to_job, t.to_attempt);
-                self.m
-                    .transition_gap
-                    .get_or_create(&GpuL { gpu: g.clone() })
-                    .observe(secs_i(t.gap_ms), ex.clone(), None);
+                // a signed figure goes to one of two non-negative histograms
+                let (hist, v) = if t.gap_ms >= 0 {
+                    (&self.m.transition_gap, t.gap_ms)
+                } else {
+                    (&self.m.transition_overlap, -t.gap_ms)
+                };
+                hist.observe(secs_i(v), ex.clone(), None);
                 if let Some(lead) = t.synthesis_lead_ms {
-                    self.m
-                        .synthesis_lead
-                        .get_or_create(&GpuL { gpu: g })
-                        .observe(secs_i(lead), ex, None);
+                    let (hist, v) = if lead >= 0 {
+                        (&self.m.synthesis_lead, lead)
+                    } else {
+                        (&self.m.synthesis_lag, -lead)
+                    };
+                    hist.observe(secs_i(v), ex, None);
                 }
             }
             Update::Partition(p) => {
-                let kind = self.kind(p.proof_kind.as_deref());
                 for stage in Stage::ALL {
                     if let Some(ms) = p.stage_ms(stage) {
-                        let l = StageKindL {
+                        let l = StageL {
                             stage: stage.as_str().to_owned(),
-                            proof_kind: kind.clone(),
                         };
                         self.m.stage.get_or_create(&l).observe(secs(ms));
                     }

@@ -157,29 +157,49 @@ fn the_numbers_are_the_engines() {
         "union, not the 9.3 s sum"
     );
     assert_eq!(
-        value("proofline_gpu_idle_gap_seconds_count{gpu=\"0\",boundary=\"cross_sector\"}"),
+        value("proofline_gpu_idle_gap_seconds_count{boundary=\"cross_sector\"}"),
         2.0
     );
     assert_eq!(
-        value("proofline_gpu_idle_gap_seconds_sum{gpu=\"0\",boundary=\"cross_sector\"}"),
+        value("proofline_gpu_idle_gap_seconds_sum{boundary=\"cross_sector\"}"),
         1.5
     );
     assert_eq!(
-        value("proofline_gpu_idle_gap_seconds_count{gpu=\"0\",boundary=\"intra_sector\"}"),
+        value("proofline_gpu_idle_gap_seconds_count{boundary=\"intra_sector\"}"),
+        1.0
+    );
+    // per GPU, the idle time of its gaps by boundary
+    assert_eq!(
+        value("proofline_gpu_gap_idle_seconds_total{gpu=\"0\",boundary=\"cross_sector\"}"),
+        1.5
+    );
+    // transitions -0.5, 1 and 0.5 s: two waits (1.5 s) and one overlap (0.5 s), each in a
+    // histogram of its own, so that no histogram has a negative observation
+    assert_eq!(value("proofline_sector_transition_gap_seconds_count"), 2.0);
+    assert_eq!(value("proofline_sector_transition_gap_seconds_sum"), 1.5);
+    assert_eq!(
+        value("proofline_sector_transition_overlap_seconds_count"),
         1.0
     );
     assert_eq!(
-        value("proofline_sector_transition_gap_seconds_sum{gpu=\"0\"}"),
-        1.0
-    ); // -0.5 + 1 + 0.5
+        value("proofline_sector_transition_overlap_seconds_sum"),
+        0.5
+    );
     assert_eq!(
-        value("proofline_synthesis_lead_seconds_sum{gpu=\"0\"}"),
-        1.3
-    ); // 1 + 0.5 - 0.2
-    assert_eq!(
-        value("proofline_sector_transition_gap_seconds_bucket{le=\"-0.1\",gpu=\"0\"}"),
+        value("proofline_sector_transition_overlap_seconds_bucket{le=\"0.5\"}"),
         1.0
     );
+    // leads 1 and 0.5 s ahead, 0.2 s behind
+    assert_eq!(value("proofline_synthesis_lead_seconds_sum"), 1.5);
+    assert_eq!(value("proofline_synthesis_lag_seconds_sum"), 0.2);
+    assert_eq!(value("proofline_synthesis_lag_seconds_count"), 1.0);
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let v: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+        let name = line.split(['{', ' ']).next().unwrap();
+        if name.ends_with("_sum") || name.ends_with("_bucket") || name.ends_with("_count") {
+            assert!(v >= 0.0, "a histogram with a negative observation: {line}");
+        }
+    }
     assert_eq!(
         value("proofline_proofs_completed_total{proof_kind=\"unknown\"}"),
         4.0

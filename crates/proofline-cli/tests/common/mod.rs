@@ -77,8 +77,8 @@ pub fn scaled_alerts() -> String {
     let text = std::fs::read_to_string(path).unwrap();
     let scaled = text
         .replace(
-            "proofline_gpu_idle_seconds > 30 # threshold: idle_seconds",
-            "proofline_gpu_idle_seconds > 3 # threshold: idle_seconds",
+            "proofline:gpu_idle_seconds:max > 30 # threshold: idle_seconds",
+            "proofline:gpu_idle_seconds:max > 3 # threshold: idle_seconds",
         )
         .replace("for: 1m # for: idle", "for: 1s # for: idle");
     assert_ne!(scaled, text, "alerts.yml lost its threshold markers");
