@@ -56,6 +56,15 @@ pub struct SimArgs {
     /// the partition never finishes (as in cuzk, whose spawn_blocking catches the panic).
     #[arg(long, value_name = "W:N")]
     panic_worker: Option<String>,
+    /// Write cuzk's `CUZK_TIMING:` lines of each GPU call too (`generate` only).
+    #[arg(long)]
+    cuzk_timing: bool,
+    /// CPU work held inside the GPU lock per call (the GPU waiting on prep_msm), cuzk ms
+    /// (`generate --cuzk-timing`): the pipeline looks busy while the kernels idle. Range
+    /// 0..=600000.
+    #[arg(long, default_value_t = 0, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    cpu_in_lock_ms: u64,
 }
 
 impl SimArgs {
@@ -82,6 +91,10 @@ impl SimArgs {
         if let Some(s) = &self.panic_worker {
             cfg.faults.panic_worker = Some(parse_pair(s, "--panic-worker")?);
         }
+        cfg.timing = proofline_sim::TimingLines {
+            emit: self.cuzk_timing,
+            cpu_in_lock_ms: self.cpu_in_lock_ms as f64,
+        };
         Ok(cfg)
     }
 }

@@ -10,6 +10,7 @@ pub mod reader;
 pub mod report;
 pub mod sink;
 pub mod text;
+pub mod timing;
 
 pub use codec::{ParseError, parse_line, write_line};
 pub use engine::{Engine, EngineConfig};

@@ -8,6 +8,7 @@ use crate::engine::Engine;
 use crate::event::{EventRef, TimelineEvent};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
+use crate::timing::{TimingLine, parse_timing};
 
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
@@ -19,6 +20,24 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 
 /// How much [`LineFeeder::feed_all_parallel`] reads at a time.
 const CHUNK: usize = 1 << 18;
+
+/// What a line holds that the engine takes.
+enum Parsed<'a> {
+    /// A TIMELINE event.
+    Event(EventRef<'a>),
+    /// A `CUZK_TIMING:` line.
+    Timing(TimingLine),
+}
+
+impl Parsed<'_> {
+    fn feed(self, engine: &mut Engine, sink: &mut impl UpdateSink) {
+        match self {
+            Parsed::Event(ev) => engine.ingest(&ev, sink),
+            Parsed::Timing(TimingLine::Timing(t)) => engine.ingest_timing(&t),
+            Parsed::Timing(TimingLine::Note) => engine.ingest_timing_note(),
+        }
+    }
+}
 
 /// Feeds log lines to an engine, counting lines and keeping the first malformed ones.
 ///
@@ -50,8 +69,8 @@ impl LineFeeder {
             return self.not_utf8(line);
         };
         match self.take_line(text) {
-            Ok(Some(ev)) => {
-                engine.ingest(&ev, sink);
+            Ok(Some(p)) => {
+                p.feed(engine, sink);
                 None
             }
             Ok(None) => None,
@@ -69,16 +88,26 @@ impl LineFeeder {
         None
     }
 
-    /// Counts and parses one UTF-8 line: its event, nothing (not a TIMELINE line), or the
+    /// Counts and parses one UTF-8 line: its event or timing, nothing (another line), or the
     /// error of a malformed one (counted, and kept if among the first few).
     #[inline]
-    fn take_line<'a>(&mut self, text: &'a str) -> Result<Option<EventRef<'a>>, LineError> {
+    fn take_line<'a>(&mut self, text: &'a str) -> Result<Option<Parsed<'a>>, LineError> {
         self.stats.lines += 1;
         match parse_line(text) {
-            Ok(None) => Ok(None),
+            Ok(None) => match parse_timing(text) {
+                None => Ok(None),
+                Some(Ok(t)) => {
+                    self.stats.timing_lines += 1;
+                    Ok(Some(Parsed::Timing(t)))
+                }
+                Some(Err(e)) => {
+                    self.stats.timing_lines += 1;
+                    Err(self.malformed(e))
+                }
+            },
             Ok(Some(ev)) => {
                 self.stats.timeline_lines += 1;
-                Ok(Some(ev))
+                Ok(Some(Parsed::Event(ev)))
             }
             Err(e) => {
                 self.stats.timeline_lines += 1;
@@ -117,7 +146,7 @@ impl LineFeeder {
     /// block is checked for UTF-8 once (the common case); only a block that fails is checked
     /// line by line, so that one bad byte costs one line.
     pub fn feed_lines(&mut self, block: &[u8], engine: &mut Engine, sink: &mut impl UpdateSink) {
-        let _ = self.parse_lines(block, |ev| engine.ingest(&ev, sink));
+        let _ = self.parse_lines(block, |p| p.feed(engine, sink));
     }
 
     /// Counts and parses the lines of `block` (as [`LineFeeder::feed_lines`]), giving each
@@ -126,7 +155,7 @@ impl LineFeeder {
     fn parse_lines<'a>(
         &mut self,
         block: &'a [u8],
-        mut on_event: impl FnMut(EventRef<'a>),
+        mut on_event: impl FnMut(Parsed<'a>),
     ) -> Option<&'a str> {
         if let Ok(text) = std::str::from_utf8(block) {
             self.parse_str_lines(text, on_event);
@@ -147,7 +176,7 @@ impl LineFeeder {
     }
 
     /// [`LineFeeder::parse_lines`] for a block known to be UTF-8.
-    fn parse_str_lines<'a>(&mut self, text: &'a str, mut on_event: impl FnMut(EventRef<'a>)) {
+    fn parse_str_lines<'a>(&mut self, text: &'a str, mut on_event: impl FnMut(Parsed<'a>)) {
         let mut start = 0;
         for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
             // `\n` is ASCII: both ends are char boundaries
@@ -281,8 +310,16 @@ impl LineFeeder {
                 })?;
             let mut stopped = false;
             for batch in full_rx.iter() {
-                for ev in &batch.events {
+                let mut timings = batch.timings.iter().peekable();
+                for (i, ev) in batch.events.iter().enumerate() {
+                    // timing lines in their place among the events
+                    while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
+                        feed_timing(t, engine);
+                    }
                     engine.ingest(&ev.in_text(&batch.text), sink);
+                }
+                for (_, t) in timings {
+                    feed_timing(t, engine);
                 }
                 // the reader may be done already: then the block is simply dropped
                 let _ = empty_tx.send(batch);
@@ -346,11 +383,19 @@ impl LineFeeder {
             carry.extend_from_slice(&buf[lines_end..]);
             buf.truncate(lines_end);
             batch.fill(self, &buf);
-            if (!batch.events.is_empty() && full.send(batch).is_err()) || eof {
+            let has = !batch.events.is_empty() || !batch.timings.is_empty();
+            if (has && full.send(batch).is_err()) || eof {
                 // done, or the engine's side has gone (it stopped early, or panicked)
                 return read_error.map_or(Ok(()), Err);
             }
         }
+    }
+}
+
+fn feed_timing(t: &TimingLine, engine: &mut Engine) {
+    match t {
+        TimingLine::Timing(t) => engine.ingest_timing(t),
+        TimingLine::Note => engine.ingest_timing_note(),
     }
 }
 
@@ -359,6 +404,8 @@ impl LineFeeder {
 struct Batch {
     text: String,
     events: Vec<TimelineEvent<(usize, usize)>>,
+    /// `CUZK_TIMING:` lines, each with the number of events before it in the block.
+    timings: Vec<(usize, TimingLine)>,
 }
 
 impl Batch {
@@ -367,12 +414,16 @@ impl Batch {
     fn fill(&mut self, feeder: &mut LineFeeder, block: &[u8]) {
         self.text.clear();
         self.events.clear();
-        let events = &mut self.events;
+        self.timings.clear();
+        let (events, timings) = (&mut self.events, &mut self.timings);
         let at = |s: &str| {
             let from = s.as_ptr() as usize - block.as_ptr() as usize;
             (from, from + s.len())
         };
-        match feeder.parse_lines(block, |ev| events.push(ev.map_str(at))) {
+        match feeder.parse_lines(block, |p| match p {
+            Parsed::Event(ev) => events.push(ev.map_str(at)),
+            Parsed::Timing(t) => timings.push((events.len(), t)),
+        }) {
             Some(text) => self.text.push_str(text),
             // Rare: a line is not UTF-8. No event points into it: copy the block with such
             // lines blanked, so that every range stays where it was.

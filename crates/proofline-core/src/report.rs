@@ -279,6 +279,10 @@ pub enum Bound {
     SynthesisBound,
     /// The GPUs idled while synthesized partitions waited.
     HandoffBound,
+    /// The GPUs look busy (busy ratio >= 0.85) but the kernels fill less than 75 % of
+    /// that busy time: the GPU lock is held by CPU work (prep_msm, b_g2_msm); more GPUs
+    /// would not help.
+    LockHeldByCpu,
     /// Not enough GPU data to say.
     Unknown,
 }
@@ -300,6 +304,12 @@ pub struct Verdict {
     pub idle_queue_empty_ms: u64,
     /// Median synthesis lead over the transitions.
     pub synthesis_lead_p50_ms: Option<i64>,
+    /// Kernel time / the GPUs' busy time, when `CUZK_TIMING:` lines were read.
+    #[serde(default)]
+    pub kernel_fill: Option<f64>,
+    /// Kernel time / the GPUs' elapsed time, when `CUZK_TIMING:` lines were read.
+    #[serde(default)]
+    pub kernel_utilisation: Option<f64>,
 }
 
 /// Idle gaps of one size class.
@@ -438,6 +448,9 @@ pub struct LineStats {
     pub lines: u64,
     /// Lines holding a TIMELINE event (well-formed or not).
     pub timeline_lines: u64,
+    /// `CUZK_TIMING:` lines (timings and notes, well-formed or not).
+    #[serde(default)]
+    pub timing_lines: u64,
     /// Malformed TIMELINE lines.
     pub malformed: u64,
     /// The first few malformed lines with their number and error.
@@ -496,6 +509,68 @@ pub struct Summary {
     pub busy_ratio: Option<f64>,
 }
 
+/// What cuzk's `CUZK_TIMING:` lines say about the GPU's own work (`crate::timing`; the
+/// attribution rule is in the engine's `kernel` module docs and docs/definitions.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelReport {
+    /// Timing lines read.
+    pub timing_lines: u64,
+    /// `CUZK_TIMING:` lines that are no timing (pool threshold, `d_a_cache allocated`).
+    pub other_lines: u64,
+    /// Keys not known to this version (kept, not used).
+    pub unknown_keys: Vec<String>,
+    /// GPU calls (`mutex_held_ms` lines).
+    pub calls: u64,
+    /// GPU threads of the calls (`gpu_total_ms` lines).
+    pub gpu_threads: u64,
+    /// Kernel time: every GPU thread's `ntt_msm_h_ms + batch_add_ms + tail_msm_ms`.
+    pub kernel_ms: u64,
+    /// Kernel time per call, of the calls whose lines came one after the other.
+    pub kernel_per_call: DistSummary,
+    /// Calls whose lines interleaved with another call's on the same GPU.
+    pub calls_interleaved: u64,
+    /// Kernel time / the GPUs' elapsed time (first GPU_START to last GPU_END, summed).
+    pub kernel_utilisation: Option<f64>,
+    /// The merged-interval busy ratio over the same span, beside it.
+    pub busy_ratio: Option<f64>,
+    /// Kernel time / the GPUs' busy time: how much of the pipeline's GPU time the kernels
+    /// fill.
+    pub kernel_fill: Option<f64>,
+    /// `mutex_held_ms`, summed.
+    pub lock_held_ms: u64,
+    /// Lock held minus kernel time: CPU work inside the lock (at least this much).
+    pub lock_held_not_kernel_ms: u64,
+    /// `mutex_held_ms` per call.
+    pub lock_held: DistSummary,
+    /// `mutex_wait_ms` per call.
+    pub lock_wait: DistSummary,
+    /// `barrier_wait_ms` per GPU thread: the GPU waiting, inside the lock, on `prep_msm`.
+    pub barrier_wait: DistSummary,
+    /// `prep_msm_ms` per call (CPU, on the critical path: the GPU thread waits for it).
+    pub prep_msm: DistSummary,
+    /// `b_g2_msm_ms` per call (CPU, alongside the GPU's last steps).
+    pub b_g2_msm: DistSummary,
+    /// Whether every kernel line was given a GPU (per-GPU figures only then).
+    pub attributed: bool,
+    /// How the lines were attributed, in words.
+    pub attribution: String,
+    /// Per GPU, when attributed.
+    pub gpus: Vec<GpuKernel>,
+}
+
+/// One GPU's kernel time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuKernel {
+    /// The device.
+    pub gpu: u32,
+    /// Its kernel time.
+    pub kernel_ms: u64,
+    /// Kernel time / its elapsed time.
+    pub kernel_utilisation: Option<f64>,
+    /// Its merged-interval busy ratio, beside it.
+    pub busy_ratio: Option<f64>,
+}
+
 /// Everything the engine knows about a log or a live run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -518,6 +593,9 @@ pub struct Report {
     pub verdict: Verdict,
     /// Per GPU.
     pub gpus: Vec<GpuReport>,
+    /// What `CUZK_TIMING:` lines say (absent without them: kernel time was not observed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelReport>,
     /// Stage distributions.
     pub stages: StageSummaries,
     /// Job wall-time distribution (complete jobs).

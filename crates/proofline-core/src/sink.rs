@@ -73,6 +73,25 @@ pub struct LiveState {
     pub seconds_per_proof: Option<f64>,
     /// Each GPU, by index.
     pub gpus: Vec<GpuLive>,
+    /// What the `CUZK_TIMING:` lines read so far add up to (zeros without them).
+    pub kernel: KernelLive,
+}
+
+/// Totals of the `CUZK_TIMING:` lines read so far (`crate::timing`), ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct KernelLive {
+    /// GPU calls (`mutex_held_ms` lines).
+    pub calls: u64,
+    /// Kernel time (`ntt_msm_h_ms + batch_add_ms + tail_msm_ms`).
+    pub kernel_ms: u64,
+    /// GPU lock held (`mutex_held_ms`).
+    pub lock_held_ms: u64,
+    /// GPU lock waited for (`mutex_wait_ms`).
+    pub lock_wait_ms: u64,
+    /// `prep_msm_ms` (CPU, on the critical path).
+    pub prep_msm_ms: u64,
+    /// `b_g2_msm_ms` (CPU).
+    pub b_g2_msm_ms: u64,
 }
 
 /// One GPU's live figures.

@@ -331,6 +331,7 @@ pub fn render(r: &Report) -> String {
         "  GPU queue depth max {}, mean {:.2}",
         r.queue.max_depth, r.queue.mean_depth
     );
+    kernel_section(&mut o, r.kernel.as_ref());
 
     if !r.jobs.is_empty() {
         let _ = writeln!(o, "\nSectors (complete, in completion order)");
@@ -526,4 +527,81 @@ mod tests {
             "  job         s  note\n  a        12.5\n  long-id   3.0  é ok\n"
         );
     }
+}
+
+/// The kernel time section: what `CUZK_TIMING:` lines say, or that there were none.
+fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
+    let Some(k) = k else {
+        let _ = writeln!(
+            o,
+            "\nKernel time: not observed (no CUZK_TIMING lines): GPU busy above is the TIMELINE intervals, which include CPU work done while the GPU lock is held"
+        );
+        return;
+    };
+    let p = |d: &crate::dist::DistSummary| {
+        format!(
+            "p50 {} p90 {} p99 {} s",
+            secs3(d.p50_ms),
+            secs3(d.p90_ms),
+            secs3(d.p99_ms)
+        )
+    };
+    let _ = writeln!(
+        o,
+        "\nKernel time (CUZK_TIMING: {} timing lines, {} other)",
+        k.timing_lines, k.other_lines
+    );
+    let _ = writeln!(
+        o,
+        "  kernel utilisation {} beside GPU busy (merged intervals) {}; kernels fill {} of the busy time",
+        pct(k.kernel_utilisation),
+        pct(k.busy_ratio),
+        pct(k.kernel_fill)
+    );
+    let _ = writeln!(
+        o,
+        "  {} calls, {} GPU threads; kernel per call {} ({} calls' lines interleaved: totals only)",
+        k.calls,
+        k.gpu_threads,
+        p(&k.kernel_per_call),
+        k.calls_interleaved
+    );
+    let _ = writeln!(
+        o,
+        "  GPU lock held {} s against {} s of kernels: {} s of CPU work inside the lock; held per call {}",
+        secs(Some(k.lock_held_ms)),
+        secs(Some(k.kernel_ms)),
+        secs(Some(k.lock_held_not_kernel_ms)),
+        p(&k.lock_held)
+    );
+    let _ = writeln!(o, "  lock wait {}", p(&k.lock_wait));
+    let _ = writeln!(
+        o,
+        "  CPU on the critical path: prep_msm {}, b_g2_msm {}; GPU waiting on prep_msm (barrier) {}",
+        p(&k.prep_msm),
+        p(&k.b_g2_msm),
+        p(&k.barrier_wait)
+    );
+    let _ = writeln!(o, "  attribution: {}", k.attribution);
+    for g in &k.gpus {
+        let _ = writeln!(
+            o,
+            "  GPU {}: kernels {} s, utilisation {} (busy {})",
+            g.gpu,
+            secs(Some(g.kernel_ms)),
+            pct(g.kernel_utilisation),
+            pct(g.busy_ratio)
+        );
+    }
+    if !k.unknown_keys.is_empty() {
+        let _ = writeln!(
+            o,
+            "  keys not known (kept, not used): {}",
+            k.unknown_keys.join(", ")
+        );
+    }
+}
+
+fn secs3(ms: Option<i64>) -> String {
+    ms.map_or_else(|| "-".to_owned(), |v| format!("{:.2}", v as f64 / 1000.0))
 }

@@ -121,6 +121,7 @@ fn populated() -> Arc<Metrics> {
                 busy_ms: t,
             })
             .collect(),
+        kernel: Default::default(),
     };
     sink.tick(
         &live,

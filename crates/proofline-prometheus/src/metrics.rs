@@ -76,6 +76,10 @@ pub struct Metrics {
     pub(crate) otlp_spans_failed: Counter,
     pub(crate) otlp_links_unplaced: Counter,
     pub(crate) folded: Family<LabelL, Counter>,
+    /// From `CUZK_TIMING:` lines: calls, then kernel, lock held, lock wait, prep_msm and
+    /// b_g2_msm seconds.
+    pub(crate) gpu_calls: Counter,
+    pub(crate) kernel_seconds: [FloatCounter; 5],
 }
 
 impl Metrics {
@@ -110,6 +114,8 @@ impl Metrics {
             otlp_spans_failed: Counter::default(),
             otlp_links_unplaced: Counter::default(),
             folded: Family::default(),
+            gpu_calls: Counter::default(),
+            kernel_seconds: Default::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -248,6 +254,38 @@ impl Metrics {
             "Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap",
             m.folded.clone(),
         );
+        r.register(
+            "proofline_gpu_calls",
+            "GPU proving calls (CUZK_TIMING mutex_held_ms lines)",
+            m.gpu_calls.clone(),
+        );
+        for (i, (name, help)) in [
+            (
+                "proofline_gpu_kernel_seconds",
+                "GPU threads' kernel time from CUZK_TIMING lines: ntt_msm_h + batch_add + tail_msm (all the prover's GPUs)",
+            ),
+            (
+                "proofline_gpu_lock_held_seconds",
+                "GPU lock held (CUZK_TIMING mutex_held_ms): kernels and the CPU work done inside the lock",
+            ),
+            (
+                "proofline_gpu_lock_wait_seconds",
+                "GPU lock waited for (CUZK_TIMING mutex_wait_ms)",
+            ),
+            (
+                "proofline_prep_msm_seconds",
+                "CPU MSM preprocessing (CUZK_TIMING prep_msm_ms): the GPU thread waits on it inside the lock",
+            ),
+            (
+                "proofline_b_g2_msm_seconds",
+                "CPU b_g2 MSM (CUZK_TIMING b_g2_msm_ms)",
+            ),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            r.register(name, help, m.kernel_seconds[i].clone());
+        }
         Arc::new(Metrics { registry: r, ..m })
     }
 }

@@ -24,6 +24,8 @@ pub struct PrometheusSink {
     busy_seen: HashMap<u32, u64>,
     dropped_seen: u64,
     malformed_seen: u64,
+    /// The kernel totals last published.
+    kernel_seen: proofline_core::sink::KernelLive,
     export: Option<(Arc<ExportCounters>, [u64; 4])>,
 }
 
@@ -47,6 +49,7 @@ impl PrometheusSink {
             busy_seen: HashMap::new(),
             dropped_seen: 0,
             malformed_seen: 0,
+            kernel_seen: Default::default(),
             export: None,
         }
     }
@@ -219,6 +222,25 @@ impl UpdateSink for PrometheusSink {
                 *seen = g.busy_ms;
             }
         }
+        let (k, seen) = (live.kernel, &mut self.kernel_seen);
+        if k.calls > seen.calls {
+            self.m.gpu_calls.inc_by(k.calls - seen.calls);
+        }
+        for (i, (now, before)) in [
+            (k.kernel_ms, seen.kernel_ms),
+            (k.lock_held_ms, seen.lock_held_ms),
+            (k.lock_wait_ms, seen.lock_wait_ms),
+            (k.prep_msm_ms, seen.prep_msm_ms),
+            (k.b_g2_msm_ms, seen.b_g2_msm_ms),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if now > before {
+                self.m.kernel_seconds[i].inc_by(secs(now - before));
+            }
+        }
+        self.kernel_seen = k;
         if counts.events_dropped > self.dropped_seen {
             self.m
                 .events_dropped

@@ -26,11 +26,30 @@ enum Action {
     SynthDone(u32, Unit, u64),
     GpuFree(u32),
     MutexReq(u32, Unit, u64),
-    KernelDone(u32, Unit, u64),
+    /// (worker, unit, started, lock taken at, kernel ms, CPU-in-lock ms)
+    KernelDone(u32, Unit, u64, u64, u64, u64),
+}
+
+/// A line of the simulated log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SimLine {
+    /// A TIMELINE event.
+    Event(Event),
+    /// A `CUZK_TIMING:` line.
+    Timing(proofline_core::timing::Timing),
 }
 
 /// Runs the simulation, calling `emit` with every event in the order a log would print them.
 pub fn simulate(cfg: &SimConfig, mut emit: impl FnMut(Event)) {
+    Sim::new(cfg).run(&mut |l| {
+        if let SimLine::Event(ev) = l {
+            emit(ev);
+        }
+    });
+}
+
+/// [`simulate`], with the `CUZK_TIMING:` lines too when the configuration asks for them.
+pub fn simulate_lines(cfg: &SimConfig, mut emit: impl FnMut(SimLine)) {
     Sim::new(cfg).run(&mut emit);
 }
 
@@ -39,12 +58,18 @@ pub fn write_log(cfg: &SimConfig, out: &mut impl Write) -> io::Result<u64> {
     let mut line = String::with_capacity(128);
     let mut bytes = 0u64;
     let mut err = None;
-    simulate(cfg, |ev| {
+    simulate_lines(cfg, |l| {
         if err.is_some() {
             return;
         }
         line.clear();
-        proofline_core::write_line(&mut line, &ev);
+        match l {
+            SimLine::Event(ev) => proofline_core::write_line(&mut line, &ev),
+            SimLine::Timing(t) => {
+                use std::fmt::Write as _;
+                let _ = write!(line, "{t}");
+            }
+        }
         line.push('\n');
         bytes += line.len() as u64;
         if let Err(e) = out.write_all(line.as_bytes()) {
@@ -71,6 +96,8 @@ struct Sim<'a> {
     jitter_rng: SmallRng,
     actions: BinaryHeap<Reverse<(u64, u64, Action)>>,
     out: BinaryHeap<Reverse<(u64, u64, OutEv)>>,
+    /// `CUZK_TIMING:` lines waiting, by the same key as `out`.
+    out_timing: BinaryHeap<Reverse<(u64, u64, TimingOut)>>,
     seq: u64,
     next_unit: (usize, u32),
     stall_release: Option<u64>,
@@ -82,6 +109,24 @@ struct Sim<'a> {
     mutex_busy: Vec<bool>,
     waiters: Vec<VecDeque<(u32, Unit, u64)>>,
     ids: Vec<Arc<str>>,
+}
+
+/// A `CUZK_TIMING:` line waiting to be printed: its keys' values, in `TimingKey::ALL`
+/// order, and the GPU thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct TimingOut {
+    values: [Option<u64>; 15],
+    gpu_tid: Option<u32>,
+}
+
+impl TimingOut {
+    fn new(pairs: &[(proofline_core::timing::TimingKey, u64)], gpu_tid: Option<u32>) -> Self {
+        let mut values = [None; 15];
+        for &(k, v) in pairs {
+            values[k as usize] = Some(v);
+        }
+        TimingOut { values, gpu_tid }
+    }
 }
 
 /// An event waiting to be printed (kept small: strings are looked up when printed).
@@ -103,6 +148,7 @@ impl<'a> Sim<'a> {
             jitter_rng: SmallRng::seed_from_u64(cfg.seed ^ 0x9e37_79b9_7f4a_7c15),
             actions: BinaryHeap::new(),
             out: BinaryHeap::new(),
+            out_timing: BinaryHeap::new(),
             seq: 0,
             next_unit: (0, 0),
             stall_release: None,
@@ -142,15 +188,50 @@ impl<'a> Sim<'a> {
         self.out.push(Reverse((ev.t + jitter, self.seq, ev)));
     }
 
-    fn flush(&mut self, before: u64, emit: &mut impl FnMut(Event)) {
-        while let Some(Reverse((key, _, _))) = self.out.peek() {
-            if *key >= before {
-                break;
-            }
-            let Some(Reverse((_, _, ev))) = self.out.pop() else {
-                break;
+    fn print_timing(&mut self, t: u64, line: TimingOut) {
+        let jitter = if self.cfg.shuffle_ms > 0 {
+            self.jitter_rng.random_range(0..=self.cfg.shuffle_ms)
+        } else {
+            0
+        };
+        self.seq += 1;
+        self.out_timing.push(Reverse((t + jitter, self.seq, line)));
+    }
+
+    fn flush(&mut self, before: u64, emit: &mut impl FnMut(SimLine)) {
+        loop {
+            let ev = self.out.peek().map(|Reverse((k, s, _))| (*k, *s));
+            let tm = self.out_timing.peek().map(|Reverse((k, s, _))| (*k, *s));
+            let timing_first = match (ev, tm) {
+                (_, None) => false,
+                (None, Some(_)) => true,
+                (Some(e), Some(t)) => t < e,
             };
-            emit(self.to_event(ev));
+            if timing_first {
+                let Some(Reverse((key, _, line))) = self.out_timing.peek().copied() else {
+                    break;
+                };
+                if key >= before {
+                    break;
+                }
+                self.out_timing.pop();
+                emit(SimLine::Timing(proofline_core::timing::Timing {
+                    values: line.values,
+                    gpu_tid: line.gpu_tid,
+                    unknown: Vec::new(),
+                }));
+            } else {
+                let Some(Reverse((key, _, _))) = self.out.peek() else {
+                    break;
+                };
+                if *key >= before {
+                    break;
+                }
+                let Some(Reverse((_, _, ev))) = self.out.pop() else {
+                    break;
+                };
+                emit(SimLine::Event(self.to_event(ev)));
+            }
         }
     }
 
@@ -171,7 +252,7 @@ impl<'a> Sim<'a> {
         ev
     }
 
-    fn run(mut self, emit: &mut impl FnMut(Event)) {
+    fn run(mut self, emit: &mut impl FnMut(SimLine)) {
         for w in 0..self.cfg.synth_workers {
             self.schedule(0, Action::SynthFree(w));
         }
@@ -185,7 +266,9 @@ impl<'a> Sim<'a> {
                 Action::SynthDone(w, unit, started) => self.synth_done(t, w, unit, started),
                 Action::GpuFree(gw) => self.gpu_free(t, gw),
                 Action::MutexReq(gw, unit, started) => self.mutex_req(t, gw, unit, started),
-                Action::KernelDone(gw, unit, started) => self.kernel_done(t, gw, unit, started),
+                Action::KernelDone(gw, unit, started, locked, kernel, cpu) => {
+                    self.kernel_done(t, gw, unit, started, (locked, kernel, cpu))
+                }
             }
         }
         self.flush(u64::MAX, emit);
@@ -335,14 +418,74 @@ impl<'a> Sim<'a> {
             _ => 1.0,
         };
         let d = self.draw(mean * factor);
-        self.schedule(t + d, Action::KernelDone(gw, unit, started));
+        // CPU work inside the lock (the GPU thread waiting on prep_msm): the lock is held
+        // that much longer
+        let cpu = if self.cfg.timing.cpu_in_lock_ms > 0.0 {
+            self.draw(self.cfg.timing.cpu_in_lock_ms)
+        } else {
+            0
+        };
+        self.schedule(
+            t + d + cpu,
+            Action::KernelDone(gw, unit, started, t, d, cpu),
+        );
     }
 
-    fn kernel_done(&mut self, t: u64, gw: u32, unit: Unit, started: u64) {
+    /// The `CUZK_TIMING:` lines of one call, cuzk's order: the lock taken, the GPU thread's
+    /// NTT and H MSM, its barrier wait on the CPU's prep_msm, prep_msm itself, the batch
+    /// additions, the tail MSMs, the lock about to be released, b_g2_msm.
+    fn timing_lines(&mut self, release: u64, started: u64, (locked, kernel, cpu): (u64, u64, u64)) {
+        use proofline_core::timing::TimingKey as K;
+        let prep = self.cfg.timings.prep_ms.round() as u64;
+        let ntt = kernel * 2 / 5;
+        let batch = kernel / 5;
+        let tail = kernel - ntt - batch;
+        let wait = locked.saturating_sub(started + prep);
+        self.print_timing(
+            locked,
+            TimingOut::new(&[(K::PreLockCpu, prep), (K::MutexWait, wait)], None),
+        );
+        self.print_timing(locked + ntt, TimingOut::new(&[(K::NttMsmH, ntt)], Some(0)));
+        self.print_timing(
+            locked + ntt + cpu,
+            TimingOut::new(&[(K::BarrierWait, cpu)], Some(0)),
+        );
+        self.print_timing(
+            locked + ntt + cpu,
+            TimingOut::new(&[(K::PrepMsm, prep + ntt + cpu)], None),
+        );
+        self.print_timing(
+            locked + ntt + cpu + batch,
+            TimingOut::new(&[(K::BatchAdd, batch)], Some(0)),
+        );
+        self.print_timing(
+            release,
+            TimingOut::new(&[(K::TailMsm, tail), (K::GpuTotal, kernel + cpu)], Some(0)),
+        );
+        self.print_timing(
+            release,
+            TimingOut::new(
+                &[
+                    (K::MutexHeld, release - locked),
+                    (K::TotalStartFn, release - started),
+                ],
+                None,
+            ),
+        );
+        self.print_timing(
+            release,
+            TimingOut::new(&[(K::BG2Msm, tail / 2), (K::NumCircuits, 1)], None),
+        );
+    }
+
+    fn kernel_done(&mut self, t: u64, gw: u32, unit: Unit, started: u64, call: (u64, u64, u64)) {
         let gpu = (gw / self.cfg.workers_per_gpu) as usize;
         match self.waiters[gpu].pop_front() {
             Some((w, u, s)) => self.run_kernel(t, w, u, s),
             None => self.mutex_busy[gpu] = false,
+        }
+        if self.cfg.timing.emit {
+            self.timing_lines(t, started, call);
         }
         let never = self
             .cfg

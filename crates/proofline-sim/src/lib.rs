@@ -13,4 +13,4 @@ pub mod instant;
 pub mod model;
 pub mod threaded;
 
-pub use model::{Faults, GpuPath, JobSpec, ProofKind, SimConfig, Timings};
+pub use model::{Faults, GpuPath, JobSpec, ProofKind, SimConfig, TimingLines, Timings};

@@ -171,6 +171,19 @@ pub struct SimConfig {
     pub shuffle_ms: u64,
     /// The GPU path of the threaded mode.
     pub gpu_path: GpuPath,
+    /// `CUZK_TIMING:` lines in the log (instant mode), and the CPU work held inside the
+    /// GPU lock.
+    pub timing: TimingLines,
+}
+
+/// cuzk's `CUZK_TIMING:` lines of each GPU call, as the instant mode writes them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TimingLines {
+    /// Write them.
+    pub emit: bool,
+    /// CPU work (the GPU thread waiting at the barrier on `prep_msm`) inside the GPU lock,
+    /// per call, ms (mean): the lock is held this much longer than the kernels run.
+    pub cpu_in_lock_ms: f64,
 }
 
 impl Default for SimConfig {
@@ -199,6 +212,7 @@ impl SimConfig {
             faults: Faults::default(),
             shuffle_ms: 0,
             gpu_path: GpuPath::Split,
+            timing: TimingLines::default(),
         }
     }
 

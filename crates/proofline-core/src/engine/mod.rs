@@ -25,6 +25,7 @@ pub mod config;
 mod device;
 mod gauges;
 mod job;
+mod kernel;
 mod names;
 mod process;
 mod reorder;
@@ -106,6 +107,11 @@ pub struct Engine {
     steady: RunSteady,
     /// Totals over every run and the report's rows.
     totals: Totals,
+    /// What the `CUZK_TIMING:` lines say.
+    kernel: kernel::KernelTotals,
+    /// Open GPU intervals per GPU in the order lines were given (not of the timeline): the
+    /// attribution of timing lines.
+    line_open: BTreeMap<u32, u32>,
 }
 
 impl Default for Engine {
@@ -141,6 +147,8 @@ impl Engine {
             gauges: Gauges::default(),
             steady: RunSteady::default(),
             totals: Totals::default(),
+            kernel: kernel::KernelTotals::default(),
+            line_open: BTreeMap::new(),
         }
     }
 
@@ -180,6 +188,7 @@ impl Engine {
             self.example(|| format!("{}: {} without a worker, event ignored", ev.job_id, ev.kind));
             return;
         }
+        self.track_line_order(ev);
         let name = self.names.intern(ev.job_id);
         let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
         let e = Ev {

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use super::Engine;
 use super::device::GAP_SIZE_CLASSES;
 use super::job::JobState;
-use super::verdict::{Evidence, verdict};
+use super::verdict::{Evidence, KernelEvidence, verdict};
 use crate::dist::Dist;
 use crate::report::*;
 use crate::sink::{GpuLive, LiveState};
@@ -235,6 +235,7 @@ impl Engine {
                     }
                 })
                 .collect(),
+            kernel: self.kernel.live(),
         }
     }
 
@@ -244,6 +245,7 @@ impl Engine {
         let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
         let t = &self.totals;
         let mut gpus = Vec::new();
+        let mut gpu_times = Vec::new();
         let (mut busy_all, mut elapsed_all, mut sbusy_all, mut selapsed_all) = (0, 0, 0, 0);
         let (mut idle_wait, mut idle_empty) = (0, 0);
         for d in self.devices.values() {
@@ -261,6 +263,7 @@ impl Engine {
                 _ => (d.steady_busy, d.steady_elapsed),
             };
             let busy = d.closed_busy;
+            gpu_times.push((d.gpu, elapsed, busy));
             busy_all += busy;
             elapsed_all += elapsed;
             sbusy_all += sb;
@@ -312,12 +315,22 @@ impl Engine {
         }
         let steady_ratio = ratio(sbusy_all, selapsed_all);
         let busy_ratio = ratio(busy_all, elapsed_all);
+        let kernel =
+            (self.kernel.lines + self.kernel.notes > 0).then(|| self.kernel.report(&gpu_times));
         let verdict = verdict(Evidence {
             steady: steady_ratio,
             whole: busy_ratio,
             wait: idle_wait,
             empty: idle_empty,
             lead: t.tr_lead.quantile(0.5),
+            kernel: kernel.as_ref().and_then(|k| {
+                Some(KernelEvidence {
+                    fill: k.kernel_fill?,
+                    utilisation: k.kernel_utilisation?,
+                    prep_msm_p50: k.prep_msm.p50_ms,
+                    b_g2_msm_p50: k.b_g2_msm.p50_ms,
+                })
+            }),
         });
         let elapsed_events = self
             .first_t
@@ -349,6 +362,7 @@ impl Engine {
             },
             verdict,
             gpus,
+            kernel,
             stages: StageSummaries {
                 synthesis: t.stage[0].summary(),
                 queue: t.stage[1].summary(),

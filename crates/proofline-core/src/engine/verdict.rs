@@ -4,6 +4,12 @@ use crate::report::{Bound, Verdict};
 
 /// GPU-bound at a busy ratio of at least this.
 pub const GPU_BOUND_RATIO: f64 = 0.95;
+/// The pipeline looks busy at a busy ratio of at least this: below it, idle gaps explain
+/// the throughput before the lock does.
+pub const LOOKS_BUSY_RATIO: f64 = 0.85;
+/// Kernels fill the GPU when their time is at least this share of its busy time; below, the
+/// lock is held by CPU work (when the pipeline looks busy).
+pub const KERNEL_FILL_RATIO: f64 = 0.75;
 
 /// What decides the verdict.
 #[derive(Debug, Clone, Copy)]
@@ -18,9 +24,23 @@ pub(super) struct Evidence {
     pub empty: u64,
     /// Median synthesis lead, ms.
     pub lead: Option<i64>,
+    /// From `CUZK_TIMING:` lines, when there were any: kernel time / busy time, kernel time
+    /// / elapsed time, and the medians of prep_msm and b_g2_msm (ms).
+    pub kernel: Option<KernelEvidence>,
 }
 
-/// GPU-bound when the (steady-state, else whole-run) busy ratio is at least
+/// What the kernel lines add to the evidence.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct KernelEvidence {
+    pub fill: f64,
+    pub utilisation: f64,
+    pub prep_msm_p50: Option<i64>,
+    pub b_g2_msm_p50: Option<i64>,
+}
+
+/// When kernel time was observed, the GPU lock held by CPU work if the (steady-state, else
+/// whole-run) busy ratio is at least [`LOOKS_BUSY_RATIO`] and the kernels fill less than
+/// [`KERNEL_FILL_RATIO`] of the busy time. Else GPU-bound at a busy ratio of at least
 /// [`GPU_BOUND_RATIO`]; below it, hand-off bound if the GPUs idled longer with partitions
 /// waiting than with the queue empty, else synthesis-bound.
 pub(super) fn verdict(ev: Evidence) -> Verdict {
@@ -30,6 +50,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         wait,
         empty,
         lead,
+        kernel,
     } = ev;
     let (ratio, is_steady) = match (steady, whole) {
         (Some(s), _) => (Some(s), true),
@@ -45,19 +66,40 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
     let lead_txt = lead
         .map(|l| format!(", median synthesis lead {:+.1} s", l as f64 / 1000.0))
         .unwrap_or_default();
-    let (bound, sentence) = match ratio {
-        None => (
+    let ms_txt =
+        |v: Option<i64>| v.map_or("-".to_owned(), |v| format!("{:.1} s", v as f64 / 1000.0));
+    let kernel_txt = match kernel {
+        Some(k) => format!(
+            "; kernels {} of the time, filling {} of the busy time",
+            pct(k.utilisation),
+            pct(k.fill)
+        ),
+        None => "; kernel time not observed (no CUZK_TIMING lines)".to_owned(),
+    };
+    let (bound, sentence) = match (ratio, kernel) {
+        (None, _) => (
             Bound::Unknown,
             "No verdict: no GPU interval was observed.".to_owned(),
         ),
-        Some(r) if r >= GPU_BOUND_RATIO => (
+        (Some(r), Some(k)) if r >= LOOKS_BUSY_RATIO && k.fill < KERNEL_FILL_RATIO => (
+            Bound::LockHeldByCpu,
+            format!(
+                "GPU lock held by CPU work: pipeline busy {} of {span}, kernels {}; they fill {} of the busy time (< 75%); prep_msm p50 {} and b_g2_msm p50 {} on the critical path. More GPUs would not help; CPU memory bandwidth or the MSM preprocessing is the limit.",
+                pct(r),
+                pct(k.utilisation),
+                pct(k.fill),
+                ms_txt(k.prep_msm_p50),
+                ms_txt(k.b_g2_msm_p50)
+            ),
+        ),
+        (Some(r), _) if r >= GPU_BOUND_RATIO => (
             Bound::GpuBound,
             format!(
-                "GPU-bound: the GPUs were busy {} of {span} (>= 95%){lead_txt}.",
+                "GPU-bound: the GPUs were busy {} of {span} (>= 95%){kernel_txt}{lead_txt}.",
                 pct(r)
             ),
         ),
-        Some(r) if wait > empty => (
+        (Some(r), _) if wait > empty => (
             Bound::HandoffBound,
             format!(
                 "Hand-off bound: the GPUs were busy {} of {span}; they idled {} while synthesized partitions waited, against {} with an empty queue{lead_txt}.",
@@ -66,7 +108,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
                 secs(empty)
             ),
         ),
-        Some(r) => (
+        (Some(r), _) => (
             Bound::SynthesisBound,
             format!(
                 "Synthesis-bound: the GPUs were busy {} of {span}; they idled {} with an empty queue, against {} while partitions waited{lead_txt}.",
@@ -84,5 +126,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         idle_with_queue_ms: wait,
         idle_queue_empty_ms: empty,
         synthesis_lead_p50_ms: lead,
+        kernel_fill: kernel.map(|k| k.fill),
+        kernel_utilisation: kernel.map(|k| k.utilisation),
     }
 }

@@ -1,0 +1,261 @@
+//! What cuzk's `CUZK_TIMING:` lines say about the GPU's own work ([`crate::timing`]), beside
+//! the merged TIMELINE intervals: kernel time, the GPU lock held and waited for, and the CPU
+//! work on the critical path.
+//!
+//! **Attribution** (the lines name no GPU): a line belongs to the GPU that alone had an open
+//! TIMELINE interval (a GPU_START without its GPU_END) among the lines above it in the log;
+//! with no GPU or several open, it is unattributed. A log with one GPU gives it every line.
+//! Per-GPU figures are reported only when every kernel line was attributed; otherwise the
+//! report gives run-level figures and says so. A call's kernel time (its GPU thread's
+//! `ntt_msm_h_ms`, `batch_add_ms`, `tail_msm_ms`) is summed only when its lines come one
+//! after the other on one GPU; lines of concurrent calls interleave with nothing to tell them
+//! apart, and those calls count in the totals only.
+
+use std::collections::BTreeMap;
+
+use super::Engine;
+use crate::dist::Dist;
+use crate::report::{GpuKernel, KernelReport};
+use crate::timing::{Timing, TimingKey};
+
+/// Unknown keys kept by name.
+const MAX_UNKNOWN_KEYS: usize = 16;
+
+/// The GPU thread of a call whose lines are still coming: its kernel time so far.
+#[derive(Debug, Clone, Copy)]
+struct OpenThread {
+    kernel: u64,
+}
+
+/// Totals over every timing line.
+#[derive(Debug, Default)]
+pub(super) struct KernelTotals {
+    /// Timing lines.
+    pub lines: u64,
+    /// `CUZK_TIMING:` lines that are no timing.
+    pub notes: u64,
+    /// Unknown keys (the first few by name) and how often each came.
+    pub unknown: BTreeMap<String, u64>,
+    /// Calls (`mutex_held_ms` lines).
+    pub calls: u64,
+    /// GPU threads (`gpu_total_ms` lines).
+    pub threads: u64,
+    /// Kernel time, all lines.
+    pub kernel_ms: u64,
+    /// Kernel time by attributed GPU.
+    pub kernel_by_gpu: BTreeMap<u32, u64>,
+    /// Lines with kernel time that no GPU could be given.
+    pub unattributed: u64,
+    /// Lines with kernel time.
+    pub kernel_lines: u64,
+    /// Kernel time per call, where its lines came one after the other.
+    pub per_call: Dist,
+    /// Calls whose lines interleaved with another's (counted in the totals only).
+    pub interleaved: u64,
+    /// The GPU thread in progress, by (GPU, thread index).
+    open: BTreeMap<(u32, u32), OpenThread>,
+    /// `mutex_wait_ms`, `prep_msm_ms` and `b_g2_msm_ms`, summed (for live counters).
+    pub sums: [u64; 3],
+    /// `mutex_held_ms`, summed and per call.
+    pub lock_held_ms: u64,
+    pub lock_held: Dist,
+    /// `mutex_wait_ms` per call.
+    pub lock_wait: Dist,
+    /// `barrier_wait_ms` per GPU thread.
+    pub barrier_wait: Dist,
+    /// `prep_msm_ms` and `b_g2_msm_ms` per call.
+    pub prep_msm: Dist,
+    pub b_g2_msm: Dist,
+}
+
+impl KernelTotals {
+    /// Takes in one timing line, given to `gpu` (or to none).
+    pub fn add(&mut self, t: &Timing, gpu: Option<u32>) {
+        self.lines += 1;
+        for (k, _) in &t.unknown {
+            if let Some(n) = self.unknown.get_mut(k) {
+                *n += 1;
+            } else if self.unknown.len() < MAX_UNKNOWN_KEYS {
+                self.unknown.insert(k.clone(), 1);
+            }
+        }
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(v) = t.get(TimingKey::MutexHeld) {
+            self.calls += 1;
+            self.lock_held_ms += v;
+            self.lock_held.record(ms(v));
+        }
+        if let Some(v) = t.get(TimingKey::MutexWait) {
+            self.sums[0] += v;
+            self.lock_wait.record(ms(v));
+        }
+        if let Some(v) = t.get(TimingKey::BarrierWait) {
+            self.barrier_wait.record(ms(v));
+        }
+        if let Some(v) = t.get(TimingKey::PrepMsm) {
+            self.sums[1] += v;
+            self.prep_msm.record(ms(v));
+        }
+        if let Some(v) = t.get(TimingKey::BG2Msm) {
+            self.sums[2] += v;
+            self.b_g2_msm.record(ms(v));
+        }
+        if t.get(TimingKey::GpuTotal).is_some() {
+            self.threads += 1;
+        }
+        if let Some(k) = t.kernel_ms() {
+            self.kernel_lines += 1;
+            self.kernel_ms += k;
+            match gpu {
+                Some(g) => *self.kernel_by_gpu.entry(g).or_default() += k,
+                None => self.unattributed += 1,
+            }
+        }
+        self.pair(t, gpu);
+    }
+
+    /// Follows a GPU thread's lines (ntt_msm_h first, tail_msm last) to its call's kernel
+    /// time, when they come one after the other on one GPU.
+    fn pair(&mut self, t: &Timing, gpu: Option<u32>) {
+        let (Some(tid), Some(g)) = (t.gpu_tid, gpu) else {
+            return;
+        };
+        let key = (g, tid);
+        if let Some(ntt) = t.get(TimingKey::NttMsmH) {
+            // a thread starts; one still open was interleaved with it
+            if self.open.insert(key, OpenThread { kernel: ntt }).is_some() {
+                self.interleaved += 1;
+            }
+            return;
+        }
+        let Some(open) = self.open.get_mut(&key) else {
+            return;
+        };
+        if let Some(v) = t.get(TimingKey::BatchAdd) {
+            open.kernel += v;
+        }
+        if let Some(v) = t.get(TimingKey::TailMsm) {
+            let kernel = open.kernel + v;
+            self.open.remove(&key);
+            self.per_call
+                .record(i64::try_from(kernel).unwrap_or(i64::MAX));
+        }
+    }
+
+    /// The totals so far, for live counters.
+    pub fn live(&self) -> crate::sink::KernelLive {
+        crate::sink::KernelLive {
+            calls: self.calls,
+            kernel_ms: self.kernel_ms,
+            lock_held_ms: self.lock_held_ms,
+            lock_wait_ms: self.sums[0],
+            prep_msm_ms: self.sums[1],
+            b_g2_msm_ms: self.sums[2],
+        }
+    }
+
+    /// The report's part, given each GPU's elapsed and busy time (`(gpu, elapsed_ms,
+    /// busy_ms)`).
+    pub fn report(&self, gpus: &[(u32, u64, u64)]) -> KernelReport {
+        let elapsed: u64 = gpus.iter().map(|g| g.1).sum();
+        let busy: u64 = gpus.iter().map(|g| g.2).sum();
+        let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+        // one GPU in the log: every line is its own
+        let by_gpu: BTreeMap<u32, u64> = if gpus.len() == 1 {
+            BTreeMap::from([(gpus[0].0, self.kernel_ms)])
+        } else {
+            self.kernel_by_gpu.clone()
+        };
+        let attributed = gpus.len() == 1 || self.unattributed == 0;
+        let attribution = if gpus.len() == 1 {
+            "one GPU in the log: every line is its own".to_owned()
+        } else if self.kernel_lines == 0 {
+            "no kernel line".to_owned()
+        } else if attributed {
+            format!(
+                "each of the {} kernel lines came while one GPU alone had an open interval",
+                self.kernel_lines
+            )
+        } else {
+            format!(
+                "run-level figures only: {} of {} kernel lines came while no GPU or several had an open interval, and the lines name no GPU",
+                self.unattributed, self.kernel_lines
+            )
+        };
+        let per_gpu = if attributed {
+            gpus.iter()
+                .map(|&(gpu, el, bu)| {
+                    let k = by_gpu.get(&gpu).copied().unwrap_or(0);
+                    GpuKernel {
+                        gpu,
+                        kernel_ms: k,
+                        kernel_utilisation: ratio(k, el),
+                        busy_ratio: ratio(bu, el),
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        KernelReport {
+            timing_lines: self.lines,
+            other_lines: self.notes,
+            unknown_keys: self.unknown.keys().cloned().collect(),
+            calls: self.calls,
+            gpu_threads: self.threads,
+            kernel_ms: self.kernel_ms,
+            kernel_per_call: self.per_call.summary(),
+            calls_interleaved: self.interleaved,
+            kernel_utilisation: ratio(self.kernel_ms, elapsed),
+            busy_ratio: ratio(busy, elapsed),
+            kernel_fill: ratio(self.kernel_ms, busy),
+            lock_held_ms: self.lock_held_ms,
+            lock_held_not_kernel_ms: self.lock_held_ms.saturating_sub(self.kernel_ms),
+            lock_held: self.lock_held.summary(),
+            lock_wait: self.lock_wait.summary(),
+            barrier_wait: self.barrier_wait.summary(),
+            prep_msm: self.prep_msm.summary(),
+            b_g2_msm: self.b_g2_msm.summary(),
+            attributed,
+            attribution,
+            gpus: per_gpu,
+        }
+    }
+}
+
+impl Engine {
+    /// Takes in one `CUZK_TIMING:` line's values, at its place in the log: it belongs to the
+    /// GPU that alone has an open interval among the lines given so far (see the module
+    /// docs). Timing lines do not move the engine's clock.
+    pub fn ingest_timing(&mut self, t: &Timing) {
+        let mut open = self.line_open.iter().filter(|(_, n)| **n > 0);
+        let gpu = match (open.next(), open.next()) {
+            (Some((g, _)), None) => Some(*g),
+            _ => None,
+        };
+        self.kernel.add(t, gpu);
+    }
+
+    /// Counts a `CUZK_TIMING:` line that is no timing.
+    pub fn ingest_timing_note(&mut self) {
+        self.kernel.notes += 1;
+    }
+
+    /// Follows the GPUs' open intervals in the order lines are given (for attribution).
+    pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>) {
+        use crate::event::EventKind;
+        let gpu = match (ev.gpu, ev.worker) {
+            (Some(g), _) => g,
+            (None, Some(w)) => w / self.cfg.gpu_workers_per_device.max(1),
+            (None, None) => return,
+        };
+        match ev.kind {
+            EventKind::GpuStart => *self.line_open.entry(gpu).or_default() += 1,
+            EventKind::GpuEnd => {
+                let n = self.line_open.entry(gpu).or_default();
+                *n = n.saturating_sub(1);
+            }
+            _ => {}
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! cuzk's `CUZK_TIMING:` lines: what its GPU proving call (supraseal-c2's
+//! `generate_groth16_proofs_start_c`) prints on stderr, beside the TIMELINE lines.
+//!
+//! A line is `CUZK_TIMING:` (anywhere in the line, after a log prefix or not) followed by
+//! `key=value` pairs in milliseconds: per call `pre_lock_cpu_ms mutex_wait_ms` (the GPU mutex
+//! taken), `mutex_held_ms total_start_fn_ms` (about to release it), `prep_msm_ms`,
+//! `b_g2_msm_ms num_circuits`, `split_vectors_ms setup_to_split_ms`, `async_dealloc_ms`; per GPU
+//! thread of the call `gpu_tid=T` with `ntt_msm_h_ms`, `barrier_wait_ms`, `batch_add_ms`, or
+//! `tail_msm_ms gpu_total_ms`. Lines without a pair (`set pool release threshold ...`,
+//! `d_a_cache allocated ...`) are notes, counted. An unknown key is kept, not an error. The
+//! lines carry no job id and no GPU ordinal (`gpu_tid` is a thread index within one call).
+//!
+//! **Kernel time** of a GPU thread is `ntt_msm_h_ms + batch_add_ms + tail_msm_ms`: its work
+//! from its start to the end of its tail MSMs, less `barrier_wait_ms`, its wait on the CPU's
+//! `prep_msm` (`gpu_total_ms` includes that wait). It is host wall-clock around the GPU
+//! work (launches and copies included), so it bounds the kernels' own time from above.
+
+use std::fmt;
+
+/// What marks a timing line.
+pub const TIMING_MARKER: &str = "CUZK_TIMING:";
+
+/// The keys cuzk prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TimingKey {
+    /// CPU time from the call's entry to taking the GPU mutex.
+    PreLockCpu,
+    /// Time blocked waiting for the GPU mutex.
+    MutexWait,
+    /// GPU thread: NTT and the H MSM (from the thread's start).
+    NttMsmH,
+    /// GPU thread: waiting for the CPU's `prep_msm` to finish.
+    BarrierWait,
+    /// GPU thread: batch additions.
+    BatchAdd,
+    /// GPU thread: the tail MSMs.
+    TailMsm,
+    /// GPU thread: its start to the end of its tail MSMs (barrier wait included).
+    GpuTotal,
+    /// The GPU mutex held: from taking it to just before releasing it.
+    MutexHeld,
+    /// The call's entry to just before releasing the mutex.
+    TotalStartFn,
+    /// CPU: MSM preprocessing (the GPU threads wait on it at the barrier).
+    PrepMsm,
+    /// CPU: the b_g2 MSM (alongside the GPU's batch additions and tail MSMs).
+    BG2Msm,
+    /// Circuits in the call (a count, not a time).
+    NumCircuits,
+    /// Allocating the split vectors.
+    SplitVectors,
+    /// The call's entry to the end of that allocation.
+    SetupToSplit,
+    /// Freeing the call's buffers, after it.
+    AsyncDealloc,
+}
+
+impl TimingKey {
+    /// Every key, in this order (the index of [`Timing::values`]).
+    pub const ALL: [TimingKey; 15] = [
+        TimingKey::PreLockCpu,
+        TimingKey::MutexWait,
+        TimingKey::NttMsmH,
+        TimingKey::BarrierWait,
+        TimingKey::BatchAdd,
+        TimingKey::TailMsm,
+        TimingKey::GpuTotal,
+        TimingKey::MutexHeld,
+        TimingKey::TotalStartFn,
+        TimingKey::PrepMsm,
+        TimingKey::BG2Msm,
+        TimingKey::NumCircuits,
+        TimingKey::SplitVectors,
+        TimingKey::SetupToSplit,
+        TimingKey::AsyncDealloc,
+    ];
+
+    /// The key as cuzk prints it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            TimingKey::PreLockCpu => "pre_lock_cpu_ms",
+            TimingKey::MutexWait => "mutex_wait_ms",
+            TimingKey::NttMsmH => "ntt_msm_h_ms",
+            TimingKey::BarrierWait => "barrier_wait_ms",
+            TimingKey::BatchAdd => "batch_add_ms",
+            TimingKey::TailMsm => "tail_msm_ms",
+            TimingKey::GpuTotal => "gpu_total_ms",
+            TimingKey::MutexHeld => "mutex_held_ms",
+            TimingKey::TotalStartFn => "total_start_fn_ms",
+            TimingKey::PrepMsm => "prep_msm_ms",
+            TimingKey::BG2Msm => "b_g2_msm_ms",
+            TimingKey::NumCircuits => "num_circuits",
+            TimingKey::SplitVectors => "split_vectors_ms",
+            TimingKey::SetupToSplit => "setup_to_split_ms",
+            TimingKey::AsyncDealloc => "async_dealloc_ms",
+        }
+    }
+
+    /// The key of a name cuzk prints.
+    pub fn from_name(name: &str) -> Option<TimingKey> {
+        TimingKey::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+/// One timing line's values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Timing {
+    /// By [`TimingKey::ALL`] index.
+    pub values: [Option<u64>; 15],
+    /// The GPU thread (`gpu_tid=`), for the per-thread lines.
+    pub gpu_tid: Option<u32>,
+    /// Keys this version does not know, with their values.
+    pub unknown: Vec<(String, u64)>,
+}
+
+impl Timing {
+    /// The value of `key`, if the line has it.
+    pub fn get(&self, key: TimingKey) -> Option<u64> {
+        self.values[key as usize]
+    }
+
+    /// Sets `key`.
+    pub fn set(&mut self, key: TimingKey, v: u64) {
+        self.values[key as usize] = Some(v);
+    }
+
+    /// The kernel time this line holds (see the module docs): its `ntt_msm_h_ms`,
+    /// `batch_add_ms` and `tail_msm_ms`, whichever it has.
+    pub fn kernel_ms(&self) -> Option<u64> {
+        let parts = [TimingKey::NttMsmH, TimingKey::BatchAdd, TimingKey::TailMsm];
+        parts
+            .into_iter()
+            .filter_map(|k| self.get(k))
+            .reduce(|a, b| a + b)
+    }
+}
+
+impl fmt::Display for Timing {
+    /// The line as cuzk prints it (keys in cuzk's order within a line).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(TIMING_MARKER)?;
+        if let Some(t) = self.gpu_tid {
+            write!(f, " gpu_tid={t}")?;
+        }
+        for k in TimingKey::ALL {
+            if let Some(v) = self.get(k) {
+                write!(f, " {}={v}", k.name())?;
+            }
+        }
+        for (k, v) in &self.unknown {
+            write!(f, " {k}={v}")?;
+        }
+        Ok(())
+    }
+}
+
+/// What a `CUZK_TIMING:` line is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TimingLine {
+    /// A timing.
+    Timing(Timing),
+    /// A line that is no timing (`set pool release threshold ...`, `d_a_cache allocated ...`).
+    Note,
+}
+
+/// Parses a line: `None` when it is no `CUZK_TIMING:` line, else what it is, or an error
+/// naming the pair that is wrong (a value that is not a number of milliseconds).
+pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
+    let at = line.find(TIMING_MARKER)?;
+    let rest = line[at + TIMING_MARKER.len()..].trim();
+    let mut t = Timing::default();
+    let mut pairs = 0;
+    for token in rest.split_ascii_whitespace() {
+        let Some((key, value)) = token.split_once('=') else {
+            continue;
+        };
+        pairs += 1;
+        let Ok(v) = value.parse::<u64>() else {
+            return Some(Err(format!(
+                "CUZK_TIMING: `{token}`: the value of {key} is not a whole number"
+            )));
+        };
+        if key == "gpu_tid" {
+            t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
+        } else if let Some(k) = TimingKey::from_name(key) {
+            t.set(k, v);
+        } else {
+            t.unknown.push((key.to_owned(), v));
+        }
+    }
+    Some(Ok(if pairs == 0 {
+        TimingLine::Note
+    } else {
+        TimingLine::Timing(t)
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timing(line: &str) -> Timing {
+        match parse_timing(line) {
+            Some(Ok(TimingLine::Timing(t))) => t,
+            other => panic!("{line}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn every_line_cuzk_prints_is_read() {
+        let t = timing("CUZK_TIMING: pre_lock_cpu_ms=12 mutex_wait_ms=3400");
+        assert_eq!(t.get(TimingKey::PreLockCpu), Some(12));
+        assert_eq!(t.get(TimingKey::MutexWait), Some(3400));
+        let t = timing("CUZK_TIMING: gpu_tid=0 tail_msm_ms=410 gpu_total_ms=3300");
+        assert_eq!(t.gpu_tid, Some(0));
+        assert_eq!(t.get(TimingKey::GpuTotal), Some(3300));
+        assert_eq!(t.kernel_ms(), Some(410));
+        let t = timing("CUZK_TIMING: gpu_tid=1 ntt_msm_h_ms=690");
+        assert_eq!((t.gpu_tid, t.kernel_ms()), (Some(1), Some(690)));
+        let t = timing("CUZK_TIMING: b_g2_msm_ms=484 num_circuits=1");
+        assert_eq!(t.get(TimingKey::BG2Msm), Some(484));
+        assert_eq!(t.get(TimingKey::NumCircuits), Some(1));
+        assert_eq!(t.kernel_ms(), None);
+        for line in [
+            "CUZK_TIMING: mutex_held_ms=3500 total_start_fn_ms=5000",
+            "CUZK_TIMING: prep_msm_ms=1909",
+            "CUZK_TIMING: split_vectors_ms=3 setup_to_split_ms=40",
+            "CUZK_TIMING: async_dealloc_ms=7",
+            "CUZK_TIMING: gpu_tid=0 barrier_wait_ms=1200",
+            "CUZK_TIMING: gpu_tid=0 batch_add_ms=300",
+        ] {
+            // written back as read
+            assert_eq!(timing(line).to_string(), line);
+        }
+    }
+
+    #[test]
+    fn prefixes_notes_unknown_keys_and_bad_values() {
+        // a log prefix before the marker
+        let t = timing("2026-11-30T01:02:03Z cuzk-daemon[12]: CUZK_TIMING: prep_msm_ms=1909\n");
+        assert_eq!(t.get(TimingKey::PrepMsm), Some(1909));
+        for note in [
+            "CUZK_TIMING: set pool release threshold to MAX on gpu 0",
+            "CUZK_TIMING: d_a_cache allocated 1536 MiB on gpu 1",
+        ] {
+            assert_eq!(parse_timing(note), Some(Ok(TimingLine::Note)));
+        }
+        let t = timing("CUZK_TIMING: prep_msm_ms=5 new_stage_ms=9");
+        assert_eq!(t.unknown, vec![("new_stage_ms".to_owned(), 9)]);
+        let err = parse_timing("CUZK_TIMING: mutex_held_ms=lots")
+            .unwrap()
+            .unwrap_err();
+        assert!(err.contains("mutex_held_ms"), "{err}");
+        assert_eq!(parse_timing("TIMELINE,1,GPU_END,j,worker=0"), None);
+    }
+}
