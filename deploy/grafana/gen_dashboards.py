@@ -156,6 +156,16 @@ prover = dashboard(
                target(f"sum(rate(proofline_malformed_lines_total{{{SEL}}}[$__rate_interval]))", "malformed/s", "B"),
                target(f"sum(rate(proofline_jobs_incomplete_total{{{SEL}}}[$__rate_interval]))", "incomplete/s", "C"),
                target(f"sum(rate(proofline_otlp_spans_failed_total{{{SEL}}}[$__rate_interval]))", "spans not exported/s", "D")]),
+        panel(14, "Kernel utilisation beside GPU busy", "timeseries", (0, 39, 12, 8),
+              [target(f"avg(rate(proofline_gpu_busy_seconds_total{{{SEL}}}[$__rate_interval]))", "pipeline busy (merged TIMELINE intervals)"),
+               target(f"sum(rate(proofline_gpu_kernel_seconds_total{{{SEL}}}[$__rate_interval])) / count(proofline_gpu_busy_seconds_total{{{SEL}}})", "kernels (CUZK_TIMING)", "B")],
+              unit="percentunit", minv=0, maxv=1,
+              description="Kernel time from cuzk's CUZK_TIMING lines over the GPUs' time, beside the busy ratio of the TIMELINE intervals. Busy high with kernels far lower: the GPU lock is held by CPU work (prep_msm, b_g2_msm). Zero without CUZK_TIMING lines."),
+        panel(15, "GPU lock per call: held, kernels, waiting on prep_msm", "timeseries", (12, 39, 12, 8),
+              [target(f"sum(rate(proofline_gpu_lock_held_seconds_total{{{SEL}}}[$__rate_interval])) / sum(rate(proofline_gpu_calls_total{{{SEL}}}[$__rate_interval]))", "lock held"),
+               target(f"sum(rate(proofline_gpu_kernel_seconds_total{{{SEL}}}[$__rate_interval])) / sum(rate(proofline_gpu_calls_total{{{SEL}}}[$__rate_interval]))", "kernels", "B"),
+               target(f"sum(rate(proofline_prep_msm_seconds_total{{{SEL}}}[$__rate_interval])) / sum(rate(proofline_gpu_calls_total{{{SEL}}}[$__rate_interval]))", "prep_msm (CPU)", "C")],
+              unit="s", description="Means per GPU call, from CUZK_TIMING lines."),
     ],
 )
 

@@ -162,3 +162,52 @@ fn the_layers_idle_gauge_keeps_wall_speed_while_the_prover_is_quiet() {
     );
     drop(guard.shutdown(Duration::from_secs(5)));
 }
+
+/// A prover that forwards cuzk's `CUZK_TIMING:` values through `tracing` (its line as the
+/// message, or its keys as fields, on the `timeline` target) gets the kernel figures from the
+/// layer, as `analyze` gets them from the log.
+#[test]
+fn cuzk_timing_forwarded_through_tracing_reaches_the_report() {
+    let (layer, mut guard) = TimelineLayer::builder()
+        .cuzk_timeline_events()
+        .partitions_for("job-", 1)
+        .no_timeline()
+        .build();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        // cuzk's own TIMELINE lines, logged through tracing, around one GPU call
+        for line in [
+            "TIMELINE,0,SYNTH_START,job-1,partition=0",
+            "TIMELINE,100,SYNTH_END,job-1,partition=0,synth_ms=100",
+            "TIMELINE,100,GPU_QUEUE,job-1,partition=0",
+            "TIMELINE,100,GPU_PICKUP,job-1,worker=0,partition=0",
+            "TIMELINE,100,GPU_START,job-1,worker=0,partition=0",
+        ] {
+            tracing::info!(target: "timeline", "{line}");
+        }
+        // the call's timing: as its line, and as fields
+        tracing::info!(target: "timeline", "CUZK_TIMING: pre_lock_cpu_ms=5 mutex_wait_ms=0");
+        tracing::info!(target: "timeline", gpu_tid = 0u64, ntt_msm_h_ms = 300u64);
+        tracing::info!(target: "timeline", gpu_tid = 0u64, barrier_wait_ms = 400u64);
+        tracing::info!(target: "timeline", "CUZK_TIMING: prep_msm_ms=500");
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=0 batch_add_ms=100");
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=0 tail_msm_ms=200 gpu_total_ms=1000");
+        tracing::info!(target: "timeline", mutex_held_ms = 1000u64, total_start_fn_ms = 1005u64);
+        tracing::info!(target: "timeline", "CUZK_TIMING: b_g2_msm_ms=90 num_circuits=1");
+        tracing::info!(target: "timeline", "TIMELINE,1200,GPU_END,job-1,worker=0,partition=0,gpu_ms=1100");
+    });
+    let r = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(r.summary.jobs_complete, 1);
+    let k = r
+        .kernel
+        .expect("no kernel section from the forwarded timings");
+    assert_eq!(k.timing_lines, 8);
+    assert_eq!(k.kernel_ms, 600, "ntt 300 + batch 100 + tail 200");
+    assert_eq!(k.calls, 1);
+    assert_eq!(k.lock_held_ms, 1000);
+    assert_eq!(k.lock_held_not_kernel_ms, 400);
+    assert_eq!(k.kernel_per_call.p50_ms, Some(600));
+    assert!(k.attributed, "{}", k.attribution);
+    // 600 ms of kernels in an 1100 ms interval
+    let util = k.kernel_utilisation.unwrap();
+    assert!((util - 600.0 / 1100.0).abs() < 1e-9, "{util}");
+}

@@ -113,7 +113,7 @@ fn csv_io(e: csv::Error) -> io::Error {
 }
 
 /// The CSV columns, in [`CsvRow`]'s order (a test checks them against it).
-const CSV_HEADER: [&str; 18] = [
+const CSV_HEADER: [&str; 19] = [
     "job_id",
     "run",
     "proof_kind",
@@ -132,6 +132,7 @@ const CSV_HEADER: [&str; 18] = [
     "gpu_ms",
     "synth_reported_ms",
     "gpu_reported_ms",
+    "kernel_ms",
 ];
 
 /// One CSV row: a partition with every stage.
@@ -155,6 +156,7 @@ struct CsvRow<'a> {
     gpu_ms: Option<u64>,
     synth_reported_ms: Option<u64>,
     gpu_reported_ms: Option<u64>,
+    kernel_ms: Option<u64>,
 }
 
 impl<'a> From<&'a PartitionRecord> for CsvRow<'a> {
@@ -178,6 +180,7 @@ impl<'a> From<&'a PartitionRecord> for CsvRow<'a> {
             gpu_ms: p.gpu_ms,
             synth_reported_ms: p.synth_reported_ms,
             gpu_reported_ms: p.gpu_reported_ms,
+            kernel_ms: p.kernel_ms,
         }
     }
 }

@@ -8,6 +8,7 @@
 //!  Queue       row 0..m     ░░░ synthesized, waiting for a GPU worker
 //!  GPU g       busy         ▇▇▇▇ merged busy ▕ idle gap (length) ▏  ┆ cross-sector transition
 //!              worker w     ▪███ lock wait + GPU bars (sub-rows where a worker's intervals overlap)
+//!                            ▁▁  kernel time of the bar's GPU call, where CUZK_TIMING lines give it
 //! ```
 
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ const CSS: &str = "text{font-family:Helvetica,Arial,sans-serif;font-size:11px;fi
 .tick{stroke:#ddd;stroke-width:1}.ticklabel{fill:#777;font-size:10px}\
 .bar{stroke:none}.synthesis{opacity:0.95}.queue{opacity:0.35}.lock_wait{opacity:0.55}.gpu{opacity:0.9}\
 .busy{fill:#2ca02c;opacity:0.5}.gap{fill:#d62728}.gaplabel{fill:#d62728;font-size:10px}\
-.transition{stroke:#222;stroke-width:1;stroke-dasharray:3,2}.translabel{font-size:9px;fill:#222}.window{fill:#555;font-size:10px}";
+.transition{stroke:#222;stroke-width:1;stroke-dasharray:3,2}.translabel{font-size:9px;fill:#222}.window{fill:#555;font-size:10px}.kernel{fill:#111;opacity:0.8}";
 
 /// The chart's width in pixels for a run of `ms` milliseconds: ~5 px a second for short runs,
 /// capped so that 500 sectors stay drawable (the HTML page zooms).
@@ -292,6 +293,27 @@ pub fn svg(t: &Timeline, title: &str) -> Document {
                     "gpu",
                     &tip(p, "gpu", s, e),
                 ));
+                // its call's kernel time (CUZK_TIMING), where the call could be given to
+                // it: a dark stripe as long as the kernels ran, from the bar's start (its
+                // length is known, not its place inside the interval)
+                if let Some(k) = p.kernel_ms {
+                    let len = k.min(e.saturating_sub(s));
+                    marks = marks.add(
+                        Rectangle::new()
+                            .set("x", x(s))
+                            .set("y", row_y + ROW - 5.0)
+                            .set("width", w(s, s + len))
+                            .set("height", 3.0)
+                            .set("class", "kernel")
+                            .add(Title::new(format!(
+                                "{} p{}: kernels {} of the {} GPU interval (CUZK_TIMING)",
+                                p.job_id,
+                                p.partition.unwrap_or(0),
+                                secs(k),
+                                secs(e.saturating_sub(s))
+                            ))),
+                    );
+                }
             }
             y += lanes.rows.max(1) as f64 * ROW;
         }

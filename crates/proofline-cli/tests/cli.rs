@@ -439,7 +439,7 @@ fn an_empty_log_says_so_and_its_csv_has_a_header() {
     assert_eq!(
         String::from_utf8_lossy(&csv.stdout).lines().next(),
         Some(
-            "job_id,run,proof_kind,partition,worker,gpu,synth_start_ms,synth_end_ms,queue_start_ms,pickup_ms,gpu_start_ms,gpu_end_ms,synthesis_ms,queue_ms,lock_wait_ms,gpu_ms,synth_reported_ms,gpu_reported_ms"
+            "job_id,run,proof_kind,partition,worker,gpu,synth_start_ms,synth_end_ms,queue_start_ms,pickup_ms,gpu_start_ms,gpu_end_ms,synthesis_ms,queue_ms,lock_wait_ms,gpu_ms,synth_reported_ms,gpu_reported_ms,kernel_ms"
         )
     );
 }

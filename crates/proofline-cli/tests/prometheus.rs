@@ -760,3 +760,68 @@ fn an_eight_gpu_prover_stays_within_the_series_budget_and_every_parser_takes_its
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `watch` of a log with cuzk's CUZK_TIMING lines exports the kernel seconds, the lock held,
+/// the calls and the CPU's MSM time that `analyze` reports for it, through a real Prometheus.
+#[test]
+fn watch_exports_the_kernel_seconds_analyze_reports() {
+    let dir = tmp("kernel");
+    let log = dir.join("cuzk.log");
+    assert!(
+        proofline()
+            .args([
+                "generate",
+                "--jobs",
+                "6",
+                "--cuzk-timing",
+                "--cpu-in-lock-ms",
+                "2000",
+                "-o"
+            ])
+            .arg(&log)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let expected = analyze_json(&log);
+    let k = &expected["kernel"];
+    let port = free_port();
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on http://127.0.0.1:");
+    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let calls = k["calls"].as_f64().unwrap();
+    assert!(calls > 0.0);
+    let got = prom.wait_for("proofline_gpu_calls_total", 40, |v| v >= calls);
+    assert_eq!(got, calls);
+    for (metric, field) in [
+        ("proofline_gpu_kernel_seconds_total", "kernel_ms"),
+        ("proofline_gpu_lock_held_seconds_total", "lock_held_ms"),
+    ] {
+        let v = prom.wait_for(metric, 10, |_| true);
+        let want = k[field].as_f64().unwrap() / 1000.0;
+        assert!(
+            (v - want).abs() < 1e-6,
+            "{metric}: prometheus {v}, analyze {want}"
+        );
+    }
+    let prep = prom.wait_for("proofline_prep_msm_seconds_total", 10, |_| true);
+    let want = k["prep_msm"]["total_ms"].as_f64().unwrap() / 1000.0;
+    assert!(
+        (prep - want).abs() < 1e-6,
+        "prep_msm: prometheus {prep}, analyze {want}"
+    );
+}

@@ -86,6 +86,10 @@ pub struct PartitionRecord {
     pub synth_reported_ms: Option<u64>,
     /// `gpu_ms` as the prover printed it.
     pub gpu_reported_ms: Option<u64>,
+    /// Kernel time of its GPU call, from `CUZK_TIMING:` lines, when the call could be given
+    /// to it (its interval alone was open on its GPU when the call's lines came).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_ms: Option<u64>,
 }
 
 impl PartitionRecord {

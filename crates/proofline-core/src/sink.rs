@@ -446,6 +446,7 @@ mod tests {
             gpu_ms: None,
             synth_reported_ms: None,
             gpu_reported_ms: None,
+            kernel_ms: None,
         }))
     }
 

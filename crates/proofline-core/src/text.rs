@@ -495,40 +495,6 @@ pub fn render(r: &Report) -> String {
     o
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn seconds_read_as_the_float_formatting_writes_them() {
-        let float = |v: u64| format!("{:.1}", v as f64 / 1000.0);
-        for v in (0..200_000).chain([
-            999_949,
-            999_950,
-            999_951,
-            86_400_000,
-            u64::from(u32::MAX),
-            123_456_789_050,
-        ]) {
-            assert_eq!(secs(Some(v)), float(v), "{v} ms");
-        }
-        assert_eq!(secs(None), "-");
-    }
-
-    #[test]
-    fn tables_pad_columns_and_trim_lines() {
-        let mut t = Table::new(&["job", "s", "note"]);
-        t.row(&["a", "12.5", ""]);
-        t.row(&["long-id", "3.0", "é ok"]);
-        let mut out = String::new();
-        t.render(&mut out);
-        assert_eq!(
-            out,
-            "  job         s  note\n  a        12.5\n  long-id   3.0  é ok\n"
-        );
-    }
-}
-
 /// The kernel time section: what `CUZK_TIMING:` lines say, or that there were none.
 fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
     let Some(k) = k else {
@@ -604,4 +570,38 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
 
 fn secs3(ms: Option<i64>) -> String {
     ms.map_or_else(|| "-".to_owned(), |v| format!("{:.2}", v as f64 / 1000.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_read_as_the_float_formatting_writes_them() {
+        let float = |v: u64| format!("{:.1}", v as f64 / 1000.0);
+        for v in (0..200_000).chain([
+            999_949,
+            999_950,
+            999_951,
+            86_400_000,
+            u64::from(u32::MAX),
+            123_456_789_050,
+        ]) {
+            assert_eq!(secs(Some(v)), float(v), "{v} ms");
+        }
+        assert_eq!(secs(None), "-");
+    }
+
+    #[test]
+    fn tables_pad_columns_and_trim_lines() {
+        let mut t = Table::new(&["job", "s", "note"]);
+        t.row(&["a", "12.5", ""]);
+        t.row(&["long-id", "3.0", "é ok"]);
+        let mut out = String::new();
+        t.render(&mut out);
+        assert_eq!(
+            out,
+            "  job         s  note\n  a        12.5\n  long-id   3.0  é ok\n"
+        );
+    }
 }

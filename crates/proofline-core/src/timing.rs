@@ -158,7 +158,7 @@ impl fmt::Display for Timing {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TimingLine {
     /// A timing.
-    Timing(Timing),
+    Timing(Box<Timing>),
     /// A line that is no timing (`set pool release threshold ...`, `d_a_cache allocated ...`).
     Note,
 }
@@ -191,7 +191,7 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
     Some(Ok(if pairs == 0 {
         TimingLine::Note
     } else {
-        TimingLine::Timing(t)
+        TimingLine::Timing(Box::new(t))
     }))
 }
 
@@ -201,7 +201,7 @@ mod tests {
 
     fn timing(line: &str) -> Timing {
         match parse_timing(line) {
-            Some(Ok(TimingLine::Timing(t))) => t,
+            Some(Ok(TimingLine::Timing(t))) => *t,
             other => panic!("{line}: {other:?}"),
         }
     }

@@ -50,6 +50,7 @@ fn populated() -> Arc<Metrics> {
             gpu_ms: Some(3500),
             synth_reported_ms: Some(29_900),
             gpu_reported_ms: Some(3400),
+            kernel_ms: None,
         })));
         sink.update(Update::IdleGap(Arc::new(IdleGap {
             gpu,

@@ -277,7 +277,7 @@ impl Metrics {
                 "CPU MSM preprocessing (CUZK_TIMING prep_msm_ms): the GPU thread waits on it inside the lock",
             ),
             (
-                "proofline_b_g2_msm_seconds",
+                "proofline_bg2_msm_seconds",
                 "CPU b_g2 MSM (CUZK_TIMING b_g2_msm_ms)",
             ),
         ]

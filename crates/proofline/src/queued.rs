@@ -23,6 +23,8 @@ const MS: u8 = 1 << 3;
 const MONOLITHIC: u8 = 1 << 4;
 const THEN_QUEUE: u8 = 1 << 5;
 const OWN_OFFSET: u8 = 1 << 6;
+/// The entry holds a `CUZK_TIMING:` line (in `ext`), not a TIMELINE event.
+const TIMING: u8 = 1 << 7;
 
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
@@ -65,6 +67,7 @@ struct Ext {
     proof_kind: Option<Arc<Name>>,
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
+    timing: Option<proofline_core::timing::TimingLine>,
 }
 
 impl Queued {
@@ -281,6 +284,31 @@ impl Queued {
         self
     }
 
+    /// The entry of a `CUZK_TIMING:` line the prover logged through `tracing`.
+    pub fn timing(t: proofline_core::timing::TimingLine) -> Self {
+        let ext = Ext {
+            timing: Some(t),
+            ..Ext::default()
+        };
+        Queued::from_parts(
+            0,
+            EventKind::SynthStart,
+            TIMING,
+            [None; 3],
+            None,
+            Some(Box::new(ext)),
+            ([0; INLINE], 0),
+        )
+    }
+
+    /// The `CUZK_TIMING:` line the entry holds, if it holds one.
+    pub fn as_timing(&self) -> Option<&proofline_core::timing::TimingLine> {
+        if self.flags & TIMING == 0 {
+            return None;
+        }
+        self.ext.as_ref().and_then(|e| e.timing.as_ref())
+    }
+
     /// Whether the event's offset is the prover's own.
     pub fn own_offset(&self) -> bool {
         self.flags & OWN_OFFSET != 0
@@ -293,6 +321,9 @@ impl Queued {
 
     /// How many TIMELINE events the entry stands for.
     pub fn events(&self) -> u64 {
+        if self.flags & TIMING != 0 {
+            return 0;
+        }
         1 + u64::from(self.then_queue()) + u64::from(self.start != 0)
     }
 

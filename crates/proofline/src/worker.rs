@@ -194,6 +194,14 @@ impl Worker {
     }
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
+        if let Some(t) = q.as_timing() {
+            // a CUZK_TIMING line: into the engine (the prover prints it itself)
+            match t {
+                proofline_core::timing::TimingLine::Timing(t) => self.engine.ingest_timing(t),
+                proofline_core::timing::TimingLine::Note => self.engine.ingest_timing_note(),
+            }
+            return;
+        }
         let mut ev = q.event();
         if q.own_offset() {
             self.note_own_offset(ev.offset_ms);

@@ -20,6 +20,11 @@ use crate::timing::{Timing, TimingKey};
 
 /// Unknown keys kept by name.
 const MAX_UNKNOWN_KEYS: usize = 16;
+/// Open intervals followed per GPU in line order (more: the oldest, whose end never came,
+/// is dropped).
+const MAX_OPEN_PER_GPU: usize = 64;
+/// Partitions holding a call's kernel time until their record is out.
+const MAX_PENDING_PARTITIONS: usize = 65_536;
 
 /// The GPU thread of a call whose lines are still coming: its kernel time so far.
 #[derive(Debug, Clone, Copy)]
@@ -69,8 +74,9 @@ pub(super) struct KernelTotals {
 }
 
 impl KernelTotals {
-    /// Takes in one timing line, given to `gpu` (or to none).
-    pub fn add(&mut self, t: &Timing, gpu: Option<u32>) {
+    /// Takes in one timing line, given to `gpu` (or to none); returns the kernel time of
+    /// the call it completes, when its lines were followed on one GPU.
+    pub fn add(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
         self.lines += 1;
         for (k, _) in &t.unknown {
             if let Some(n) = self.unknown.get_mut(k) {
@@ -111,14 +117,14 @@ impl KernelTotals {
                 None => self.unattributed += 1,
             }
         }
-        self.pair(t, gpu);
+        self.pair(t, gpu)
     }
 
     /// Follows a GPU thread's lines (ntt_msm_h first, tail_msm last) to its call's kernel
     /// time, when they come one after the other on one GPU.
-    fn pair(&mut self, t: &Timing, gpu: Option<u32>) {
+    fn pair(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
         let (Some(tid), Some(g)) = (t.gpu_tid, gpu) else {
-            return;
+            return None;
         };
         let key = (g, tid);
         if let Some(ntt) = t.get(TimingKey::NttMsmH) {
@@ -126,20 +132,18 @@ impl KernelTotals {
             if self.open.insert(key, OpenThread { kernel: ntt }).is_some() {
                 self.interleaved += 1;
             }
-            return;
+            return None;
         }
-        let Some(open) = self.open.get_mut(&key) else {
-            return;
-        };
+        let open = self.open.get_mut(&key)?;
         if let Some(v) = t.get(TimingKey::BatchAdd) {
             open.kernel += v;
         }
-        if let Some(v) = t.get(TimingKey::TailMsm) {
-            let kernel = open.kernel + v;
-            self.open.remove(&key);
-            self.per_call
-                .record(i64::try_from(kernel).unwrap_or(i64::MAX));
-        }
+        let v = t.get(TimingKey::TailMsm)?;
+        let kernel = open.kernel + v;
+        self.open.remove(&key);
+        self.per_call
+            .record(i64::try_from(kernel).unwrap_or(i64::MAX));
+        Some(kernel)
     }
 
     /// The totals so far, for live counters.
@@ -228,12 +232,28 @@ impl Engine {
     /// GPU that alone has an open interval among the lines given so far (see the module
     /// docs). Timing lines do not move the engine's clock.
     pub fn ingest_timing(&mut self, t: &Timing) {
-        let mut open = self.line_open.iter().filter(|(_, n)| **n > 0);
+        let mut open = self.line_open.iter().filter(|(_, v)| !v.is_empty());
         let gpu = match (open.next(), open.next()) {
             (Some((g, _)), None) => Some(*g),
             _ => None,
         };
-        self.kernel.add(t, gpu);
+        let call = self.kernel.add(t, gpu);
+        // a call whose GPU had one interval open: that partition's kernel time
+        if let (Some(kernel), Some(g)) = (call, gpu) {
+            if let [(job, part)] = self.line_open.get(&g).map(Vec::as_slice).unwrap_or(&[]) {
+                if self.part_kernel.len() < MAX_PENDING_PARTITIONS {
+                    *self.part_kernel.entry((job.clone(), *part)).or_default() += kernel;
+                }
+            }
+        }
+    }
+
+    /// The kernel time given to a partition, if a call was.
+    pub(super) fn partition_kernel(&self, job: &std::sync::Arc<str>, part: u32) -> Option<u64> {
+        if self.part_kernel.is_empty() {
+            return None;
+        }
+        self.part_kernel.get(&(job.clone(), part)).copied()
     }
 
     /// Counts a `CUZK_TIMING:` line that is no timing.
@@ -249,11 +269,25 @@ impl Engine {
             (None, Some(w)) => w / self.cfg.gpu_workers_per_device.max(1),
             (None, None) => return,
         };
+        let part = ev.partition.unwrap_or(0);
         match ev.kind {
-            EventKind::GpuStart => *self.line_open.entry(gpu).or_default() += 1,
+            EventKind::GpuStart => {
+                let open = self.line_open.entry(gpu).or_default();
+                // an interval whose end never came (a panicked call) goes first
+                if open.len() >= MAX_OPEN_PER_GPU {
+                    open.remove(0);
+                }
+                open.push((std::sync::Arc::from(ev.job_id), part));
+            }
             EventKind::GpuEnd => {
-                let n = self.line_open.entry(gpu).or_default();
-                *n = n.saturating_sub(1);
+                if let Some(open) = self.line_open.get_mut(&gpu) {
+                    if let Some(i) = open
+                        .iter()
+                        .position(|(j, p)| &**j == ev.job_id && *p == part)
+                    {
+                        open.remove(i);
+                    }
+                }
             }
             _ => {}
         }

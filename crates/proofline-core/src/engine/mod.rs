@@ -109,9 +109,12 @@ pub struct Engine {
     totals: Totals,
     /// What the `CUZK_TIMING:` lines say.
     kernel: kernel::KernelTotals,
-    /// Open GPU intervals per GPU in the order lines were given (not of the timeline): the
-    /// attribution of timing lines.
-    line_open: BTreeMap<u32, u32>,
+    /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
+    /// of the timeline): the attribution of timing lines.
+    line_open: BTreeMap<u32, Vec<(std::sync::Arc<str>, u32)>>,
+    /// A call's kernel time given to the one partition whose interval was open on its GPU,
+    /// until the partition's record is out.
+    part_kernel: rustc_hash::FxHashMap<(std::sync::Arc<str>, u32), u64>,
 }
 
 impl Default for Engine {
@@ -149,6 +152,7 @@ impl Engine {
             totals: Totals::default(),
             kernel: kernel::KernelTotals::default(),
             line_open: BTreeMap::new(),
+            part_kernel: Default::default(),
         }
     }
 
@@ -408,6 +412,12 @@ impl Engine {
         let Some(job) = self.jobs[idx].take() else {
             return;
         };
+        if !self.part_kernel.is_empty() {
+            let name = self.names.name(job.name).clone();
+            for p in 0..job.parts.len().max(1) {
+                self.part_kernel.remove(&(name.clone(), p as u32));
+            }
+        }
         let entry = self.names.get_mut(job.name);
         if entry.current == Some(idx) {
             entry.current = None;

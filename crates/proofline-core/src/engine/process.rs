@@ -288,8 +288,10 @@ impl Engine {
         let job = self.jobs[idx].as_ref().expect("job exists");
         let p = &job.parts[pidx];
         let [synthesis_ms, queue_ms, lock_wait_ms, gpu_ms] = p.stages();
+        let job_id = self.names.name(job.name).clone();
         PartitionRecord {
-            job_id: self.names.name(job.name).clone(),
+            kernel_ms: self.partition_kernel(&job_id, pidx as u32),
+            job_id,
             run: job.run,
             proof_kind: job.proof_kind.map(|k| self.kinds.name(k).clone()),
             partition: if job.whole { None } else { Some(pidx as u32) },

@@ -113,6 +113,8 @@ pub(crate) struct TimelineVisitor<'a> {
     pub(crate) line: Option<String>,
     pub(crate) synth_ms: Option<u64>,
     pub(crate) gpu_ms: Option<u64>,
+    /// `CUZK_TIMING` keys given as fields (`pre_lock_cpu_ms = 12, ...`), if any.
+    pub(crate) timing: Option<proofline_core::timing::Timing>,
 }
 
 impl TimelineVisitor<'_> {
@@ -120,7 +122,14 @@ impl TimelineVisitor<'_> {
         match name {
             "synth_ms" => self.synth_ms = Some(v),
             "gpu_ms" => self.gpu_ms = Some(v),
-            _ => return false,
+            "gpu_tid" => {
+                self.timing.get_or_insert_default().gpu_tid =
+                    Some(u32::try_from(v).unwrap_or(u32::MAX));
+            }
+            name => match proofline_core::timing::TimingKey::from_name(name) {
+                Some(k) => self.timing.get_or_insert_default().set(k, v),
+                None => return false,
+            },
         }
         true
     }
@@ -130,7 +139,9 @@ impl TimelineVisitor<'_> {
             "event" => self.ev = EventKind::from_name(s),
             "detail" => self.detail = Some(s.to_owned()),
             "message" => {
-                if s.contains(proofline_core::codec::MARKER) {
+                if s.contains(proofline_core::codec::MARKER)
+                    || s.contains(proofline_core::timing::TIMING_MARKER)
+                {
                     self.line = Some(s.to_owned());
                 }
             }

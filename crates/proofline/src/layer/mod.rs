@@ -346,9 +346,30 @@ where
             line: None,
             synth_ms: None,
             gpu_ms: None,
+            timing: None,
         };
         event.record(&mut v);
         let Some(kind) = v.ev else {
+            // cuzk's CUZK_TIMING values, as fields or as its line
+            if let Some(t) = v.timing.take() {
+                self.send(Queued::timing(proofline_core::timing::TimingLine::Timing(
+                    Box::new(t),
+                )));
+                return;
+            }
+            if let Some(r) = v
+                .line
+                .as_deref()
+                .and_then(proofline_core::timing::parse_timing)
+            {
+                match r {
+                    Ok(t) => self.send(Queued::timing(t)),
+                    Err(_) => {
+                        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                return;
+            }
             // the prover's own TIMELINE line, logged instead of printed: taken as it is,
             // with its own offset
             if let Some(line) = v.line {

@@ -1,0 +1,299 @@
+//! cuzk's `CUZK_TIMING:` lines beside TIMELINE: kernel time, the GPU lock, the CPU on the
+//! critical path, and a verdict a lock held by CPU work cannot fool. Logs from `proofline
+//! generate --cuzk-timing`, checked against sums taken from the log's own lines.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn proofline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proofline"))
+}
+
+fn generate(name: &str, args: &[&str]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("proofline-kernel-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join(name);
+    assert!(
+        proofline()
+            .arg("generate")
+            .args(args)
+            .arg("-o")
+            .arg(&log)
+            .status()
+            .unwrap()
+            .success()
+    );
+    log
+}
+
+fn analyze(log: &Path) -> serde_json::Value {
+    let out = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The sum of `key` over the log's CUZK_TIMING lines, and how many lines have it.
+fn sum(log: &Path, key: &str) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut total = (0, 0);
+    for line in text.lines().filter(|l| l.contains("CUZK_TIMING:")) {
+        for pair in line.split_whitespace() {
+            if let Some(v) = pair.strip_prefix(&format!("{key}=")) {
+                total.0 += v.parse::<u64>().unwrap();
+                total.1 += 1;
+            }
+        }
+    }
+    total
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The figures every report with kernel lines must get right, from the log's own lines.
+fn check_totals(log: &Path, k: &serde_json::Value) {
+    let kernel =
+        sum(log, "ntt_msm_h_ms").0 + sum(log, "batch_add_ms").0 + sum(log, "tail_msm_ms").0;
+    assert_eq!(k["kernel_ms"], kernel);
+    let (held, calls) = sum(log, "mutex_held_ms");
+    assert_eq!(k["lock_held_ms"], held);
+    assert_eq!(k["calls"], calls);
+    assert_eq!(k["gpu_threads"], sum(log, "gpu_total_ms").1);
+    assert_eq!(k["lock_held_not_kernel_ms"], held.saturating_sub(kernel));
+    let lines = std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("CUZK_TIMING:"))
+        .count();
+    assert_eq!(k["timing_lines"], lines as u64);
+}
+
+#[test]
+fn kernels_that_fill_the_lock_read_gpu_bound_with_every_figure_checked() {
+    let log = generate("fill.log", &["--jobs", "12", "--cuzk-timing"]);
+    let r = analyze(&log);
+    let k = &r["kernel"];
+    check_totals(&log, k);
+    assert_eq!(
+        r["verdict"]["bound"], "gpu_bound",
+        "{}",
+        r["verdict"]["sentence"]
+    );
+    // kernels fill the busy time: the lock holds nothing else, and GPU intervals hold
+    // little but the lock (prep before it, finalize after it, overlapped by the other worker)
+    assert!(f(&k["kernel_fill"]) > 0.95, "{k}");
+    assert_eq!(k["lock_held_not_kernel_ms"], 0);
+    // one GPU: every line is its own, per-call kernel time paired for each call
+    assert_eq!(k["attributed"], true);
+    assert_eq!(k["gpus"].as_array().unwrap().len(), 1);
+    assert_eq!(k["kernel_per_call"]["count"], k["calls"]);
+    assert_eq!(k["calls_interleaved"], 0);
+    let p50 = f(&k["kernel_per_call"]["p50_ms"]);
+    assert!(
+        (3_300.0..4_100.0).contains(&p50),
+        "kernel p50 {p50} ms (3.7 s ± 10 %)"
+    );
+    assert!(
+        r["verdict"]["sentence"]
+            .as_str()
+            .unwrap()
+            .contains("kernels")
+    );
+}
+
+#[test]
+fn a_lock_held_by_cpu_work_is_named_not_taken_for_gpu_bound() {
+    // 3 s of CPU work inside the lock per call on top of 3.7 s of kernels, four synthesis
+    // workers: the pipeline is ~90 % busy, the kernels ~half of that
+    let log = generate(
+        "held.log",
+        &[
+            "--jobs",
+            "12",
+            "--cuzk-timing",
+            "--cpu-in-lock-ms",
+            "3000",
+            "--synth-workers",
+            "4",
+        ],
+    );
+    let r = analyze(&log);
+    let k = &r["kernel"];
+    check_totals(&log, k);
+    let v = &r["verdict"];
+    let sentence = v["sentence"].as_str().unwrap();
+    assert_eq!(v["bound"], "lock_held_by_cpu", "{sentence}");
+    let busy = f(&v["busy_ratio"]);
+    assert!(busy >= 0.85, "busy {busy}");
+    let fill = f(&k["kernel_fill"]);
+    let util = f(&k["kernel_utilisation"]);
+    assert!(
+        (0.45..0.65).contains(&fill),
+        "fill {fill}: 3.7 / (3.7 + 3) = 0.55"
+    );
+    assert!((util - fill * f(&k["busy_ratio"])).abs() < 1e-9);
+    // the numbers that decided it are in the sentence, and the CPU on the critical path
+    assert!(
+        sentence.starts_with("GPU lock held by CPU work"),
+        "{sentence}"
+    );
+    assert!(
+        sentence.contains(&format!("kernels {:.1}%", util * 100.0)),
+        "{sentence}"
+    );
+    assert!(sentence.contains("prep_msm p50"), "{sentence}");
+    // the CPU work inside the lock is what the barrier waited
+    let barrier = sum(&log, "barrier_wait_ms").0;
+    assert_eq!(k["lock_held_not_kernel_ms"], barrier);
+    assert!(f(&k["barrier_wait"]["p50_ms"]) > 2_500.0);
+    // the text says it too
+    let text = proofline().arg("analyze").arg(&log).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Verdict: GPU lock held by CPU work"),
+        "{text}"
+    );
+    assert!(text.contains("of CPU work inside the lock"), "{text}");
+}
+
+#[test]
+fn with_several_gpus_busy_the_lines_are_not_guessed_onto_one() {
+    let log = generate("two.log", &["--jobs", "12", "--gpus", "2", "--cuzk-timing"]);
+    let r = analyze(&log);
+    let k = &r["kernel"];
+    check_totals(&log, k);
+    assert_eq!(k["attributed"], false);
+    assert!(
+        k["gpus"].as_array().unwrap().is_empty(),
+        "per-GPU figures from a guess"
+    );
+    let how = k["attribution"].as_str().unwrap();
+    assert!(how.starts_with("run-level figures only"), "{how}");
+    // run-level figures stand: kernel time over both GPUs' elapsed time
+    let elapsed: u64 = r["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["elapsed_ms"].as_u64().unwrap())
+        .sum();
+    let util = f(&k["kernel_utilisation"]);
+    assert!((util - k["kernel_ms"].as_u64().unwrap() as f64 / elapsed as f64).abs() < 1e-9);
+    let text = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("attribution: run-level figures only"));
+}
+
+#[test]
+fn without_timing_lines_the_report_says_kernel_time_was_not_observed() {
+    let log = generate("plain.log", &["--jobs", "6"]);
+    let r = analyze(&log);
+    assert!(
+        r.get("kernel").is_none(),
+        "a kernel section without CUZK_TIMING lines"
+    );
+    assert!(
+        r["verdict"]["sentence"]
+            .as_str()
+            .unwrap()
+            .contains("kernel time not observed")
+            || r["verdict"]["bound"] != "gpu_bound"
+    );
+    let text = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&text.stdout)
+            .contains("Kernel time: not observed (no CUZK_TIMING lines)")
+    );
+}
+
+#[test]
+fn timing_lines_behind_log_prefixes_with_notes_and_unknown_keys_are_read() {
+    let log = generate("prefixed.log", &["--jobs", "3", "--cuzk-timing"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut out = String::from("CUZK_TIMING: set pool release threshold to MAX on gpu 0\n");
+    for l in text.lines() {
+        if l.starts_with("CUZK_TIMING:") {
+            out.push_str("2026-11-30T01:02:03.456Z WARN cuzk_daemon: ");
+        }
+        out.push_str(l);
+        out.push('\n');
+    }
+    out.push_str("CUZK_TIMING: d_a_cache allocated 1536 MiB on gpu 0\n");
+    out.push_str("CUZK_TIMING: async_dealloc_ms=4 new_phase_ms=9\n");
+    let prefixed = log.with_file_name("prefixed2.log");
+    std::fs::write(&prefixed, out).unwrap();
+    let a = analyze(&log);
+    let b = analyze(&prefixed);
+    assert_eq!(a["kernel"]["kernel_ms"], b["kernel"]["kernel_ms"]);
+    assert_eq!(b["kernel"]["other_lines"], 2);
+    assert_eq!(
+        b["kernel"]["unknown_keys"],
+        serde_json::json!(["new_phase_ms"])
+    );
+    assert_eq!(b["lines"]["malformed"], 0);
+}
+
+#[test]
+fn each_partition_gets_its_calls_kernel_time_only_where_the_call_is_its_own() {
+    // one worker per GPU: one interval open at a time, every call is its partition's
+    let one = generate(
+        "one-worker.log",
+        &["--jobs", "4", "--cuzk-timing", "--workers-per-gpu", "1"],
+    );
+    let csv = proofline()
+        .args(["analyze", "--format", "csv"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(csv.stdout).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "kernel_ms").unwrap();
+    let kernels: Vec<Option<u64>> = lines
+        .map(|l| l.split(',').nth(col).unwrap().parse().ok())
+        .collect();
+    assert_eq!(kernels.len(), 40);
+    assert!(kernels.iter().all(Option::is_some), "{kernels:?}");
+    let r = analyze(&one);
+    assert_eq!(
+        kernels.iter().flatten().sum::<u64>(),
+        r["kernel"]["kernel_ms"].as_u64().unwrap()
+    );
+    let svg = one.with_extension("svg");
+    assert!(
+        proofline()
+            .arg("chart")
+            .arg(&one)
+            .arg("-o")
+            .arg(&svg)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let drawn = std::fs::read_to_string(&svg).unwrap();
+    assert_eq!(drawn.matches("class=\"kernel\"").count(), 40);
+    // two workers per GPU (cuzk's default): their intervals overlap, so a call is given to
+    // a partition only when its interval alone was open; the others get no mark
+    let two = generate("two-workers.log", &["--jobs", "4", "--cuzk-timing"]);
+    let svg2 = two.with_extension("svg");
+    assert!(
+        proofline()
+            .arg("chart")
+            .arg(&two)
+            .arg("-o")
+            .arg(&svg2)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let drawn = std::fs::read_to_string(&svg2).unwrap();
+    assert!(drawn.matches("class=\"kernel\"").count() < 40);
+    assert_eq!(drawn.matches("class=\"bar gpu\"").count(), 40);
+}
