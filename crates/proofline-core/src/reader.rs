@@ -593,11 +593,15 @@ TIMELINE,30,GPU_START,winpost-1-b,wor";
             .unwrap();
         engine.finish(&mut NoUpdates);
         let s = &feeder.stats;
-        assert_eq!((s.lines, s.timeline_lines, s.malformed), (10, 7, 2));
+        // a CUZK_TIMING line whose value is no number of milliseconds is malformed too
+        assert_eq!((s.lines, s.timeline_lines, s.malformed), (10, 7, 3));
+        assert_eq!(s.timing_lines, 1);
         assert_eq!(s.malformed_examples[0].line, 3);
         assert!(s.malformed_examples[0].error.contains("offset `x`"));
-        assert_eq!(s.malformed_examples[1].line, 8);
-        assert!(s.malformed_examples[1].error.contains("GPU_WHAT"));
+        assert_eq!(s.malformed_examples[1].line, 4);
+        assert!(s.malformed_examples[1].error.contains("`msm=3us`"));
+        assert_eq!(s.malformed_examples[2].line, 8);
+        assert!(s.malformed_examples[2].error.contains("GPU_WHAT"));
         assert!(s.truncated_last_line);
         let r = engine.report();
         assert_eq!(r.summary.jobs_complete, 1);
