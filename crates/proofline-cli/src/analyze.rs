@@ -8,7 +8,7 @@ use clap::ValueEnum;
 use proofline_core::report::PartitionRecord;
 use proofline_core::sink::{NoUpdates, Update};
 
-use crate::input::{EngineArgs, run_log};
+use crate::input::{EngineArgs, run_log, run_log_until};
 
 /// Output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -47,13 +47,21 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                 .from_writer(&mut out);
             w.write_record(CSV_HEADER).map_err(csv_io)?;
             let mut err = None;
-            let run = run_log(&args.input, args.engine.config(), |u| {
-                if let (Update::Partition(p), None) = (&u, &err) {
-                    if let Err(e) = w.serialize(CsvRow::from(&**p)) {
-                        err = Some(e);
+            // a write error (the reader went away) stops the reading too
+            let failed = std::cell::Cell::new(false);
+            let run = run_log_until(
+                &args.input,
+                args.engine.config(),
+                |u: Update| {
+                    if let (Update::Partition(p), None) = (&u, &err) {
+                        if let Err(e) = w.serialize(CsvRow::from(&**p)) {
+                            err = Some(e);
+                            failed.set(true);
+                        }
                     }
-                }
-            })?;
+                },
+                &mut || failed.get(),
+            )?;
             if let Some(e) = err {
                 // as an I/O error, so that a closed pipe is seen as one
                 return Err(csv_io(e).into());

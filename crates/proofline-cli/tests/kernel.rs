@@ -297,3 +297,64 @@ fn each_partition_gets_its_calls_kernel_time_only_where_the_call_is_its_own() {
     assert!(drawn.matches("class=\"kernel\"").count() < 40);
     assert_eq!(drawn.matches("class=\"bar gpu\"").count(), 40);
 }
+
+#[test]
+fn timing_lines_that_cover_part_of_the_run_or_notes_alone_do_not_decide_the_verdict() {
+    // a GPU-bound log whose timing lines start half way (a cuzk upgraded mid-run)
+    let log = generate("half.log", &["--jobs", "12", "--cuzk-timing"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let half = lines.len() / 2;
+    let cut: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| *i >= half || !l.starts_with("CUZK_TIMING:"))
+        .map(|(_, l)| *l)
+        .collect();
+    let half_log = log.with_file_name("half-covered.log");
+    std::fs::write(&half_log, cut.join("\n") + "\n").unwrap();
+    let r = analyze(&half_log);
+    let k = &r["kernel"];
+    let coverage = f(&k["coverage"]);
+    assert!((0.3..0.7).contains(&coverage), "coverage {coverage}");
+    // the fill over the whole run is about half, yet this is no lock held by CPU work
+    assert!(f(&k["kernel_fill"]) < 0.75);
+    assert_eq!(
+        r["verdict"]["bound"], "gpu_bound",
+        "{}",
+        r["verdict"]["sentence"]
+    );
+    assert!(r["verdict"]["kernel_fill"].is_null());
+    // notes alone: no kernel time, no kernel evidence
+    let notes = log.with_file_name("notes.log");
+    let mut only_notes: Vec<&str> = lines
+        .iter()
+        .filter(|l| !l.starts_with("CUZK_TIMING:"))
+        .copied()
+        .collect();
+    only_notes.insert(0, "CUZK_TIMING: d_a_cache allocated 1536 MiB on gpu 0");
+    std::fs::write(&notes, only_notes.join("\n") + "\n").unwrap();
+    let r = analyze(&notes);
+    assert_eq!(r["kernel"]["other_lines"], 1);
+    assert_eq!(r["kernel"]["kernel_ms"], 0);
+    assert_eq!(
+        r["verdict"]["bound"], "gpu_bound",
+        "{}",
+        r["verdict"]["sentence"]
+    );
+}
+
+#[test]
+fn absurd_timing_values_saturate_instead_of_overflowing() {
+    let log = generate("absurd.log", &["--jobs", "2", "--cuzk-timing"]);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    for _ in 0..3 {
+        text.push_str("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=18446744073709551615 batch_add_ms=9\n");
+        text.push_str("CUZK_TIMING: mutex_held_ms=18446744073709551615 total_start_fn_ms=1\n");
+    }
+    let absurd = log.with_file_name("absurd2.log");
+    std::fs::write(&absurd, text).unwrap();
+    let r = analyze(&absurd);
+    assert_eq!(r["kernel"]["kernel_ms"], u64::MAX);
+    assert_eq!(r["kernel"]["lock_held_ms"], u64::MAX);
+}

@@ -161,17 +161,50 @@ fn idle_and_trickling_connections_are_closed_after_their_timeouts_and_scrapes_ar
         assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
         std::thread::sleep(Duration::from_millis(400));
     }
+}
 
-    // past the cap of 8, the connection idle the longest makes room for the new one
-    let mut held: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+#[test]
+fn at_the_cap_the_connection_idle_the_longest_makes_room_even_a_slow_sender() {
+    let dir = tmp("cap");
+    // the idle timeout far away: only the cap closes connections here
+    let (_p, addr) = watch(
+        &dir,
+        1024,
+        &[
+            "--metrics-idle-timeout-s",
+            "60",
+            "--metrics-header-timeout-s",
+            "60",
+            "--metrics-max-connections",
+            "8",
+        ],
+    );
+    // the oldest sends half a request's headers and then a byte now and then: it counts as
+    // idle from its first byte, so a flood of such senders cannot lock scrapers out
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
     std::thread::sleep(Duration::from_millis(200));
+    let mut held: Vec<TcpStream> = (0..7).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    slow.write_all(b"X").unwrap();
     let got = http_get(&addr, "/metrics", None);
     assert!(
         got.is_some_and(|(s, ..)| s == 200),
         "a scrape at the cap was not answered"
     );
     assert!(
-        closed_within(&mut held[0], Duration::from_millis(500)),
-        "the oldest idle connection was not closed to make room"
+        closed_within(&mut slow, Duration::from_millis(500)),
+        "the oldest connection (a slow sender) was not closed to make room"
+    );
+    // at the cap again (the scrape's connection closed after its answer): the next scrape
+    // closes the next oldest, not the newest
+    let _extra = TcpStream::connect(&addr).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let got = http_get(&addr, "/metrics", None);
+    assert!(got.is_some_and(|(s, ..)| s == 200));
+    assert!(closed_within(&mut held[0], Duration::from_millis(500)));
+    assert!(
+        !closed_within(&mut held[6], Duration::from_millis(100)),
+        "the newest was closed"
     );
 }

@@ -309,7 +309,19 @@ impl LineFeeder {
                     (reader, result)
                 })?;
             let mut stopped = false;
-            for batch in full_rx.iter() {
+            loop {
+                // `stop` is asked between blocks, and while a slow input gives none
+                let batch = match full_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                    Ok(batch) => batch,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        if stop() {
+                            stopped = true;
+                            break;
+                        }
+                        continue;
+                    }
+                    Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                };
                 let mut timings = batch.timings.iter().peekable();
                 for (i, ev) in batch.events.iter().enumerate() {
                     // timing lines in their place among the events

@@ -540,6 +540,10 @@ pub struct KernelReport {
     /// Kernel time / the GPUs' busy time: how much of the pipeline's GPU time the kernels
     /// fill.
     pub kernel_fill: Option<f64>,
+    /// GPU threads with timing lines / closed GPU intervals: how much of the run the lines
+    /// cover (the verdict uses the kernel figures only from 90 %).
+    #[serde(default)]
+    pub coverage: Option<f64>,
     /// `mutex_held_ms`, summed.
     pub lock_held_ms: u64,
     /// Lock held minus kernel time: CPU work inside the lock (at least this much).

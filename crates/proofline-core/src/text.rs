@@ -549,6 +549,16 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
         p(&k.barrier_wait)
     );
     let _ = writeln!(o, "  attribution: {}", k.attribution);
+    if let Some(c) = k.coverage {
+        if c < crate::engine::KERNEL_COVERAGE_MIN {
+            let _ = writeln!(
+                o,
+                "  the timing lines cover {} of the GPU intervals: their figures do not decide the verdict (from {})",
+                pct(Some(c)),
+                pct(Some(crate::engine::KERNEL_COVERAGE_MIN))
+            );
+        }
+    }
     for g in &k.gpus {
         let _ = writeln!(
             o,

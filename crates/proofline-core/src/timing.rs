@@ -131,7 +131,7 @@ impl Timing {
         parts
             .into_iter()
             .filter_map(|k| self.get(k))
-            .reduce(|a, b| a + b)
+            .reduce(u64::saturating_add)
     }
 }
 

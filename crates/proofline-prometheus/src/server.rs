@@ -5,7 +5,9 @@
 //! capped, a connection that sends nothing for the idle timeout is closed, so is one that
 //! starts a request and does not finish its headers in time, and a failing `accept` (out of
 //! file descriptors) closes the oldest idle connection or backs off instead of spinning.
-//! Every closed connection is an idle one: a scrape in progress is never cut.
+//! Only idle connections are closed (between requests, or still sending a request's
+//! headers, the oldest first); one whose request is being answered is not, until its
+//! response body has been handed to the socket.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -46,11 +48,13 @@ pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 const REAP_EVERY: Duration = Duration::from_millis(100);
 
 /// The endpoint's limits. Every connection it closes on its own is idle (between requests,
-/// or in the headers of one): a response is never cut.
+/// or still sending the headers of one); one whose request is being answered is kept until
+/// its response body was handed over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServeOptions {
     /// Open connections at most. A new one past the cap closes the connection idle the
-    /// longest; when none is idle, the new one is closed at once. Default
+    /// longest (a slow sender of headers counts from its first byte); when none is idle, the
+    /// new one is closed at once. Default
     /// [`DEFAULT_MAX_CONNECTIONS`].
     pub max_connections: usize,
     /// A connection that sends nothing for this long between requests (or after connecting)
@@ -221,10 +225,17 @@ impl ConnState {
         self.origin.elapsed().as_millis() as u64
     }
 
-    /// Idle: not in a request, no request begun. Returns since when (ms since `origin`).
+    /// Idle: not answering a request (nothing received since the last response, or only
+    /// part of a request's headers). Returns since when (ms since `origin`): the last
+    /// response, or the first byte of the headers still coming.
     fn idle_since(&self) -> Option<u64> {
-        (!self.busy.load(Ordering::Acquire) && self.request_from.load(Ordering::Acquire) == 0)
-            .then(|| self.last.load(Ordering::Acquire))
+        if self.busy.load(Ordering::Acquire) {
+            return None;
+        }
+        match self.request_from.load(Ordering::Acquire) {
+            0 => Some(self.last.load(Ordering::Acquire)),
+            from => Some(from - 1),
+        }
     }
 }
 

@@ -25,6 +25,11 @@ const MAX_UNKNOWN_KEYS: usize = 16;
 const MAX_OPEN_PER_GPU: usize = 64;
 /// Partitions holding a call's kernel time until their record is out.
 const MAX_PENDING_PARTITIONS: usize = 65_536;
+/// GPU threads followed at once (a hostile log cannot grow the map with `gpu_tid`s).
+const MAX_OPEN_THREADS: usize = 256;
+/// Kernel figures decide the verdict only when the kernel lines cover at least this share
+/// of the GPU intervals (a log whose timing lines start half way would read as a lock held).
+pub const KERNEL_COVERAGE_MIN: f64 = 0.9;
 
 /// The GPU thread of a call whose lines are still coming: its kernel time so far.
 #[derive(Debug, Clone, Copy)]
@@ -88,22 +93,22 @@ impl KernelTotals {
         let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(v) = t.get(TimingKey::MutexHeld) {
             self.calls += 1;
-            self.lock_held_ms += v;
+            self.lock_held_ms = self.lock_held_ms.saturating_add(v);
             self.lock_held.record(ms(v));
         }
         if let Some(v) = t.get(TimingKey::MutexWait) {
-            self.sums[0] += v;
+            self.sums[0] = self.sums[0].saturating_add(v);
             self.lock_wait.record(ms(v));
         }
         if let Some(v) = t.get(TimingKey::BarrierWait) {
             self.barrier_wait.record(ms(v));
         }
         if let Some(v) = t.get(TimingKey::PrepMsm) {
-            self.sums[1] += v;
+            self.sums[1] = self.sums[1].saturating_add(v);
             self.prep_msm.record(ms(v));
         }
         if let Some(v) = t.get(TimingKey::BG2Msm) {
-            self.sums[2] += v;
+            self.sums[2] = self.sums[2].saturating_add(v);
             self.b_g2_msm.record(ms(v));
         }
         if t.get(TimingKey::GpuTotal).is_some() {
@@ -111,9 +116,12 @@ impl KernelTotals {
         }
         if let Some(k) = t.kernel_ms() {
             self.kernel_lines += 1;
-            self.kernel_ms += k;
+            self.kernel_ms = self.kernel_ms.saturating_add(k);
             match gpu {
-                Some(g) => *self.kernel_by_gpu.entry(g).or_default() += k,
+                Some(g) => {
+                    let e = self.kernel_by_gpu.entry(g).or_default();
+                    *e = e.saturating_add(k);
+                }
                 None => self.unattributed += 1,
             }
         }
@@ -128,6 +136,11 @@ impl KernelTotals {
         };
         let key = (g, tid);
         if let Some(ntt) = t.get(TimingKey::NttMsmH) {
+            if self.open.len() >= MAX_OPEN_THREADS && !self.open.contains_key(&key) {
+                // threads that never finished (or a log inventing thread indexes)
+                self.interleaved += self.open.len() as u64;
+                self.open.clear();
+            }
             // a thread starts; one still open was interleaved with it
             if self.open.insert(key, OpenThread { kernel: ntt }).is_some() {
                 self.interleaved += 1;
@@ -136,10 +149,10 @@ impl KernelTotals {
         }
         let open = self.open.get_mut(&key)?;
         if let Some(v) = t.get(TimingKey::BatchAdd) {
-            open.kernel += v;
+            open.kernel = open.kernel.saturating_add(v);
         }
         let v = t.get(TimingKey::TailMsm)?;
-        let kernel = open.kernel + v;
+        let kernel = open.kernel.saturating_add(v);
         self.open.remove(&key);
         self.per_call
             .record(i64::try_from(kernel).unwrap_or(i64::MAX));
@@ -158,11 +171,12 @@ impl KernelTotals {
         }
     }
 
-    /// The report's part, given each GPU's elapsed and busy time (`(gpu, elapsed_ms,
-    /// busy_ms)`).
-    pub fn report(&self, gpus: &[(u32, u64, u64)]) -> KernelReport {
+    /// The report's part, given each GPU's elapsed and busy time and closed intervals
+    /// (`(gpu, elapsed_ms, busy_ms, intervals)`).
+    pub fn report(&self, gpus: &[(u32, u64, u64, u64)]) -> KernelReport {
         let elapsed: u64 = gpus.iter().map(|g| g.1).sum();
         let busy: u64 = gpus.iter().map(|g| g.2).sum();
+        let intervals: u64 = gpus.iter().map(|g| g.3).sum();
         let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
         // one GPU in the log: every line is its own
         let by_gpu: BTreeMap<u32, u64> = if gpus.len() == 1 {
@@ -188,7 +202,7 @@ impl KernelTotals {
         };
         let per_gpu = if attributed {
             gpus.iter()
-                .map(|&(gpu, el, bu)| {
+                .map(|&(gpu, el, bu, _)| {
                     let k = by_gpu.get(&gpu).copied().unwrap_or(0);
                     GpuKernel {
                         gpu,
@@ -213,6 +227,7 @@ impl KernelTotals {
             kernel_utilisation: ratio(self.kernel_ms, elapsed),
             busy_ratio: ratio(busy, elapsed),
             kernel_fill: ratio(self.kernel_ms, busy),
+            coverage: ratio(self.threads, intervals),
             lock_held_ms: self.lock_held_ms,
             lock_held_not_kernel_ms: self.lock_held_ms.saturating_sub(self.kernel_ms),
             lock_held: self.lock_held.summary(),
@@ -259,6 +274,13 @@ impl Engine {
     /// Counts a `CUZK_TIMING:` line that is no timing.
     pub fn ingest_timing_note(&mut self) {
         self.kernel.notes += 1;
+    }
+
+    /// Forgets the open intervals of a job given up on (their GPU_END will not come).
+    pub(super) fn forget_open_intervals(&mut self, job: &str) {
+        for open in self.line_open.values_mut() {
+            open.retain(|(j, _)| &**j != job);
+        }
     }
 
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).

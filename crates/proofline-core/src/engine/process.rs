@@ -383,6 +383,11 @@ impl Engine {
     pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
         let now = self.now;
         self.finished_one();
+        let name = self
+            .names
+            .name(self.jobs[idx].as_ref().expect("job exists").name)
+            .clone();
+        self.forget_open_intervals(&name);
         let job = self.jobs[idx].as_mut().expect("job exists");
         job.state = JobState::Finished(status);
         job.retain_until = now + self.cfg.reorder_window_ms * 2;

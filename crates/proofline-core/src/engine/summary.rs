@@ -263,7 +263,7 @@ impl Engine {
                 _ => (d.steady_busy, d.steady_elapsed),
             };
             let busy = d.closed_busy;
-            gpu_times.push((d.gpu, elapsed, busy));
+            gpu_times.push((d.gpu, elapsed, busy, d.intervals));
             busy_all += busy;
             elapsed_all += elapsed;
             sbusy_all += sb;
@@ -323,7 +323,15 @@ impl Engine {
             wait: idle_wait,
             empty: idle_empty,
             lead: t.tr_lead.quantile(0.5),
+            // only kernel lines that cover the run decide (not notes alone, not a log whose
+            // timing lines start half way)
             kernel: kernel.as_ref().and_then(|k| {
+                if k.kernel_ms == 0
+                    || k.coverage
+                        .is_none_or(|c| c < super::kernel::KERNEL_COVERAGE_MIN)
+                {
+                    return None;
+                }
                 Some(KernelEvidence {
                     fill: k.kernel_fill?,
                     utilisation: k.kernel_utilisation?,
