@@ -292,10 +292,18 @@ fn root_of<'a>(spans: &'a [Span], job: &str) -> &'a Span {
         .unwrap_or_else(|| panic!("no root span for {job}"))
 }
 
+/// The child of `root` named `name` (the spans that carry sector-to-sector links).
+fn child<'a>(spans: &'a [Span], root: &Span, name: &str) -> Option<&'a Span> {
+    spans
+        .iter()
+        .find(|s| s.parent_span_id == root.span_id && s.name == name)
+}
+
 fn check_known_log(spans: &[Span]) {
-    // 4 jobs x (1 root + 2 partitions x (1 + 3 stages)) = 36 spans: this log has no
-    // GPU_PICKUP, so no lock_wait stage
-    assert_eq!(spans.len(), 36);
+    // 4 jobs x (1 root + 2 partitions x (1 + 3 stages)) = 36 spans, and a `previous sector`
+    // span in each of the 3 jobs after the first: this log has no GPU_PICKUP, so no
+    // lock_wait stage
+    assert_eq!(spans.len(), 39);
     assert!(!spans.iter().any(|s| s.name == "lock_wait"));
     let mut traces: BTreeMap<Vec<u8>, Vec<&Span>> = BTreeMap::new();
     for s in spans {
@@ -304,7 +312,8 @@ fn check_known_log(spans: &[Span]) {
     assert_eq!(traces.len(), 4, "one trace per job");
     let root = |job: &str| root_of(spans, job);
     let (a, b) = (root("a"), root("b"));
-    assert_eq!(a.name, "unknown a");
+    // no kind in the log: the root is named by its job id alone
+    assert_eq!(a.name, "a");
     assert_eq!(
         (ms(a.start_time_unix_nano), ms(a.end_time_unix_nano)),
         (0, 3500)
@@ -313,20 +322,35 @@ fn check_known_log(spans: &[Span]) {
     assert_eq!(int(a, "partitions.done"), Some(2));
     assert_eq!(int(a, "gpu.total_ms"), Some(4300));
     assert_eq!(int(a, "cold_start_ms"), Some(1000));
-    assert!(a.links.is_empty(), "the first job links to nothing");
-    // b: transition numbers and a link to a's root
+    // no root carries a link (in Jaeger a root's only reference pointing into another
+    // trace reads as a missing parent: "Incomplete")
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.parent_span_id.is_empty())
+            .all(|s| s.links.is_empty())
+    );
+    assert!(
+        child(spans, a, "previous sector").is_none(),
+        "the first job links to nothing"
+    );
+    // b: transition numbers on its root, and a child linking to a's root
     assert_eq!(int(b, "transition.gap_ms"), Some(-500));
     assert_eq!(int(b, "transition.handoff_ms"), Some(0));
     assert_eq!(int(b, "synthesis.lead_ms"), Some(1000));
-    assert_eq!(b.links.len(), 1);
+    let bl = child(spans, b, "previous sector").expect("b's link to a");
+    assert_eq!(bl.trace_id, b.trace_id);
+    assert_eq!(int(bl, "transition.gap_ms"), Some(-500));
+    assert_eq!(bl.links.len(), 1);
     assert_eq!(
-        (b.links[0].trace_id.clone(), b.links[0].span_id.clone()),
+        (bl.links[0].trace_id.clone(), bl.links[0].span_id.clone()),
         (a.trace_id.clone(), a.span_id.clone())
     );
     let c = root("c");
     assert_eq!(int(c, "transition.gap_ms"), Some(1000));
+    let cl = child(spans, c, "previous sector").expect("c's link to b");
     assert_eq!(
-        (c.links[0].trace_id.clone(), c.links[0].span_id.clone()),
+        (cl.links[0].trace_id.clone(), cl.links[0].span_id.clone()),
         (b.trace_id.clone(), b.span_id.clone())
     );
     // a's partition 1 and its stages, with real times
@@ -377,7 +401,7 @@ fn http_receiver_gets_one_trace_per_job_with_stages_attributes_and_links() {
     replay(LOG, engine_cfg(), &mut sink);
     drop(sink);
     handle.shutdown(Duration::from_secs(10)).unwrap();
-    let spans = rx.got.wait_for(36, 10);
+    let spans = rx.got.wait_for(39, 10);
     check_known_log(&spans);
     let c = handle.counters();
     assert_eq!(c.spans_exported.load(Ordering::Relaxed), 36);
@@ -402,7 +426,7 @@ fn grpc_receiver_gets_the_same_traces() {
     replay(LOG, engine_cfg(), &mut sink);
     drop(sink);
     handle.shutdown(Duration::from_secs(10)).unwrap();
-    check_known_log(&got.wait_for(36, 10));
+    check_known_log(&got.wait_for(39, 10));
 }
 
 /// On one GPU, p's GPU work starts first but its second partition is synthesized late: q
@@ -420,16 +444,17 @@ fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
     replay(OVERTAKEN_LOG, ecfg, &mut sink);
     drop(sink);
     handle.shutdown(Duration::from_secs(10)).unwrap();
-    // 3 jobs x (1 root + 2 partitions x (1 + 3 stages))
-    let spans = rx.got.wait_for(27, 10);
-    assert_eq!(spans.len(), 27);
+    // 3 jobs x (1 root + 2 partitions x (1 + 3 stages)), and p's `next sector` span
+    let spans = rx.got.wait_for(28, 10);
+    assert_eq!(spans.len(), 28);
     let root = |job: &str| root_of(&spans, job).clone();
     let (p, q, r) = (root("p"), root("q"), root("r"));
-    // q went out first, before p -> q was known: the link is on p, pointing forward
-    assert!(q.links.is_empty(), "{:?}", q.links);
+    // q went out first, before p -> q was known: the link is in p's trace, pointing forward
+    assert!(child(&spans, &q, "previous sector").is_none());
     assert_eq!(int(&q, "transition.gap_ms"), None);
-    assert_eq!(p.links.len(), 1, "{:?}", p.links);
-    let link = &p.links[0];
+    let next = child(&spans, &p, "next sector").expect("p's forward link");
+    assert_eq!(next.links.len(), 1, "{:?}", next.links);
+    let link = &next.links[0];
     assert_eq!(
         (link.trace_id.clone(), link.span_id.clone()),
         (q.trace_id.clone(), q.span_id.clone())
@@ -451,7 +476,8 @@ fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
         Some(Value::IntValue(3000))
     );
     // q -> r: both were sent before it was known; counted, not lost silently
-    assert!(r.links.is_empty(), "{:?}", r.links);
+    assert!(child(&spans, &r, "previous sector").is_none());
+    assert!(child(&spans, &q, "next sector").is_none());
     assert_eq!(handle.counters().links_unplaced.load(Ordering::Relaxed), 1);
 }
 
@@ -489,8 +515,8 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     guard.shutdown(Duration::from_secs(10)).unwrap();
     handle.shutdown(Duration::from_secs(10)).unwrap();
     let live = live_rx.got.spans();
-    // 3 jobs x (1 + 10 x 5)
-    assert_eq!(live.len(), 153);
+    // 3 jobs x (1 + 10 x 5), and a `previous sector` span in the 2 after the first
+    assert_eq!(live.len(), 155);
 
     let log = buf.text();
     let replay_rx = HttpReceiver::start(Mode::Answer);
@@ -500,7 +526,7 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     replay(&log, ecfg, &mut sink);
     drop(sink);
     h2.shutdown(Duration::from_secs(10)).unwrap();
-    let replayed = replay_rx.got.wait_for(153, 10);
+    let replayed = replay_rx.got.wait_for(155, 10);
     let mut a: Vec<_> = live.iter().map(key).collect();
     let mut b: Vec<_> = replayed.iter().map(key).collect();
     a.sort();

@@ -121,13 +121,13 @@ fn replay_sends_one_trace_per_job_at_the_epoch_given() {
         &log,
         &["--epoch", "2026-11-30T01:31:00Z", "--instance", "old"],
     );
-    assert!(err.contains("5 traces, all delivered (255 spans)"), "{err}");
+    assert!(err.contains("5 traces, all delivered (259 spans)"), "{err}");
     assert!(!err.contains("had no trace"), "{err}");
     let spans: Vec<Span> = rx.try_iter().collect();
     assert_eq!(
         spans.len(),
-        255,
-        "5 jobs x (1 root + 10 partitions x 5 spans)"
+        259,
+        "5 jobs x (1 root + 10 partitions x 5 spans) + 4 previous-sector spans"
     );
     let epoch_ns = 1_796_002_260_000u64 * 1_000_000;
     let roots: Vec<&Span> = spans
@@ -149,8 +149,21 @@ fn replay_sends_one_trace_per_job_at_the_epoch_given() {
         0,
     );
     assert_eq!(first.trace_id, want.0.to_vec());
-    // every later sector links to the one before it
-    assert_eq!(roots.iter().filter(|s| s.links.len() == 1).count(), 4);
+    // every later sector links to the one before it, from a child of its root (no root
+    // carries a link: Jaeger would read it as a missing parent)
+    assert!(roots.iter().all(|s| s.links.is_empty()));
+    let links: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "previous sector" && s.links.len() == 1)
+        .collect();
+    assert_eq!(links.len(), 4);
+    for l in links {
+        let parent = roots
+            .iter()
+            .find(|r| r.span_id == l.parent_span_id)
+            .unwrap();
+        assert_eq!(l.trace_id, parent.trace_id);
+    }
 }
 
 #[test]
@@ -192,16 +205,21 @@ fn replay_says_when_a_link_had_no_trace_to_carry_it() {
         .join("../../tests/tests/data/overtaken.log");
     let (endpoint, rx) = receiver();
     let err = replay_to(&endpoint, &log, &["--partitions", "2"]);
-    assert!(err.contains("3 traces, all delivered (27 spans)"), "{err}");
+    assert!(err.contains("3 traces, all delivered (28 spans)"), "{err}");
     assert!(
         err.contains("1 sector-to-sector links had no trace to carry them"),
         "{err}"
     );
-    // the other link of the three (p -> q) goes forward from p's root
+    // the other link of the three (p -> q) goes forward, from a child of p's root
     let spans: Vec<Span> = rx.try_iter().collect();
     let linked: Vec<&Span> = spans.iter().filter(|s| !s.links.is_empty()).collect();
     assert_eq!(linked.len(), 1, "{linked:?}");
-    assert!(linked[0].name.ends_with(" p"), "{}", linked[0].name);
+    assert_eq!(linked[0].name, "next sector");
+    let p_root = spans
+        .iter()
+        .find(|s| s.span_id == linked[0].parent_span_id)
+        .unwrap();
+    assert!(p_root.name.ends_with('p'), "{}", p_root.name);
 }
 
 #[test]
@@ -234,8 +252,8 @@ fn the_demo_sends_traces_when_the_otel_variables_name_a_collector() {
     let spans: Vec<Span> = rx.try_iter().collect();
     assert_eq!(
         spans.len(),
-        2 * 51,
-        "2 jobs x (1 root + 10 partitions x 5 spans)"
+        2 * 51 + 1,
+        "2 jobs x (1 root + 10 partitions x 5 spans), and the second's previous-sector span"
     );
     assert_eq!(
         spans.iter().filter(|s| s.parent_span_id.is_empty()).count(),
@@ -289,14 +307,14 @@ fn watch_sends_the_traces_replay_sends_for_the_same_log() {
     let mut watch_spans = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     // 3 jobs x (1 root + 10 partitions x 5 spans)
-    while watch_spans.len() < 153 && Instant::now() < deadline {
+    while watch_spans.len() < 155 && Instant::now() < deadline {
         if let Ok(s) = rx.recv_timeout(Duration::from_millis(200)) {
             watch_spans.push(s);
         }
     }
-    assert_eq!(watch_spans.len(), 153, "spans from watch");
+    assert_eq!(watch_spans.len(), 155, "spans from watch");
     // and its /metrics counts what the collector accepted (updated once a second)
-    let want = "proofline_otlp_spans_exported_total 153";
+    let want = "proofline_otlp_spans_exported_total 155";
     let mut body = String::new();
     while !body.lines().any(|l| l == want) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(200));
@@ -308,12 +326,12 @@ fn watch_sends_the_traces_replay_sends_for_the_same_log() {
     let (endpoint, rx) = receiver();
     replay_to(&endpoint, &log, &[]);
     let replayed: Vec<Span> = rx.try_iter().collect();
-    assert_eq!(replayed.len(), 153);
+    assert_eq!(replayed.len(), 155);
     assert_eq!(shape(&watch_spans), shape(&replayed));
     // and they are linked sector to sector, as the log's jobs ran
     let linked = watch_spans
         .iter()
-        .filter(|s| s.parent_span_id.is_empty() && s.links.len() == 1)
+        .filter(|s| s.name == "previous sector" && s.links.len() == 1)
         .count();
     assert_eq!(linked, 2);
 }

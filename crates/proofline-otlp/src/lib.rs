@@ -10,7 +10,9 @@
 //! ```
 //!
 //! A trace: a root span for the job (its totals, cold start and transition numbers as
-//! attributes, a link to the root of the job before it on the GPU), a span per partition, and
+//! attributes), a `previous sector` child carrying the link to the root of the job before it
+//! on the GPU (a link on the root itself reads in Jaeger as a missing parent), a span per
+//! partition, and
 //! under each the stages `synthesis`, `queue`, `lock_wait` and `gpu` with their real start and
 //! end (the run's epoch + the TIMELINE offset). Trace ids come from
 //! [`proofline_core::ids::trace_id`], the ids of the Prometheus exemplars; span ids are derived
@@ -18,7 +20,8 @@
 //!
 //! A job that finishes before the job ahead of it on the GPU is sent before their transition
 //! is known: the link then goes the other way, from the earlier job's root (sent later) to
-//! its root, as a `next_sector` link carrying the transition's numbers. When both were sent
+//! its root, as a `next_sector` link (on a `next sector` child of its root) carrying the
+//! transition's numbers. When both were sent
 //! already (two jobs overtook a third), the link is counted in
 //! [`ExportCounters::links_unplaced`].
 //!
@@ -843,7 +846,6 @@ impl TraceBuilder {
         if job.unobserved_gpu {
             attrs.push(KeyValue::new("gpu.unobserved", true));
         }
-        let mut links = Vec::new();
         // the transition into this job (the first GPU's, when it ran on several)
         let mut trs: Vec<&Arc<TransitionRecord>> = transitions.into.iter().collect();
         trs.sort_by_key(|t| t.gpu);
@@ -852,40 +854,89 @@ impl TraceBuilder {
             attrs.push(KeyValue::new("transition.gpu", i64::from(t.gpu)));
             push_transition_numbers(&mut attrs, t);
         }
-        for t in &trs {
-            // the root of the job before this one on that GPU
-            links.push(self.root_link(
-                (t.run, &t.from_job, t.from_attempt),
-                vec![
-                    KeyValue::new("link.kind", "previous_sector"),
-                    KeyValue::new("gpu", i64::from(t.gpu)),
-                ],
-            ));
-        }
-        for t in transitions.out_of {
-            // the root of the job after this one, sent before the transition was known
-            let mut attrs = vec![
-                KeyValue::new("link.kind", "next_sector"),
-                KeyValue::new("gpu", i64::from(t.gpu)),
-            ];
-            push_transition_numbers(&mut attrs, t);
-            links.push(self.root_link((t.run, &t.to_job, t.to_attempt), attrs));
-        }
         let status = match job.status {
             JobStatus::Complete => Status::Unset,
             other => Status::error(format!("incomplete: {}", other.as_str())),
+        };
+        // an unknown kind is left out of the name, not spelled `unknown`
+        let root_name = match job.proof_kind.as_deref() {
+            Some(k) => format!("{k} {}", job.job_id),
+            None => job.job_id.to_string(),
         };
         spans.push(self.span(
             tid,
             root,
             SpanId::INVALID,
-            format!("{kind} {}", job.job_id),
+            root_name,
             start,
             end,
             attrs,
-            links,
+            Vec::new(),
             status,
         ));
+        // Sector-to-sector links ride on children of the root: a root whose only reference
+        // points into another trace reads, in Jaeger, as a trace with a missing parent
+        // ("Incomplete"); a child has its parent and the link besides.
+        if let Some(first) = trs.first() {
+            let links = trs
+                .iter()
+                .map(|t| {
+                    self.root_link(
+                        (t.run, &t.from_job, t.from_attempt),
+                        vec![
+                            KeyValue::new("link.kind", "previous_sector"),
+                            KeyValue::new("gpu", i64::from(t.gpu)),
+                        ],
+                    )
+                })
+                .collect();
+            let mut a = vec![
+                KeyValue::new("transition.from_job", first.from_job.to_string()),
+                KeyValue::new("transition.gpu", i64::from(first.gpu)),
+            ];
+            push_transition_numbers(&mut a, first);
+            let (s, e) = (
+                first.from_last_gpu_end_ms.min(first.to_first_gpu_start_ms),
+                first.from_last_gpu_end_ms.max(first.to_first_gpu_start_ms),
+            );
+            spans.push(self.span(
+                tid,
+                span_id(&raw, "previous sector"),
+                root,
+                "previous sector".to_owned(),
+                s,
+                e,
+                a,
+                links,
+                Status::Unset,
+            ));
+        }
+        if !transitions.out_of.is_empty() {
+            // the jobs after this one, sent before their transitions were known
+            let links = transitions
+                .out_of
+                .iter()
+                .map(|t| {
+                    let mut a = vec![
+                        KeyValue::new("link.kind", "next_sector"),
+                        KeyValue::new("gpu", i64::from(t.gpu)),
+                    ];
+                    push_transition_numbers(&mut a, t);
+                    self.root_link((t.run, &t.to_job, t.to_attempt), a)
+                })
+                .collect();
+            spans.push(self.span(
+                tid,
+                span_id(&raw, "next sector"),
+                root,
+                "next sector".to_owned(),
+                end,
+                end,
+                Vec::new(),
+                links,
+                Status::Unset,
+            ));
+        }
 
         for p in parts {
             let name = p
