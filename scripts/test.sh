@@ -29,6 +29,18 @@ fi
 
 # Python's jsonschema validates the Grafana dashboards against Grafana's schema.
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
+# The Compose Specification's JSON schema, as Debian packages it (docker-compose's
+# compose_spec.json), for the check of deploy/compose.yaml: extracted, not installed.
+schema_dir=target/compose-spec
+if [ ! -f "$schema_dir/compose_spec.json" ]; then
+  mkdir -p "$schema_dir/deb"
+  (cd "$schema_dir/deb" && { apt-get download -qq docker-compose 2>/dev/null ||
+    { apt-get update -qq && apt-get download -qq docker-compose; }; } &&
+    dpkg-deb -x docker-compose_*.deb x &&
+    cp x/usr/lib/python3/dist-packages/compose/config/compose_spec.json ..)
+  rm -rf "$schema_dir/deb"
+fi
+python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 # the Prometheus project's Python parsers, for the exposition test
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 

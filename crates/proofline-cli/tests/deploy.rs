@@ -1,6 +1,7 @@
-//! deploy/: the Prometheus config, rules and alert tests, and the Grafana dashboards, checked
-//! by the real tools (promtool from Debian's prometheus package; Python's jsonschema against
-//! Grafana's published dashboard schema).
+//! deploy/: the Prometheus config, rules and alert tests, the Grafana dashboards and data
+//! sources, and the compose file, checked by the real tools (promtool from Debian's prometheus
+//! package; Python's jsonschema against Grafana's published dashboard schema and against the
+//! Compose Specification's schema as Debian's docker-compose package ships it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -165,4 +166,120 @@ fn the_committed_dashboards_are_what_the_generator_writes() {
             "deploy/grafana/dashboards/{f} differs from gen_dashboards.py's output: run it and commit"
         );
     }
+}
+
+/// The Compose Specification's JSON schema as Debian packages it (docker-compose's
+/// `compose_spec.json`; scripts/test.sh extracts it), or `PROOFLINE_COMPOSE_SCHEMA`.
+fn compose_schema() -> PathBuf {
+    std::env::var_os("PROOFLINE_COMPOSE_SCHEMA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/compose-spec/compose_spec.json")
+        })
+}
+
+/// Validates `compose` (YAML text) against the schema with Python's jsonschema.
+fn compose_valid(compose: &str) -> (bool, String) {
+    let schema = compose_schema();
+    assert!(
+        schema.is_file(),
+        "{} missing: scripts/test.sh extracts it from Debian's docker-compose package",
+        schema.display()
+    );
+    let mut child = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,yaml,jsonschema; jsonschema.validate(yaml.safe_load(sys.stdin), json.load(open(sys.argv[1])))",
+        ])
+        .arg(&schema)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(compose.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_compose_file_follows_the_compose_specification_and_mounts_the_files_the_tests_check() {
+    let text = std::fs::read_to_string(deploy().join("compose.yaml")).unwrap();
+    let (ok, err) = compose_valid(&text);
+    assert!(ok, "deploy/compose.yaml is not valid Compose: {err}");
+    // the check can fail: a misspelt key is caught
+    let (ok, _) = compose_valid(&text.replacen("    image:", "    imagee:", 1));
+    assert!(!ok, "a misspelt key passed the schema");
+    // every file or folder it mounts exists, and the configs it names are the tests' ones
+    for line in text.lines().map(str::trim) {
+        let Some(mount) = line.strip_prefix("- ./") else {
+            continue;
+        };
+        let local = mount.split(':').next().unwrap();
+        assert!(
+            deploy().join(local).exists(),
+            "compose mounts ./{local}, which is missing"
+        );
+    }
+    for (flag, file) in [
+        (
+            "--config.file=/etc/prometheus/site.yml",
+            "prometheus/site.yml",
+        ),
+        (
+            "--config.file=/etc/prometheus/global.yml",
+            "prometheus/global.yml",
+        ),
+        (
+            "--config.file=/etc/alertmanager/alertmanager.yml",
+            "alertmanager/alertmanager.yml",
+        ),
+    ] {
+        assert!(text.contains(flag), "compose does not run {flag}");
+        assert!(deploy().join(file).is_file(), "{file} missing");
+    }
+    assert!(text.contains("--web.enable-remote-write-receiver"));
+}
+
+#[test]
+fn grafana_sends_exemplars_to_the_jaeger_the_compose_file_runs() {
+    let ds =
+        std::fs::read_to_string(deploy().join("grafana/provisioning/datasources/datasources.yml"))
+            .unwrap();
+    // the exemplar label Grafana follows is the one proofline's exemplars carry
+    assert!(ds.contains("- name: trace_id"), "{ds}");
+    let exemplar_label = "trace_id";
+    let om = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../proofline-prometheus/tests/golden/known_answers.om.txt"),
+    )
+    .unwrap();
+    assert!(
+        om.contains(&format!("# {{{exemplar_label}=\"")),
+        "no {exemplar_label} exemplar"
+    );
+    // it leads to the Jaeger data source, whose URL is the Jaeger UI the compose file serves
+    assert!(ds.contains("datasourceUid: jaeger"));
+    assert!(
+        ds.contains("uid: jaeger") && ds.contains("url: http://jaeger:16686"),
+        "{ds}"
+    );
+    let compose = std::fs::read_to_string(deploy().join("compose.yaml")).unwrap();
+    assert!(compose.contains("  jaeger:") && compose.contains(":16686:16686"));
+    // the site Prometheus (with exemplar storage) is the default data source
+    assert!(ds.contains("url: http://prometheus-site:9090"));
+    assert!(
+        compose.contains("  prometheus-site:")
+            && compose.contains("--enable-feature=exemplar-storage")
+    );
 }
