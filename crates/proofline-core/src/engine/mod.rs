@@ -17,7 +17,8 @@
 //! The rooms: [`config`] (settings), `names` (interned job ids and kinds), `reorder` (the
 //! buffer), `job` (jobs, partitions and a partition's stage), `gauges` (live counts),
 //! `process` (one event), `device` (the busy sweep and idle gaps), `chain` (transitions),
-//! `summary` (totals, live state, report), `verdict`. This file holds the timeline: runs,
+//! `summary` (totals, live state, report), `verdict`, `kernel` (`CUZK_TIMING` lines). This
+//! file holds the timeline: runs,
 //! time moving on, and the sweep that completes and evicts jobs.
 
 mod chain;
