@@ -46,8 +46,6 @@ pub(super) struct KernelTotals {
     pub notes: u64,
     /// Unknown keys (the first few by name) and how often each came.
     pub unknown: BTreeMap<String, u64>,
-    /// Calls (`mutex_held_ms` lines).
-    pub calls: u64,
     /// GPU threads (`gpu_total_ms` lines).
     pub threads: u64,
     /// Kernel time, all lines.
@@ -64,10 +62,7 @@ pub(super) struct KernelTotals {
     pub interleaved: u64,
     /// The GPU thread in progress, by (GPU, thread index).
     open: BTreeMap<(u32, u32), OpenThread>,
-    /// `mutex_wait_ms`, `prep_msm_ms` and `b_g2_msm_ms`, summed (for live counters).
-    pub sums: [u64; 3],
-    /// `mutex_held_ms`, summed and per call.
-    pub lock_held_ms: u64,
+    /// `mutex_held_ms` per call (its count is the calls'; each `Dist` keeps an exact sum).
     pub lock_held: Dist,
     /// `mutex_wait_ms` per call.
     pub lock_wait: Dist,
@@ -90,26 +85,16 @@ impl KernelTotals {
                 self.unknown.insert(k.clone(), 1);
             }
         }
-        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        if let Some(v) = t.get(TimingKey::MutexHeld) {
-            self.calls += 1;
-            self.lock_held_ms = self.lock_held_ms.saturating_add(v);
-            self.lock_held.record(ms(v));
-        }
-        if let Some(v) = t.get(TimingKey::MutexWait) {
-            self.sums[0] = self.sums[0].saturating_add(v);
-            self.lock_wait.record(ms(v));
-        }
-        if let Some(v) = t.get(TimingKey::BarrierWait) {
-            self.barrier_wait.record(ms(v));
-        }
-        if let Some(v) = t.get(TimingKey::PrepMsm) {
-            self.sums[1] = self.sums[1].saturating_add(v);
-            self.prep_msm.record(ms(v));
-        }
-        if let Some(v) = t.get(TimingKey::BG2Msm) {
-            self.sums[2] = self.sums[2].saturating_add(v);
-            self.b_g2_msm.record(ms(v));
+        for (key, dist) in [
+            (TimingKey::MutexHeld, &mut self.lock_held),
+            (TimingKey::MutexWait, &mut self.lock_wait),
+            (TimingKey::BarrierWait, &mut self.barrier_wait),
+            (TimingKey::PrepMsm, &mut self.prep_msm),
+            (TimingKey::BG2Msm, &mut self.b_g2_msm),
+        ] {
+            if let Some(v) = t.get(key) {
+                dist.record(i64::try_from(v).unwrap_or(i64::MAX));
+            }
         }
         if t.get(TimingKey::GpuTotal).is_some() {
             self.threads += 1;
@@ -162,12 +147,12 @@ impl KernelTotals {
     /// The totals so far, for live counters.
     pub fn live(&self) -> crate::sink::KernelLive {
         crate::sink::KernelLive {
-            calls: self.calls,
+            calls: self.lock_held.count(),
             kernel_ms: self.kernel_ms,
-            lock_held_ms: self.lock_held_ms,
-            lock_wait_ms: self.sums[0],
-            prep_msm_ms: self.sums[1],
-            b_g2_msm_ms: self.sums[2],
+            lock_held_ms: total(&self.lock_held),
+            lock_wait_ms: total(&self.lock_wait),
+            prep_msm_ms: total(&self.prep_msm),
+            b_g2_msm_ms: total(&self.b_g2_msm),
         }
     }
 
@@ -219,7 +204,7 @@ impl KernelTotals {
             timing_lines: self.lines,
             other_lines: self.notes,
             unknown_keys: self.unknown.keys().cloned().collect(),
-            calls: self.calls,
+            calls: self.lock_held.count(),
             gpu_threads: self.threads,
             kernel_ms: self.kernel_ms,
             kernel_per_call: self.per_call.summary(),
@@ -228,8 +213,8 @@ impl KernelTotals {
             busy_ratio: ratio(busy, elapsed),
             kernel_fill: ratio(self.kernel_ms, busy),
             coverage: ratio(self.threads, intervals),
-            lock_held_ms: self.lock_held_ms,
-            lock_held_not_kernel_ms: self.lock_held_ms.saturating_sub(self.kernel_ms),
+            lock_held_ms: total(&self.lock_held),
+            lock_held_not_kernel_ms: total(&self.lock_held).saturating_sub(self.kernel_ms),
             lock_held: self.lock_held.summary(),
             lock_wait: self.lock_wait.summary(),
             barrier_wait: self.barrier_wait.summary(),
@@ -241,6 +226,24 @@ impl KernelTotals {
         }
     }
 }
+
+/// A distribution's exact sum, as milliseconds (saturating).
+fn total(d: &Dist) -> u64 {
+    u64::try_from(d.sum().max(0)).unwrap_or(u64::MAX)
+}
+
+/// A job id as the attribution tables hold it: its hash (no allocation on the ingest path,
+/// which follows every GPU_START and GPU_END; two ids of one hash in flight at once would
+/// only merge their partitions' kernel time).
+pub(super) fn job_key(job: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = rustc_hash::FxHasher::default();
+    job.hash(&mut h);
+    h.finish()
+}
+
+/// A partition in the attribution tables: its job's key and its index.
+pub(super) type PartKey = (u64, u32);
 
 impl Engine {
     /// Takes in one `CUZK_TIMING:` line's values, at its place in the log: it belongs to the
@@ -255,20 +258,21 @@ impl Engine {
         let call = self.kernel.add(t, gpu);
         // a call whose GPU had one interval open: that partition's kernel time
         if let (Some(kernel), Some(g)) = (call, gpu) {
-            if let [(job, part)] = self.line_open.get(&g).map(Vec::as_slice).unwrap_or(&[]) {
+            if let [key] = self.line_open.get(&g).map(Vec::as_slice).unwrap_or(&[]) {
                 if self.part_kernel.len() < MAX_PENDING_PARTITIONS {
-                    *self.part_kernel.entry((job.clone(), *part)).or_default() += kernel;
+                    let k = self.part_kernel.entry(*key).or_default();
+                    *k = k.saturating_add(kernel);
                 }
             }
         }
     }
 
     /// The kernel time given to a partition, if a call was.
-    pub(super) fn partition_kernel(&self, job: &std::sync::Arc<str>, part: u32) -> Option<u64> {
+    pub(super) fn partition_kernel(&self, job: &str, part: u32) -> Option<u64> {
         if self.part_kernel.is_empty() {
             return None;
         }
-        self.part_kernel.get(&(job.clone(), part)).copied()
+        self.part_kernel.get(&(job_key(job), part)).copied()
     }
 
     /// Counts a `CUZK_TIMING:` line that is no timing.
@@ -277,9 +281,9 @@ impl Engine {
     }
 
     /// Forgets the open intervals of a job given up on (their GPU_END will not come).
-    pub(super) fn forget_open_intervals(&mut self, job: &str) {
+    pub(super) fn forget_open_intervals(&mut self, key: u64) {
         for open in self.line_open.values_mut() {
-            open.retain(|(j, _)| &**j != job);
+            open.retain(|(j, _)| *j != key);
         }
     }
 
@@ -291,7 +295,7 @@ impl Engine {
             (None, Some(w)) => w / self.cfg.gpu_workers_per_device.max(1),
             (None, None) => return,
         };
-        let part = ev.partition.unwrap_or(0);
+        let key = (job_key(ev.job_id), ev.partition.unwrap_or(0));
         match ev.kind {
             EventKind::GpuStart => {
                 let open = self.line_open.entry(gpu).or_default();
@@ -299,14 +303,11 @@ impl Engine {
                 if open.len() >= MAX_OPEN_PER_GPU {
                     open.remove(0);
                 }
-                open.push((std::sync::Arc::from(ev.job_id), part));
+                open.push(key);
             }
             EventKind::GpuEnd => {
                 if let Some(open) = self.line_open.get_mut(&gpu) {
-                    if let Some(i) = open
-                        .iter()
-                        .position(|(j, p)| &**j == ev.job_id && *p == part)
-                    {
+                    if let Some(i) = open.iter().position(|k| *k == key) {
                         open.remove(i);
                     }
                 }

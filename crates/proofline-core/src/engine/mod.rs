@@ -113,10 +113,10 @@ pub struct Engine {
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
     /// of the timeline): the attribution of timing lines.
-    line_open: BTreeMap<u32, Vec<(std::sync::Arc<str>, u32)>>,
+    line_open: BTreeMap<u32, Vec<kernel::PartKey>>,
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
-    part_kernel: rustc_hash::FxHashMap<(std::sync::Arc<str>, u32), u64>,
+    part_kernel: rustc_hash::FxHashMap<kernel::PartKey, u64>,
 }
 
 impl Default for Engine {
@@ -415,9 +415,9 @@ impl Engine {
             return;
         };
         if !self.part_kernel.is_empty() {
-            let name = self.names.name(job.name).clone();
+            let key = kernel::job_key(self.names.name(job.name));
             for p in 0..job.parts.len().max(1) {
-                self.part_kernel.remove(&(name.clone(), p as u32));
+                self.part_kernel.remove(&(key, p as u32));
             }
         }
         let entry = self.names.get_mut(job.name);

@@ -383,11 +383,11 @@ impl Engine {
     pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
         let now = self.now;
         self.finished_one();
-        let name = self
-            .names
-            .name(self.jobs[idx].as_ref().expect("job exists").name)
-            .clone();
-        self.forget_open_intervals(&name);
+        let key = super::kernel::job_key(
+            self.names
+                .name(self.jobs[idx].as_ref().expect("job exists").name),
+        );
+        self.forget_open_intervals(key);
         let job = self.jobs[idx].as_mut().expect("job exists");
         job.state = JobState::Finished(status);
         job.retain_until = now + self.cfg.reorder_window_ms * 2;

@@ -5,7 +5,6 @@ use std::collections::{BTreeMap, VecDeque};
 
 use super::Engine;
 use super::device::GAP_SIZE_CLASSES;
-use super::job::JobState;
 use super::verdict::{Evidence, KernelEvidence, verdict};
 use crate::dist::Dist;
 use crate::report::*;
@@ -206,12 +205,7 @@ impl Engine {
             synthesizing,
             picked_up,
             on_gpu,
-            jobs_in_flight: self
-                .jobs
-                .iter()
-                .flatten()
-                .filter(|j| j.state == JobState::Active)
-                .count() as u32,
+            jobs_in_flight: u32::try_from(self.active).unwrap_or(u32::MAX),
             seconds_per_proof: self.totals.live_seconds_per_proof(),
             gpus: self
                 .devices
