@@ -3,7 +3,6 @@
 //! answers), in one run. Run: `cargo bench -p proofline-tests --bench otlp_span_cost`.
 
 use std::hint::black_box;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::time::Duration;
 
@@ -11,45 +10,6 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use proofline::TimelineLayer;
 use tracing::Dispatch;
 use tracing_subscriber::prelude::*;
-
-/// An OTLP/HTTP endpoint that answers 200 to every post (or never answers).
-fn collector(answer: bool) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(s.try_clone().unwrap());
-                let mut w = s;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    if !answer {
-                        std::thread::sleep(Duration::from_secs(3600));
-                    }
-                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
-                }
-            });
-        }
-    });
-    format!("http://{addr}/v1/traces")
-}
 
 fn bench(c: &mut Criterion) {
     let down = {
@@ -62,9 +22,9 @@ fn bench(c: &mut Criterion) {
     };
     let mut g = c.benchmark_group("span_close_completing_a_job");
     for (name, endpoint) in [
-        ("collector_up", collector(true)),
+        ("collector_up", proofline_tests::collector(true)),
         ("collector_down", down),
-        ("collector_hanging", collector(false)),
+        ("collector_hanging", proofline_tests::collector(false)),
     ] {
         let mut cfg = proofline_otlp::OtlpConfig::new("bench@0", 0);
         cfg.endpoint = Some(endpoint);

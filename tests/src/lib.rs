@@ -104,3 +104,46 @@ pub fn sorted_lines(text: &str) -> Vec<&str> {
     v.sort_unstable();
     v
 }
+
+/// An OTLP/HTTP endpoint on 127.0.0.1 that reads each post and answers 200 with an empty
+/// body (or, `answer` false, never answers); its `/v1/traces` URL. For benchmarks and the soak.
+pub fn collector(answer: bool) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::TcpListener;
+    use std::time::Duration;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(s.try_clone().unwrap());
+                let mut w = s;
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; len];
+                    if r.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if !answer {
+                        std::thread::sleep(Duration::from_secs(3600));
+                    }
+                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1/traces")
+}

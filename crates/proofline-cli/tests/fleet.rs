@@ -15,24 +15,15 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get, scaled_alerts, urlencode};
+use common::{
+    Proc, cut_where_the_gpus_first_idle, free_port, http_get, scaled_alerts, urlencode, wait_ready,
+};
 
 /// Provers in the fleet.
 const PROVERS: usize = 50;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
-}
-
-fn wait_ready(addr: &str, path: &str, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while http_get(addr, path, None).is_none_or(|(s, ..)| s != 200) {
-        assert!(
-            Instant::now() < deadline,
-            "{what} did not become ready on {addr}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
 }
 
 fn prometheus(dir: &Path, name: &str, config: &str, extra: &[&str]) -> (Proc, String) {
@@ -76,23 +67,9 @@ fn stalled_log(dir: &Path) -> PathBuf {
             .success()
     );
     let text = std::fs::read_to_string(&full).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut open = 0i32;
-    let mut end = 0;
-    for (i, l) in lines.iter().enumerate() {
-        if l.contains(",GPU_START,") {
-            open += 1;
-        } else if l.contains(",GPU_END,") {
-            open -= 1;
-            if open == 0 {
-                end = i + 1;
-                break;
-            }
-        }
-    }
-    assert!(end > 0);
+    let lines = cut_where_the_gpus_first_idle(&text);
     let log = dir.join("stalled.log");
-    std::fs::write(&log, lines[..end].join("\n") + "\n").unwrap();
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
     log
 }
 

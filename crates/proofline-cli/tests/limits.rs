@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get};
+use common::{Proc, free_port, http_get, wait_ready};
 
 fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-limits-{}-{name}", std::process::id()));
@@ -39,11 +39,7 @@ fn watch(dir: &std::path::Path, fds: u32, args: &[&str]) -> (Proc, String) {
         .spawn()
         .unwrap();
     let p = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get(&addr, "/healthz", None).is_none_or(|(s, ..)| s != 200) {
-        assert!(Instant::now() < deadline, "watch did not serve /healthz");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_ready(&addr, "/healthz", "proofline watch");
     (p, addr)
 }
 

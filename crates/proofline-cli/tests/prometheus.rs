@@ -8,7 +8,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get, scaled_alerts, urlencode, wait_completed};
+use common::{
+    Proc, cut_where_the_gpus_first_idle, free_port, http_get, scaled_alerts, urlencode,
+    wait_completed, wait_ready,
+};
 
 fn proofline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proofline"))
@@ -566,23 +569,7 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
     // the prover stops in the middle of the second sector, its GPUs idle (no interval open:
     // a prover that dies inside GPU work leaves its interval open until the job times out)
     let text = std::fs::read_to_string(&full).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut open = 0i32;
-    let mut end = 0;
-    for (i, l) in lines.iter().enumerate() {
-        if l.contains(",GPU_START,") {
-            open += 1;
-        } else if l.contains(",GPU_END,") {
-            open -= 1;
-            if open == 0 {
-                // the first sector is done, the second stalls in synthesis: cut there
-                end = i + 1;
-                break;
-            }
-        }
-    }
-    assert!(end > 0);
-    let cut = &lines[..end];
+    let cut = cut_where_the_gpus_first_idle(&text);
     let offset = |l: &str| l.split(',').nth(1).unwrap().parse::<u64>().unwrap();
     let newest = cut.iter().map(|l| offset(l)).max().unwrap();
     let last_gpu_end = cut
@@ -672,11 +659,7 @@ fn an_eight_gpu_prover_stays_within_the_series_budget_and_every_parser_takes_its
         .spawn()
         .unwrap();
     let _watch = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_get(&addr, "/healthz", None).is_none() {
-        assert!(Instant::now() < deadline, "watch did not serve /metrics");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_ready(&addr, "/healthz", "proofline watch");
     wait_completed(&addr, 200.0);
     let (_, _, classic) = http_get(&addr, "/metrics", None).unwrap();
     let (_, _, om) = http_get(

@@ -6,8 +6,8 @@
 //!
 //!     soak SECTORS EVERY
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -39,43 +39,6 @@ fn rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-/// An OTLP/HTTP collector that reads each request and answers 200 with an empty body.
-fn collector() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").expect("bind the collector");
-    let addr = l.local_addr().expect("its address");
-    std::thread::spawn(move || {
-        for stream in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(stream.try_clone().expect("clone"));
-                let mut w = stream;
-                loop {
-                    let mut len = 0usize;
-                    loop {
-                        let mut line = String::new();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let _ = w.write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n",
-                    );
-                }
-            });
-        }
-    });
-    format!("http://{addr}/v1/traces")
-}
-
 fn scrape(addr: std::net::SocketAddr) -> usize {
     let Ok(mut s) = TcpStream::connect(addr) else {
         return 0;
@@ -99,7 +62,7 @@ fn main() {
     let server = proofline_prometheus::serve(metrics.clone(), "127.0.0.1:0".parse().expect("addr"))
         .expect("serve /metrics");
     let otlp = proofline_otlp::OtlpConfig {
-        endpoint: Some(collector()),
+        endpoint: Some(proofline_tests::collector(true)),
         ..proofline_otlp::OtlpConfig::default()
     };
     let (otlp_sink, mut otlp_handle) = proofline_otlp::start(otlp).expect("OTLP exporter");

@@ -106,3 +106,34 @@ pub fn wait_completed(addr: &str, n: f64) {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// Waits (30 s at most) until `GET path` on `addr` answers 200; `what` names the server in
+/// the failure.
+pub fn wait_ready(addr: &str, path: &str, what: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while http_get(addr, path, None).is_none_or(|(s, ..)| s != 200) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not become ready on {addr}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The lines of a log up to the first moment its GPUs all fell idle after some GPU work: a
+/// prover that stopped there, its next sector in flight (no interval left open).
+pub fn cut_where_the_gpus_first_idle(text: &str) -> Vec<&str> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut open = 0i32;
+    for (i, l) in lines.iter().enumerate() {
+        if l.contains(",GPU_START,") {
+            open += 1;
+        } else if l.contains(",GPU_END,") {
+            open -= 1;
+            if open == 0 {
+                return lines[..=i].to_vec();
+            }
+        }
+    }
+    panic!("the log's GPUs never fell idle")
+}
