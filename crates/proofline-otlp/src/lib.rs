@@ -325,12 +325,13 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
             #[cfg(feature = "grpc")]
             Transport::Grpc => "http://localhost:4317".to_owned(),
         });
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| {
+    let no_scheme = || {
         OtlpError::Build(format!(
             "endpoint `{url}` has no scheme: use http://HOST:PORT"
         ))
-    })?;
-    let scheme = scheme.to_ascii_lowercase();
+    };
+    let uri: http::Uri = url.parse().map_err(|_| no_scheme())?;
+    let scheme = uri.scheme_str().ok_or_else(no_scheme)?.to_ascii_lowercase();
     if scheme != "http" {
         return Err(OtlpError::Build(if scheme == "https" {
             format!(
@@ -340,20 +341,11 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
             format!("endpoint `{url}`: unsupported scheme `{scheme}`; use http://HOST:PORT")
         }));
     }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-    if authority.is_empty() {
-        return Err(OtlpError::Build(format!("endpoint `{url}` names no host")));
-    }
-    let has_port = authority
-        .rsplit_once(':')
-        .is_some_and(|(_, p)| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-        && !authority.ends_with(']');
-    let authority = if has_port {
-        authority.to_owned()
-    } else {
-        format!("{authority}:80")
-    };
+    let host = uri
+        .host()
+        .filter(|h| !h.is_empty())
+        .ok_or_else(|| OtlpError::Build(format!("endpoint `{url}` names no host")))?;
+    let authority = format!("{host}:{}", uri.port_u16().unwrap_or(80));
     Ok(Endpoint { url, authority })
 }
 
