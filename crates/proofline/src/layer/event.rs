@@ -126,10 +126,15 @@ impl TimelineVisitor<'_> {
                 self.timing.get_or_insert_default().gpu_tid =
                     Some(u32::try_from(v).unwrap_or(u32::MAX));
             }
-            name => match proofline_core::timing::TimingKey::from_name(name) {
-                Some(k) => self.timing.get_or_insert_default().set(k, v),
-                None => return false,
-            },
+            // cuzk's timing keys all end in `_ms` but `num_circuits`: the fields every
+            // timeline event has (partition, worker, ...) skip the lookup
+            name if name.ends_with("_ms") || name == "num_circuits" => {
+                match proofline_core::timing::TimingKey::from_name(name) {
+                    Some(k) => self.timing.get_or_insert_default().set(k, v),
+                    None => return false,
+                }
+            }
+            _ => return false,
         }
         true
     }

@@ -357,25 +357,18 @@ where
                 )));
                 return;
             }
-            if let Some(r) = v
-                .line
-                .as_deref()
-                .and_then(proofline_core::timing::parse_timing)
-            {
-                match r {
-                    Ok(t) => self.send(Queued::timing(t)),
-                    Err(_) => {
-                        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                return;
-            }
             // the prover's own TIMELINE line, logged instead of printed: taken as it is,
-            // with its own offset
+            // with its own offset; else a CUZK_TIMING line
             if let Some(line) = v.line {
                 match codec::parse_line(&line) {
                     Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
-                    Ok(None) => {}
+                    Ok(None) => match proofline_core::timing::parse_timing(&line) {
+                        Some(Ok(t)) => self.send(Queued::timing(t)),
+                        Some(Err(_)) => {
+                            self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        None => {}
+                    },
                     Err(_) => {
                         self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     }
