@@ -227,16 +227,18 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         max_rows: proofline::DEFAULT_LIVE_MAX_ROWS,
         ..EngineConfig::default()
     };
-    let metrics_addr = (!args.no_metrics).then(|| {
+    let metrics_addr = if args.no_metrics {
+        None
+    } else {
         let mut addr = args.metrics_addr;
         if let Some(p) = args.port {
             addr.set_port(p);
         }
-        (addr, args.serve.options())
-    });
+        Some((addr, args.serve.options()?))
+    };
     let mut exporters = Exporters::start("proofline demo", metrics_addr)?;
-    if let Some(addr) = exporters.metrics_addr() {
-        eprintln!("proofline demo: metrics on http://{addr}/metrics");
+    if let Some(url) = exporters.metrics_url() {
+        eprintln!("proofline demo: metrics on {url}");
     }
     let builder = TimelineLayer::builder()
         .instance(args.instance.as_str())

@@ -4,12 +4,13 @@
 //! the OTLP side sends) and has the OTLP exporter's counters published with the metrics.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
 use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
 use proofline_otlp::OtlpHandle;
-use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions};
+use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions, WebConfig};
 
 /// The `/metrics` endpoint's limits, as `demo` and `watch` take them.
 #[derive(Debug, Clone, clap::Args)]
@@ -28,15 +29,26 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value_t = proofline_prometheus::DEFAULT_HEADER_READ_TIMEOUT.as_secs(), value_name = "SECONDS",
         value_parser = clap::value_parser!(u64).range(1..=600))]
     pub(crate) metrics_header_timeout_s: u64,
+    /// TLS, client certificates and basic auth for /metrics: a web configuration file in
+    /// the format of node_exporter's --web.config.file (the Prometheus exporter-toolkit's).
+    /// Without it /metrics is plain HTTP, open to whoever reaches the address.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub(crate) web_config_file: Option<std::path::PathBuf>,
 }
 
 impl ServeArgs {
-    pub(crate) fn options(&self) -> ServeOptions {
-        ServeOptions {
+    /// The options; reads and checks the web configuration file, if one is named.
+    pub(crate) fn options(&self) -> Result<ServeOptions> {
+        let web = match &self.web_config_file {
+            Some(f) => Some(Arc::new(WebConfig::from_file(f)?)),
+            None => None,
+        };
+        Ok(ServeOptions {
             max_connections: self.metrics_max_connections,
             idle_timeout: Duration::from_secs(self.metrics_idle_timeout_s),
             header_read_timeout: Duration::from_secs(self.metrics_header_timeout_s),
-        }
+            web,
+        })
     }
 }
 
@@ -47,6 +59,8 @@ pub(crate) struct Exporters {
     pub sink: Fanout,
     /// Keeps `/metrics` served (it stops when dropped).
     pub server: Option<MetricsServer>,
+    /// How `/metrics` is secured, in words (`plain HTTP`, `TLS, basic auth (1 users)`).
+    security: String,
     otlp_handle: Option<OtlpHandle>,
 }
 
@@ -58,13 +72,22 @@ impl Exporters {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
         if proofline_otlp::endpoint_from_env().is_some() {
-            let (s, h) = proofline_otlp::start(proofline_otlp::OtlpConfig::default())?;
+            let cfg = proofline_otlp::OtlpConfig {
+                transport: proofline_otlp::Transport::from_env()?,
+                ..proofline_otlp::OtlpConfig::default()
+            };
+            let (s, h) = proofline_otlp::start(cfg)?;
             eprintln!("{who}: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
             sink.push(s);
             otlp_handle = Some(h);
         }
         let mut server = None;
+        let mut security = String::new();
         if let Some((addr, options)) = metrics {
+            security = options
+                .web
+                .as_ref()
+                .map_or_else(|| "plain HTTP".to_owned(), |w| w.describe());
             let metrics = Metrics::new();
             server = Some(proofline_prometheus::serve_with(
                 metrics.clone(),
@@ -79,13 +102,24 @@ impl Exporters {
         Ok(Exporters {
             sink,
             server,
+            security,
             otlp_handle,
         })
     }
 
-    /// Where `/metrics` is served, if it is.
-    pub fn metrics_addr(&self) -> Option<SocketAddr> {
-        self.server.as_ref().map(MetricsServer::local_addr)
+    /// `/metrics`' URL and how it is secured, for the line saying where metrics are served.
+    pub fn metrics_url(&self) -> Option<String> {
+        let server = self.server.as_ref()?;
+        let scheme = if self.security.starts_with("TLS") {
+            "https"
+        } else {
+            "http"
+        };
+        Some(format!(
+            "{scheme}://{}/metrics ({})",
+            server.local_addr(),
+            self.security
+        ))
     }
 
     /// The sinks, for a layer that owns its sinks; the rest (the server, the OTLP handle)

@@ -24,10 +24,16 @@ pub(crate) struct ReplayArgs {
     /// the file's modification time minus its newest offset (stdin: now).
     #[arg(long, value_name = "RFC3339")]
     epoch: Option<String>,
-    /// Collector endpoint (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
-    /// OTEL_EXPORTER_OTLP_ENDPOINT, OTLP/HTTP).
+    /// Collector endpoint, http:// or https:// (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+    /// or OTEL_EXPORTER_OTLP_ENDPOINT). TLS trust and client certificates come from
+    /// OTEL_EXPORTER_OTLP_CERTIFICATE, _CLIENT_CERTIFICATE and _CLIENT_KEY; headers (an API
+    /// key) from OTEL_EXPORTER_OTLP_HEADERS.
     #[arg(long, value_name = "URL")]
     endpoint: Option<String>,
+    /// OTLP protocol: http/protobuf or grpc (default: OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or
+    /// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).
+    #[arg(long, value_name = "PROTOCOL", value_parser = parse_protocol)]
+    protocol: Option<proofline_otlp::Transport>,
     /// Name of the prover in trace ids (use the one its live metrics used, to match exemplars).
     #[arg(long, default_value = "cuzk")]
     instance: String,
@@ -38,6 +44,10 @@ pub(crate) struct ReplayArgs {
     timeout_s: u64,
     #[command(flatten)]
     engine: EngineArgs,
+}
+
+fn parse_protocol(s: &str) -> Result<proofline_otlp::Transport, String> {
+    proofline_otlp::Transport::parse(s).map_err(|e| e.to_string())
 }
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
@@ -70,27 +80,24 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     };
     let mut cfg =
         proofline_otlp::OtlpConfig::new(proofline_core::ids::run_key(&args.instance, epoch), epoch);
-    // --endpoint is read like OTEL_EXPORTER_OTLP_ENDPOINT (the base URL); without it the
-    // exporter reads the OTEL_* variables itself
+    cfg.transport = match args.protocol {
+        Some(t) => t,
+        None => proofline_otlp::Transport::from_env()?,
+    };
+    // --endpoint is read like OTEL_EXPORTER_OTLP_ENDPOINT (the base URL; OTLP/HTTP adds the
+    // traces path); without it the exporter reads the OTEL_* variables itself
     cfg.endpoint = args.endpoint.as_ref().map(|e| {
         let e = e.trim_end_matches('/');
-        if e.ends_with("/v1/traces") {
+        if cfg.transport != proofline_otlp::Transport::HttpProtobuf || e.ends_with("/v1/traces") {
             e.to_owned()
         } else {
             format!("{e}/v1/traces")
         }
     });
     // one export never takes longer than the whole replay may
-    let env_timeout = [
-        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-        "OTEL_EXPORTER_OTLP_TIMEOUT",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
-    .map(Duration::from_millis);
     cfg.timeout = Some(
-        env_timeout
-            .unwrap_or(Duration::from_secs(10))
+        proofline_otlp::timeout_from_env()
+            .unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT)
             .min(Duration::from_secs(args.timeout_s)),
     );
     cfg.block_when_full = true;

@@ -325,11 +325,13 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     };
     let mut exporters = Exporters::start(
         "proofline watch",
-        Some((args.metrics_addr, args.serve.options())),
+        Some((args.metrics_addr, args.serve.options()?)),
     )?;
     // until the first lines tell the log's epoch: now
     exporters.start_run(&args.instance, unix_ms());
-    let metrics_addr = exporters.metrics_addr().unwrap_or(args.metrics_addr);
+    let metrics_url = exporters
+        .metrics_url()
+        .unwrap_or_else(|| format!("http://{}/metrics", args.metrics_addr));
     let sink = &mut exporters.sink;
     let mut engine = Engine::new(args.engine.config());
     let mut feeder = LineFeeder::new();
@@ -350,13 +352,12 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                     // said once the place to read from is fixed, so that what a writer
                     // appends after this line is read
                     eprintln!(
-                        "proofline watch: following {path} from {}; metrics on http://{}/metrics",
+                        "proofline watch: following {path} from {}; metrics on {metrics_url}",
                         if args.from_start || warned_missing {
                             "its start"
                         } else {
                             "its end"
-                        },
-                        metrics_addr
+                        }
                     );
                 }
                 Ok(false) => {

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    Proc, cut_where_the_gpus_first_idle, free_port, http_get, scaled_alerts, urlencode, wait_ready,
+    Proc, cut_where_the_gpus_first_idle, free_port, http_get, prometheus, scaled_alerts, urlencode,
+    wait_ready,
 };
 
 /// Provers in the fleet.
@@ -24,32 +25,6 @@ const PROVERS: usize = 50;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
-}
-
-fn prometheus(dir: &Path, name: &str, config: &str, extra: &[&str]) -> (Proc, String) {
-    let addr = format!("127.0.0.1:{}", free_port());
-    let cfg = dir.join(format!("{name}.yml"));
-    std::fs::write(&cfg, config).unwrap();
-    let p = Proc(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join(format!("{name}-tsdb")).display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--rules.alert.resend-delay=1s")
-            .arg("--log.level=warn")
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect(
-                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
-            ),
-    );
-    wait_ready(&addr, "/-/ready", name);
-    (p, addr)
 }
 
 /// A log whose prover stopped in the middle of its work: the first sector's GPU work done,

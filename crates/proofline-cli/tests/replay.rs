@@ -422,7 +422,7 @@ fn replay_refuses_endpoints_it_cannot_speak_to_at_once() {
     let log = generated_log("replay-scheme", 2);
     for (endpoint, says) in [
         ("ftp://127.0.0.1:4318", "unsupported scheme `ftp`"),
-        ("https://127.0.0.1:4318", "https is not supported"),
+        ("unix:///run/otlp.sock", "unsupported scheme `unix`"),
         ("127.0.0.1:4318", "has no scheme"),
     ] {
         let (ok, err, took) = replay_timed(endpoint, &log, 30);

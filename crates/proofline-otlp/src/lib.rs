@@ -50,10 +50,15 @@ use proofline_core::ids::trace_id;
 use proofline_core::report::{JobRecord, JobStatus, PartitionRecord, TransitionRecord};
 use proofline_core::sink::{ExportCounters, SinkError, Update, UpdateSink};
 
+mod tls;
+pub use tls::TlsSettings;
+
 /// Traces the export queue holds before new ones are dropped.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
 /// How long `shutdown` waits for the queue to drain by default.
 pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// An export's timeout when neither the configuration nor the variables say.
+pub const DEFAULT_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 /// `service.name` when `OTEL_SERVICE_NAME` does not say.
 pub const DEFAULT_SERVICE_NAME: &str = "cuzk";
 
@@ -66,6 +71,46 @@ pub enum Transport {
     /// OTLP/gRPC (the `grpc` feature).
     #[cfg(feature = "grpc")]
     Grpc,
+}
+
+impl Transport {
+    /// The transport an `OTEL_EXPORTER_OTLP_PROTOCOL` value names: `http/protobuf`, or
+    /// `grpc` (with the `grpc` feature).
+    pub fn parse(value: &str) -> Result<Transport, OtlpError> {
+        match value.trim() {
+            "http/protobuf" => Ok(Transport::HttpProtobuf),
+            #[cfg(feature = "grpc")]
+            "grpc" => Ok(Transport::Grpc),
+            #[cfg(not(feature = "grpc"))]
+            "grpc" => Err(OtlpError::Build(
+                "protocol `grpc`: this build has no gRPC (proofline-otlp's `grpc` feature); use http/protobuf".into(),
+            )),
+            "http/json" => Err(OtlpError::Build(
+                "protocol `http/json` is not supported; use http/protobuf or grpc".into(),
+            )),
+            other => Err(OtlpError::Build(format!(
+                "protocol `{other}`: expected http/protobuf or grpc"
+            ))),
+        }
+    }
+
+    /// The transport of `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf.
+    pub fn from_env() -> Result<Transport, OtlpError> {
+        match [
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ]
+        .iter()
+        .find_map(|v| Some((*v, std::env::var(v).ok().filter(|s| !s.trim().is_empty())?)))
+        {
+            None => Ok(Transport::HttpProtobuf),
+            Some((var, value)) => Transport::parse(&value).map_err(|e| match e {
+                OtlpError::Build(m) => OtlpError::Build(format!("{var}: {m}")),
+                other => other,
+            }),
+        }
+    }
 }
 
 /// Why the exporter could not start.
@@ -122,6 +167,11 @@ pub struct OtlpConfig {
     /// With `block_when_full`, wait for room until this instant at most: past it, traces
     /// are dropped and counted (a replay's deadline). `None`: no limit.
     pub block_until: Option<Instant>,
+    /// TLS trust and client identity for `https://` endpoints; unset fields come from the
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`, `..._CLIENT_CERTIFICATE` and
+    /// `..._CLIENT_KEY` variables. Headers (an API key) come from
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`.
+    pub tls: TlsSettings,
 }
 
 impl Default for OtlpConfig {
@@ -145,6 +195,7 @@ impl OtlpConfig {
             default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
             block_when_full: false,
             block_until: None,
+            tls: TlsSettings::default(),
         }
     }
 }
@@ -222,9 +273,28 @@ impl Failures {
             .rsplit_once("status code: ")
             .and_then(|(_, c)| c.trim().parse::<u16>().ok())
         {
+            let hint = if code == 401 || code == 403 {
+                ": it did not accept the request's credentials (the headers of OTEL_EXPORTER_OTLP_HEADERS)"
+            } else {
+                ""
+            };
             (
                 format!("HTTP {code}"),
-                format!("the collector answered HTTP {code}"),
+                format!("the collector answered HTTP {code}{hint}"),
+            )
+        } else if let Some(code) = (!network)
+            .then(|| message.split_once("gRPC code: "))
+            .flatten()
+            .map(|(_, rest)| rest.split([':', ' ']).next().unwrap_or(rest))
+        {
+            let hint = if code == "Unauthenticated" || code == "PermissionDenied" {
+                ": it did not accept the request's credentials (the headers of OTEL_EXPORTER_OTLP_HEADERS)"
+            } else {
+                ""
+            };
+            (
+                format!("gRPC {code}"),
+                format!("the collector answered gRPC status {code}{hint}: {message}"),
             )
         } else if network {
             let mut probed = lock(&self.probed);
@@ -257,7 +327,19 @@ impl Failures {
 }
 
 fn kind_of_probe(found: &str) -> &'static str {
-    if found.contains("cannot resolve") {
+    if found.starts_with("TLS:") {
+        if found.contains("is not trusted") {
+            "TLS: untrusted certificate"
+        } else if found.contains("refused the handshake") {
+            "TLS: handshake refused"
+        } else if found.contains("does not speak TLS") || found.contains("no TLS answer") {
+            "TLS: not a TLS endpoint"
+        } else if found.contains("not valid for that host") {
+            "TLS: certificate for another name"
+        } else {
+            "TLS error"
+        }
+    } else if found.contains("cannot resolve") {
         "cannot resolve host"
     } else if found.contains("refused") {
         "connection refused"
@@ -277,6 +359,10 @@ struct Endpoint {
     url: String,
     /// `host:port`.
     authority: String,
+    /// The host, as its certificate names it.
+    host: String,
+    /// For `https://`: the TLS configuration the probe shakes hands with.
+    tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl Endpoint {
@@ -293,6 +379,16 @@ impl Endpoint {
             return format!("cannot resolve host of {} (no address)", self.url);
         };
         match TcpStream::connect_timeout(addr, timeout) {
+            Ok(tcp) if self.tls.is_some() => {
+                let config = self.tls.clone().expect("checked");
+                match tls::handshake(tcp, &self.host, config, &self.url, timeout) {
+                    Err(why) => why,
+                    Ok(()) => format!(
+                        "the collector at {} ({addr}) completes a TLS handshake but did not answer the export in time",
+                        self.url
+                    ),
+                }
+            }
             Ok(_) => format!(
                 "the collector at {} ({addr}) accepts connections but did not answer the export in time",
                 self.url
@@ -327,26 +423,65 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         });
     let no_scheme = || {
         OtlpError::Build(format!(
-            "endpoint `{url}` has no scheme: use http://HOST:PORT"
+            "endpoint `{url}` has no scheme: use http://HOST:PORT or https://HOST:PORT"
         ))
     };
-    let uri: http::Uri = url.parse().map_err(|_| no_scheme())?;
-    let scheme = uri.scheme_str().ok_or_else(no_scheme)?.to_ascii_lowercase();
-    if scheme != "http" {
-        return Err(OtlpError::Build(if scheme == "https" {
-            format!(
-                "endpoint `{url}`: https is not supported by this build; use http:// (e.g. through a local collector or a TLS-terminating proxy)"
-            )
-        } else {
-            format!("endpoint `{url}`: unsupported scheme `{scheme}`; use http://HOST:PORT")
-        }));
+    let scheme = url
+        .split_once("://")
+        .map(|(s, _)| s.to_ascii_lowercase())
+        .ok_or_else(no_scheme)?;
+    if scheme != "http" && scheme != "https" {
+        return Err(OtlpError::Build(format!(
+            "endpoint `{url}`: unsupported scheme `{scheme}`; use http://HOST:PORT or https://HOST:PORT"
+        )));
     }
+    let uri: http::Uri = url
+        .parse()
+        .map_err(|e| OtlpError::Build(format!("endpoint `{url}` is not a URL: {e}")))?;
     let host = uri
         .host()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| OtlpError::Build(format!("endpoint `{url}` names no host")))?;
-    let authority = format!("{host}:{}", uri.port_u16().unwrap_or(80));
-    Ok(Endpoint { url, authority })
+    let https = scheme == "https";
+    let authority = format!(
+        "{host}:{}",
+        uri.port_u16().unwrap_or(if https { 443 } else { 80 })
+    );
+    let tls = if https {
+        let alpn: &[&[u8]] = match cfg.transport {
+            Transport::HttpProtobuf => &[b"http/1.1"],
+            #[cfg(feature = "grpc")]
+            Transport::Grpc => &[b"h2"],
+        };
+        Some(Arc::new(tls::client_config(&cfg.tls.resolve(), alpn)?))
+    } else {
+        None
+    };
+    Ok(Endpoint {
+        url,
+        authority,
+        host: tls::host_for_name(host).to_owned(),
+        tls,
+    })
+}
+
+/// The export timeout `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`
+/// (milliseconds), if either is set.
+pub fn timeout_from_env() -> Option<Duration> {
+    [
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+    ]
+    .iter()
+    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
+    .map(Duration::from_millis)
+}
+
+/// The export timeout: the configuration's, else the variables', else 10 s.
+fn export_timeout(cfg: &OtlpConfig) -> Duration {
+    cfg.timeout
+        .or_else(timeout_from_env)
+        .unwrap_or(DEFAULT_EXPORT_TIMEOUT)
 }
 
 /// A trace: the spans of one job.
@@ -482,7 +617,7 @@ impl ExportThread {
 pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
     let endpoint = check_endpoint(&cfg)?;
     let endpoint_for_probe = endpoint.clone();
-    let mut exporter = build_exporter(&cfg)?;
+    let mut exporter = build_exporter(&cfg, &endpoint)?;
     let failures = Arc::new(Failures::default());
     let flight: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
     exporter.set_resource(&resource(&cfg.default_service_name));
@@ -1054,37 +1189,67 @@ impl Exporter {
     }
 }
 
-fn build_exporter(cfg: &OtlpConfig) -> Result<Exporter, OtlpError> {
+fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, OtlpError> {
     use opentelemetry_otlp::WithExportConfig;
+    let timeout = export_timeout(cfg);
     match cfg.transport {
         Transport::HttpProtobuf => {
+            use opentelemetry_otlp::WithHttpConfig;
+            // our own client, so that it speaks TLS with our rustls configuration (reqwest
+            // is built without a crypto provider of its own: it would not build one)
+            let tls = match &endpoint.tls {
+                Some(c) => (**c).clone(),
+                None => tls::unused_config()?,
+            };
             let mut b = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary);
+                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
+                .with_timeout(timeout);
             if let Some(e) = &cfg.endpoint {
                 b = b.with_endpoint(e.clone());
             }
-            if let Some(t) = cfg.timeout {
-                b = b.with_timeout(t);
-            }
             // reqwest's blocking client starts its own runtime: build it off any tokio runtime
-            let exporter = std::thread::scope(|s| s.spawn(move || b.build()).join())
-                .map_err(|_| OtlpError::Build("the exporter builder panicked".into()))?
-                .map_err(|e| OtlpError::Build(e.to_string()))?;
+            let exporter = std::thread::scope(|s| {
+                s.spawn(move || {
+                    let client = reqwest::blocking::Client::builder()
+                        .timeout(timeout)
+                        .tls_backend_preconfigured(tls)
+                        .build()
+                        .map_err(|e| OtlpError::Build(format!("the HTTP client: {e}")))?;
+                    b.with_http_client(client)
+                        .build()
+                        .map_err(|e| OtlpError::Build(e.to_string()))
+                })
+                .join()
+            })
+            .map_err(|_| OtlpError::Build("the exporter builder panicked".into()))??;
             Ok(Exporter::Http(exporter))
         }
         #[cfg(feature = "grpc")]
         Transport::Grpc => {
+            use opentelemetry_otlp::WithTonicConfig;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .map_err(|e| OtlpError::Build(e.to_string()))?;
-            let mut b = opentelemetry_otlp::SpanExporter::builder().with_tonic();
+            let mut b = opentelemetry_otlp::SpanExporter::builder()
+                .with_tonic()
+                .with_timeout(timeout);
             if let Some(e) = &cfg.endpoint {
                 b = b.with_endpoint(e.clone());
             }
-            if let Some(t) = cfg.timeout {
-                b = b.with_timeout(t);
+            if endpoint.tls.is_some() {
+                use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+                let r = cfg.tls.resolve();
+                let mut t = ClientTlsConfig::new().domain_name(endpoint.host.clone());
+                t = match tls::ca_pem(&r)? {
+                    Some(pem) => t.ca_certificate(Certificate::from_pem(pem)),
+                    None => t.with_native_roots(),
+                };
+                if let Some((chain, key)) = tls::identity(&r)? {
+                    t = t.identity(Identity::from_pem(chain, key));
+                }
+                b = b.with_tls_config(t);
             }
             let exporter = {
                 let _g = rt.enter();

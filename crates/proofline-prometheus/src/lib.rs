@@ -21,6 +21,7 @@ mod labels;
 mod metrics;
 mod server;
 mod sink;
+mod web;
 
 pub use labels::{TraceL, escape_label_value};
 pub use metrics::Metrics;
@@ -29,6 +30,7 @@ pub use server::{
     DEFAULT_MAX_CONNECTIONS, MetricsServer, ServeError, ServeOptions, serve, serve_with,
 };
 pub use sink::PrometheusSink;
+pub use web::{ClientAuth, WebConfig, WebConfigError};
 
 /// At most this many distinct `gpu` label values; more fold into `other`.
 pub const MAX_GPUS: usize = 64;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{ACCEPT, CONTENT_TYPE};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -31,6 +31,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::Metrics;
+use crate::web::{Auth, WebConfig};
 
 /// Where the endpoint listens unless told otherwise: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
@@ -50,7 +51,7 @@ const REAP_EVERY: Duration = Duration::from_millis(100);
 /// The endpoint's limits. Every connection it closes on its own is idle (between requests,
 /// or still sending the headers of one); one whose request is being answered is kept until
 /// its response body was handed over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct ServeOptions {
     /// Open connections at most. A new one past the cap closes the connection idle the
     /// longest (a slow sender of headers counts from its first byte); when none is idle, the
@@ -64,6 +65,11 @@ pub struct ServeOptions {
     /// connection is closed (a slow client cannot hold one open by trickling bytes).
     /// Default [`DEFAULT_HEADER_READ_TIMEOUT`].
     pub header_read_timeout: Duration,
+    /// TLS, client certificates and basic authentication ([`WebConfig`]); `None`: plain
+    /// HTTP, anyone who reaches the address may read. With TLS, the handshake counts as
+    /// the start of the first request: it must end, and the request's headers with it,
+    /// within the header-read timeout.
+    pub web: Option<Arc<WebConfig>>,
 }
 
 impl Default for ServeOptions {
@@ -72,6 +78,7 @@ impl Default for ServeOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            web: None,
         }
     }
 }
@@ -109,6 +116,10 @@ pub struct ConnectionStats {
     pub refused_at_cap: AtomicU64,
     /// `accept` errors (e.g. out of file descriptors).
     pub accept_errors: AtomicU64,
+    /// TLS handshakes that failed (no TLS, an untrusted or missing client certificate).
+    pub tls_handshake_failures: AtomicU64,
+    /// Requests answered 401: no, or wrong, user and password.
+    pub unauthorized: AtomicU64,
 }
 
 /// A running endpoint; stops when dropped.
@@ -337,24 +348,46 @@ impl Server {
         let st = Arc::new(ConnState::new());
         let id = conns.next_id;
         conns.next_id += 1;
-        let io = TokioIo::new(Watched {
+        let io = Watched {
             inner: stream,
             st: st.clone(),
-        });
+        };
         let m = self.metrics.clone();
+        let web = self.options.web.clone();
         let service_state = st.clone();
         let this = self.conns.clone();
         let stats = self.stats.clone();
         let task = tokio::spawn(async move {
+            let tls = web.as_ref().and_then(|w| w.server_config());
+            let service_stats = stats.clone();
             let service = service_fn(move |req| {
                 let st = service_state.clone();
                 st.busy.store(true, Ordering::Release);
                 st.request_from.store(0, Ordering::Release);
-                let reply =
-                    handle(req, m.clone()).map(|r| r.map(|body| Watched { inner: body, st }));
-                async move { reply }
+                let (m, web, stats) = (m.clone(), web.clone(), service_stats.clone());
+                async move {
+                    handle(req, m, web.as_deref(), &stats)
+                        .await
+                        .map(|r| r.map(|body| Watched { inner: body, st }))
+                }
             });
-            let _ = http1::Builder::new().serve_connection(io, service).await;
+            match tls {
+                None => {
+                    let _ = http1::Builder::new()
+                        .serve_connection(TokioIo::new(io), service)
+                        .await;
+                }
+                Some(config) => match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
+                    Ok(tls) => {
+                        let _ = http1::Builder::new()
+                            .serve_connection(TokioIo::new(tls), service)
+                            .await;
+                    }
+                    Err(_) => {
+                        stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+                    }
+                },
+            }
             if lock(&this).open.remove(&id).is_some() {
                 stats.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -481,9 +514,11 @@ impl AsyncWrite for Watched<tokio::net::TcpStream> {
     }
 }
 
-fn handle(
+async fn handle(
     req: Request<Incoming>,
     metrics: Arc<Metrics>,
+    web: Option<&WebConfig>,
+    stats: &ConnectionStats,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let reply = |status: StatusCode, ctype: &'static str, body: String| {
         let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -492,6 +527,22 @@ fn handle(
             .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static(ctype));
         r
     };
+    if let Some(web) = web {
+        let header = req.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
+        if web.authorize(header).await == Auth::Denied {
+            stats.unauthorized.fetch_add(1, Ordering::Relaxed);
+            let mut r = reply(
+                StatusCode::UNAUTHORIZED,
+                "text/plain",
+                "Unauthorized\n".into(),
+            );
+            r.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                hyper::header::HeaderValue::from_static("Basic realm=\"proofline\""),
+            );
+            return Ok(r);
+        }
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,

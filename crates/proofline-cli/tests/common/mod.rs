@@ -137,3 +137,36 @@ pub fn cut_where_the_gpus_first_idle(text: &str) -> Vec<&str> {
     }
     panic!("the log's GPUs never fell idle")
 }
+
+/// A Prometheus server on a free loopback port with the configuration `config` (its files
+/// and TSDB under `dir`, named `name`), ready; its process and address.
+pub fn prometheus(
+    dir: &std::path::Path,
+    name: &str,
+    config: &str,
+    extra: &[&str],
+) -> (Proc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    let cfg = dir.join(format!("{name}.yml"));
+    std::fs::write(&cfg, config).unwrap();
+    let p = Proc(
+        std::process::Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join(format!("{name}-tsdb")).display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--rules.alert.resend-delay=1s")
+            .arg("--log.level=warn")
+            .args(extra)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect(
+                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
+            ),
+    );
+    wait_ready(&addr, "/-/ready", name);
+    (p, addr)
+}

@@ -1,0 +1,306 @@
+//! TLS for the export: rustls on ring (no OpenSSL, and no process-wide crypto provider is
+//! installed: a prover's other TLS users are left as they are).
+//!
+//! Trust and client identity come from [`TlsSettings`], or else from the standard variables:
+//! `OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE` / `OTEL_EXPORTER_OTLP_CERTIFICATE` (a PEM file of
+//! the CA certificates to trust *instead of* the system's roots, as the other OpenTelemetry
+//! SDKs read it), and `..._CLIENT_CERTIFICATE` with `..._CLIENT_KEY` (a PEM chain and key
+//! for servers that ask for a client certificate). Without a CA file the system's roots are
+//! trusted (rustls-native-certs: `/etc/ssl/certs` and `SSL_CERT_FILE`/`SSL_CERT_DIR`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::OtlpError;
+
+/// Where the exporter's TLS trust and identity come from. A field left `None` is read from
+/// its `OTEL_EXPORTER_OTLP_(TRACES_)*` variable.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// PEM file of the CA certificates to trust instead of the system's roots
+    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub ca_file: Option<PathBuf>,
+    /// PEM file of the client's certificate chain (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`).
+    pub client_cert_file: Option<PathBuf>,
+    /// PEM file of the client's private key (`OTEL_EXPORTER_OTLP_CLIENT_KEY`).
+    pub client_key_file: Option<PathBuf>,
+}
+
+/// A file and what named it (a variable or the configuration), for messages.
+#[derive(Debug, Clone)]
+pub(crate) struct Named {
+    pub path: PathBuf,
+    pub by: String,
+}
+
+/// The settings with the variables applied.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Resolved {
+    pub ca: Option<Named>,
+    pub cert: Option<Named>,
+    pub key: Option<Named>,
+}
+
+fn from_env(suffix: &str) -> Option<Named> {
+    [
+        format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"),
+        format!("OTEL_EXPORTER_OTLP_{suffix}"),
+    ]
+    .into_iter()
+    .find_map(|var| {
+        let v = std::env::var(&var).ok()?;
+        let v = v.trim();
+        (!v.is_empty()).then(|| Named {
+            path: PathBuf::from(v),
+            by: var,
+        })
+    })
+}
+
+impl TlsSettings {
+    pub(crate) fn resolve(&self) -> Resolved {
+        let given = |p: &Option<PathBuf>, what: &str| {
+            p.as_ref().map(|p| Named {
+                path: p.clone(),
+                by: what.to_owned(),
+            })
+        };
+        Resolved {
+            ca: given(&self.ca_file, "the CA file").or_else(|| from_env("CERTIFICATE")),
+            cert: given(&self.client_cert_file, "the client certificate")
+                .or_else(|| from_env("CLIENT_CERTIFICATE")),
+            key: given(&self.client_key_file, "the client key").or_else(|| from_env("CLIENT_KEY")),
+        }
+    }
+}
+
+fn read(n: &Named) -> Result<Vec<u8>, OtlpError> {
+    std::fs::read(&n.path).map_err(|e| {
+        OtlpError::Build(format!(
+            "{} = {}: cannot read it: {e}",
+            n.by,
+            n.path.display()
+        ))
+    })
+}
+
+pub(crate) fn certs(n: &Named) -> Result<Vec<CertificateDer<'static>>, OtlpError> {
+    let pem = read(n)?;
+    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| {
+            OtlpError::Build(format!(
+                "{} = {}: not PEM certificates ({e})",
+                n.by,
+                n.path.display()
+            ))
+        })?;
+    if certs.is_empty() {
+        return Err(OtlpError::Build(format!(
+            "{} = {}: holds no PEM certificate",
+            n.by,
+            n.path.display()
+        )));
+    }
+    Ok(certs)
+}
+
+/// PEM bytes of a client certificate chain and of its key.
+pub(crate) type PemIdentity = (Vec<u8>, Vec<u8>);
+
+/// The PEM bytes of the client identity, both or neither.
+pub(crate) fn identity(r: &Resolved) -> Result<Option<PemIdentity>, OtlpError> {
+    match (&r.cert, &r.key) {
+        (None, None) => Ok(None),
+        (Some(c), Some(k)) => Ok(Some((read(c)?, read(k)?))),
+        (Some(c), None) => Err(OtlpError::Build(format!(
+            "{} is set but no client key is (OTEL_EXPORTER_OTLP_CLIENT_KEY)",
+            c.by
+        ))),
+        (None, Some(k)) => Err(OtlpError::Build(format!(
+            "{} is set but no client certificate is (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE)",
+            k.by
+        ))),
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client configuration trusting the CA file or the system's roots, with the client
+/// identity if one is set. `alpn`: the protocols to offer.
+pub(crate) fn client_config(
+    r: &Resolved,
+    alpn: &[&[u8]],
+) -> Result<rustls::ClientConfig, OtlpError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match &r.ca {
+        Some(ca) => {
+            for c in certs(ca)? {
+                roots.add(c).map_err(|e| {
+                    OtlpError::Build(format!(
+                        "{} = {}: not a usable CA certificate: {e}",
+                        ca.by,
+                        ca.path.display()
+                    ))
+                })?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            roots.add_parsable_certificates(found.certs);
+        }
+    }
+    let builder = rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
+        .with_root_certificates(roots);
+    let mut config = match identity(r)? {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => {
+            let (c, k) = (r.cert.as_ref(), r.key.as_ref());
+            let (c, k) = (c.expect("identity has both"), k.expect("identity has both"));
+            let chain: Vec<_> = CertificateDer::pem_slice_iter(&chain)
+                .collect::<Result<_, _>>()
+                .map_err(|e| {
+                    OtlpError::Build(format!(
+                        "{} = {}: not PEM certificates ({e})",
+                        c.by,
+                        c.path.display()
+                    ))
+                })?;
+            let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+                OtlpError::Build(format!(
+                    "{} = {}: no PEM private key ({e})",
+                    k.by,
+                    k.path.display()
+                ))
+            })?;
+            builder.with_client_auth_cert(chain, key).map_err(|e| {
+                OtlpError::Build(format!(
+                    "{} and {}: the key does not go with the certificate: {e}",
+                    c.by, k.by
+                ))
+            })?
+        }
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok(config)
+}
+
+/// A configuration for plain-HTTP endpoints: reqwest wants one even when it never
+/// speaks TLS (the system's roots are not read for it).
+pub(crate) fn unused_config() -> Result<rustls::ClientConfig, OtlpError> {
+    Ok(rustls::ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth())
+}
+
+/// Shakes hands with `host` over `tcp` and says what went wrong, if anything: the probe
+/// behind an export that failed with a bare "network error".
+pub(crate) fn handshake(
+    mut tcp: std::net::TcpStream,
+    host: &str,
+    config: Arc<rustls::ClientConfig>,
+    url: &str,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    use std::io::Read;
+    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+        .map_err(|e| format!("TLS: `{host}` is not a name a certificate can carry: {e}"))?;
+    let mut conn = rustls::ClientConnection::new(config, name)
+        .map_err(|e| format!("TLS: cannot start a handshake with {url}: {e}"))?;
+    let _ = tcp.set_read_timeout(Some(timeout));
+    let _ = tcp.set_write_timeout(Some(timeout));
+    let said = |e: std::io::Error| -> String {
+        match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        {
+            Some(tls) => describe(tls, url),
+            None if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+            {
+                format!(
+                    "TLS: {url} accepts connections but sent no TLS answer within {timeout:?} (is it a TLS endpoint?)"
+                )
+            }
+            None => format!("TLS: the handshake with {url} failed: {e}"),
+        }
+    };
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(said)?;
+    }
+    // TLS 1.3: a server that refuses our certificate (or its absence) says so after the
+    // handshake; give it a moment to
+    let _ = tcp.set_read_timeout(Some(std::time::Duration::from_millis(300)));
+    let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Err(e)
+            if e.get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) =>
+        {
+            Err(said(e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A TLS failure in an operator's words, with what to do about it.
+fn describe(e: &rustls::Error, url: &str) -> String {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    match e {
+        E::InvalidCertificate(C::UnknownIssuer) => format!(
+            "TLS: the certificate of {url} is not trusted: signed by an unknown CA (set OTEL_EXPORTER_OTLP_CERTIFICATE to the CA certificate that signed it)"
+        ),
+        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
+            "TLS: the certificate of {url} is not valid for that host name ({e}); use the name it was issued for"
+        ),
+        E::InvalidCertificate(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => format!("TLS: the certificate of {url} is outside its validity period ({e})"),
+        E::InvalidCertificate(other) => {
+            format!("TLS: the certificate of {url} is not accepted: {other:?}")
+        }
+        E::AlertReceived(
+            a @ (A::CertificateRequired
+            | A::BadCertificate
+            | A::UnknownCA
+            | A::CertificateUnknown
+            | A::AccessDenied
+            | A::HandshakeFailure),
+        ) => format!(
+            "TLS: {url} refused the handshake ({a:?}): it wants a client certificate it trusts (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
+        ),
+        E::InvalidMessage(_) | E::InappropriateMessage { .. } => format!(
+            "TLS: {url} does not speak TLS ({e}); if it is a plain-HTTP collector, use http://"
+        ),
+        other => format!("TLS: the handshake with {url} failed: {other}"),
+    }
+}
+
+/// The host of an endpoint as a certificate names it (no brackets around IPv6).
+pub(crate) fn host_for_name(host: &str) -> &str {
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The CA file's PEM bytes, for tonic (which reads them itself).
+#[cfg(feature = "grpc")]
+pub(crate) fn ca_pem(r: &Resolved) -> Result<Option<Vec<u8>>, OtlpError> {
+    match &r.ca {
+        Some(ca) => {
+            certs(ca)?; // checked here, for the same message as the HTTP side
+            Ok(Some(read(ca)?))
+        }
+        None => Ok(None),
+    }
+}
