@@ -280,15 +280,33 @@ fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() 
     let dir = tmp("prometheus");
     let pki = Pki::new(&dir);
     let log = generated_log(&dir, 6);
+    // deploy/tls's two files, with the test's certificates under the names they use
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/tls");
+    for (copy, of) in [
+        ("prover.crt", "server.crt"),
+        ("prover.key", "server.key"),
+        ("clients-ca.crt", "ca.crt"),
+        ("provers-ca.crt", "ca.crt"),
+        ("prometheus.crt", "client.crt"),
+        ("prometheus.key", "client.key"),
+    ] {
+        std::fs::copy(pki.path(of), dir.join(copy)).unwrap();
+    }
+    std::fs::write(dir.join("password"), "s3cret").unwrap();
     let hash = bcrypt::hash("s3cret", 8).unwrap();
-    let web = dir.join("web.yml");
+    let web = dir.join("web-config.yml");
+    let text = std::fs::read_to_string(deploy.join("web-config.yml")).unwrap();
+    assert!(text.contains("REPLACE-WITH-A-BCRYPT-HASH"));
     std::fs::write(
         &web,
-        format!(
-            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\nbasic_auth_users:\n  prometheus: '{hash}'\n"
-        ),
+        text.replace("REPLACE-WITH-A-BCRYPT-HASH", &format!("'{hash}'")),
     )
     .unwrap();
+    let job = std::fs::read_to_string(deploy.join("prometheus-job.yml"))
+        .unwrap()
+        .replace("/etc/prometheus/tls/", &format!("{}/", dir.display()))
+        .replace("job_name: proofline", "job_name: tls");
+    let job: String = job.lines().map(|l| format!("  {l}\n")).collect();
     let (secure, plain) = (free_port(), free_port());
     let _w1 = watch(&log, secure, Some(&web));
     let _w2 = watch(&log, plain, None);
@@ -335,10 +353,14 @@ fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() 
     };
     let target =
         |port: u16| format!("    static_configs:\n      - targets: ['127.0.0.1:{port}']\n");
+    std::fs::create_dir_all(dir.join("targets")).unwrap();
+    std::fs::write(
+        dir.join("targets/provers.yml"),
+        format!("- targets: ['127.0.0.1:{secure}']\n"),
+    )
+    .unwrap();
     let config = format!(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: tls\n{}{}  - job_name: plain\n{}  - job_name: wrong_password\n{}{}  - job_name: no_client_cert\n{}{}",
-        tls("prometheus", "s3cret", true),
-        target(secure),
+        "global:\n  scrape_interval: 1s\nscrape_configs:\n{job}  - job_name: plain\n{}  - job_name: wrong_password\n{}{}  - job_name: no_client_cert\n{}{}",
         target(plain),
         tls("prometheus", "guess", true),
         target(secure),
