@@ -27,6 +27,17 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 
+# otlp-embedded (the Jaeger test's collector and UI) compiles its protobufs with protoc.
+if ! command -v protoc >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends protobuf-compiler >/dev/null
+  else
+    echo "scripts/test.sh: install Debian's protobuf-compiler (protoc) first" >&2
+    exit 1
+  fi
+fi
+
 # Python's jsonschema validates the Grafana dashboards against Grafana's schema.
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
 # The Compose Specification's JSON schema, as Debian packages it (docker-compose's
