@@ -52,31 +52,48 @@ fn tmp(name: &str) -> PathBuf {
 /// `other-ca.crt`, a CA that signed nothing here.
 struct Pki {
     dir: PathBuf,
+    ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Pki {
     fn new(dir: &Path) -> Pki {
+        let other = ca("another CA");
         let ca = ca("proofline test CA");
-        let other = ca_of("another CA");
         let server = leaf(
             &ca,
             &["localhost", "127.0.0.1"],
             ExtendedKeyUsagePurpose::ServerAuth,
         );
         let client = leaf(&ca, &["prometheus"], ExtendedKeyUsagePurpose::ClientAuth);
+        let stranger = leaf(&other, &["stranger"], ExtendedKeyUsagePurpose::ClientAuth);
         for (name, pem) in [
             ("ca.crt", ca.pem()),
-            ("other-ca.crt", other),
+            ("other-ca.crt", other.pem()),
             ("server.crt", server.0),
             ("server.key", server.1),
             ("client.crt", client.0),
             ("client.key", client.1),
+            ("other-client.crt", stranger.0),
+            ("other-client.key", stranger.1),
         ] {
             std::fs::write(dir.join(name), pem).unwrap();
         }
         Pki {
             dir: dir.to_path_buf(),
+            ca,
         }
+    }
+
+    /// A new server certificate (a new key) from the same CA, written to `stem`.crt/.key.
+    fn reissue_server(&self, stem: &str) {
+        let (cert, key) = leaf(
+            &self.ca,
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        // the key first, as a careless rotation would: the pair loads once both are new
+        std::fs::write(self.path(&format!("{stem}.key")), key).unwrap();
+        std::fs::write(self.path(&format!("{stem}.crt")), cert).unwrap();
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -132,10 +149,6 @@ fn ca(name: &str) -> CertifiedIssuer<'static, KeyPair> {
     CertifiedIssuer::self_signed(p, KeyPair::generate().unwrap()).unwrap()
 }
 
-fn ca_of(name: &str) -> String {
-    ca(name).pem()
-}
-
 /// A certificate for `names` signed by `issuer`, and its key.
 fn leaf(
     issuer: &CertifiedIssuer<'static, KeyPair>,
@@ -163,7 +176,10 @@ fn generated_log(dir: &Path, jobs: u32) -> PathBuf {
     log
 }
 
-fn watch(log: &Path, port: u16, web_config: Option<&Path>) -> Proc {
+/// `proofline watch` of `log` serving /metrics on a port of its choosing (with the web
+/// configuration, if any); the process and the port it says it serves on.
+fn watch(log: &Path, web_config: Option<&Path>) -> (Proc, u16) {
+    use std::io::BufRead;
     let mut cmd = proofline();
     cmd.args([
         "watch",
@@ -171,58 +187,90 @@ fn watch(log: &Path, port: u16, web_config: Option<&Path>) -> Proc {
         "--poll-ms",
         "50",
         "--metrics-addr",
-        &format!("127.0.0.1:{port}"),
+        "127.0.0.1:0",
     ]);
     if let Some(w) = web_config {
         cmd.arg("--web.config.file").arg(w);
     }
-    let p = Proc(
-        cmd.arg(log)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "watch did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(50));
+    let mut child = cmd
+        .arg(log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let p = Proc(child);
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("watch did not say where it serves /metrics");
+        if let Some((_, rest)) = line.split_once("metrics on ") {
+            let port = rest
+                .split_once("://127.0.0.1:")
+                .and_then(|(_, r)| r.split_once('/'))
+                .and_then(|(port, _)| port.parse().ok())
+                .unwrap_or_else(|| panic!("{line}"));
+            return (p, port);
+        }
     }
-    p
 }
 
-/// One HTTPS GET of /metrics over rustls: the status line and headers, or the TLS error.
-fn https_get(
-    port: u16,
-    pki: &Pki,
-    client_cert: bool,
-    auth: Option<(&str, &str)>,
-) -> Result<String, String> {
+/// How [`https_get`] connects.
+#[derive(Clone, Copy)]
+struct Client<'a> {
+    /// The client certificate's file stem (`client`, `other-client`), if any.
+    cert: Option<&'a str>,
+    auth: Option<(&'a str, &'a str)>,
+    tls12_only: bool,
+}
+
+const WITH_CERT: Client<'static> = Client {
+    cert: Some("client"),
+    auth: None,
+    tls12_only: false,
+};
+
+/// One HTTPS GET over rustls: the status line and headers, and the server's certificate;
+/// or the TLS error.
+fn https_get(port: u16, pki: &Pki, path: &str, c: Client<'_>) -> Result<(String, Vec<u8>), String> {
     let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&pki.read("ca.crt")) {
-        roots.add(c.unwrap()).unwrap();
+    for cert in CertificateDer::pem_slice_iter(&pki.read("ca.crt")) {
+        roots.add(cert.unwrap()).unwrap();
     }
+    let versions: &[&rustls::SupportedProtocolVersion] = if c.tls12_only {
+        &[&rustls::version::TLS12]
+    } else {
+        rustls::DEFAULT_VERSIONS
+    };
     let b = rustls::ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
-    .with_safe_default_protocol_versions()
+    .with_protocol_versions(versions)
     .unwrap()
     .with_root_certificates(roots);
-    let config = if client_cert {
-        let chain = CertificateDer::pem_slice_iter(&pki.read("client.crt"))
-            .map(Result::unwrap)
-            .collect();
-        let key = PrivateKeyDer::from_pem_slice(&pki.read("client.key")).unwrap();
-        b.with_client_auth_cert(chain, key).unwrap()
-    } else {
-        b.with_no_client_auth()
+    let config = match c.cert {
+        Some(stem) => {
+            let chain = CertificateDer::pem_slice_iter(&pki.read(&format!("{stem}.crt")))
+                .map(Result::unwrap)
+                .collect();
+            let key = PrivateKeyDer::from_pem_slice(&pki.read(&format!("{stem}.key"))).unwrap();
+            b.with_client_auth_cert(chain, key).unwrap()
+        }
+        None => b.with_no_client_auth(),
     };
     let mut conn =
         rustls::ClientConnection::new(Arc::new(config), "localhost".try_into().unwrap()).unwrap();
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut tls = rustls::Stream::new(&mut conn, &mut tcp);
-    let auth = auth
+    let auth = c
+        .auth
         .map(|(u, p)| {
             format!(
                 "Authorization: Basic {}\r\n",
@@ -230,8 +278,7 @@ fn https_get(
             )
         })
         .unwrap_or_default();
-    let req =
-        format!("GET /metrics HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Connection: close\r\n\r\n");
     tls.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
     let mut got = Vec::new();
     match tls.read_to_end(&mut got) {
@@ -239,8 +286,16 @@ fn https_get(
         Err(e) if got.is_empty() => return Err(e.to_string()),
         Err(_) => {}
     }
+    let peer = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
     let text = String::from_utf8_lossy(&got);
-    Ok(text.split("\r\n\r\n").next().unwrap_or_default().to_owned())
+    Ok((
+        text.split("\r\n\r\n").next().unwrap_or_default().to_owned(),
+        peer,
+    ))
 }
 
 /// Prometheus' view of its targets: (job, health, last error).
@@ -307,24 +362,44 @@ fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() 
         .replace("/etc/prometheus/tls/", &format!("{}/", dir.display()))
         .replace("job_name: proofline", "job_name: tls");
     let job: String = job.lines().map(|l| format!("  {l}\n")).collect();
-    let (secure, plain) = (free_port(), free_port());
-    let _w1 = watch(&log, secure, Some(&web));
-    let _w2 = watch(&log, plain, None);
+    let (_w1, secure) = watch(&log, Some(&web));
+    let (_w2, plain) = watch(&log, None);
 
-    // straight over rustls: the password, the client certificate and TLS itself are required
-    let ok = https_get(secure, &pki, true, Some(("prometheus", "s3cret"))).unwrap();
+    // straight over rustls: the password, the client certificate and TLS itself are required,
+    // on every path
+    let right = Client {
+        auth: Some(("prometheus", "s3cret")),
+        ..WITH_CERT
+    };
+    let ok = https_get(secure, &pki, "/metrics", right).unwrap().0;
     assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
-    let wrong = https_get(secure, &pki, true, Some(("prometheus", "guess"))).unwrap();
-    assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+    let wrong = Client {
+        auth: Some(("prometheus", "guess")),
+        ..WITH_CERT
+    };
+    let denied = https_get(secure, &pki, "/metrics", wrong).unwrap().0;
+    assert!(denied.starts_with("HTTP/1.1 401"), "{denied}");
     assert!(
-        wrong
+        denied
             .to_ascii_lowercase()
             .contains("www-authenticate: basic realm=\"proofline\""),
-        "{wrong}"
+        "{denied}"
     );
-    let none = https_get(secure, &pki, true, None).unwrap();
+    let none = https_get(secure, &pki, "/metrics", WITH_CERT).unwrap().0;
     assert!(none.starts_with("HTTP/1.1 401"), "{none}");
-    let no_cert = https_get(secure, &pki, false, Some(("prometheus", "s3cret")));
+    let health = https_get(secure, &pki, "/healthz", WITH_CERT).unwrap().0;
+    assert!(health.starts_with("HTTP/1.1 401"), "{health}");
+    let health = https_get(secure, &pki, "/healthz", right).unwrap().0;
+    assert!(health.starts_with("HTTP/1.1 200"), "{health}");
+    let no_cert = https_get(
+        secure,
+        &pki,
+        "/metrics",
+        Client {
+            cert: None,
+            ..right
+        },
+    );
     assert!(
         no_cert
             .as_ref()
@@ -591,6 +666,13 @@ fn replay(
         "OTEL_EXPORTER_OTLP_CLIENT_KEY",
         "OTEL_EXPORTER_OTLP_HEADERS",
         "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        "OTEL_EXPORTER_OTLP_TIMEOUT",
+        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
     ] {
         cmd.env_remove(v);
     }
@@ -766,5 +848,85 @@ fn the_live_exporter_delivers_over_tls_with_the_otel_variables() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "{err}");
         assert_eq!(receiver.roots(), 2, "grpc {grpc}: {err}");
+    }
+}
+
+#[test]
+fn optional_client_certificates_tls13_only_and_a_rotated_certificate() {
+    let dir = tmp("options");
+    let pki = Pki::new(&dir);
+    let log = generated_log(&dir, 2);
+    std::fs::copy(pki.path("server.crt"), dir.join("prover.crt")).unwrap();
+    std::fs::copy(pki.path("server.key"), dir.join("prover.key")).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(
+        &web,
+        "tls_server_config:\n  cert_file: prover.crt\n  key_file: prover.key\n  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n  min_version: TLS13\n",
+    )
+    .unwrap();
+    let (_w, port) = watch(&log, Some(&web));
+    let anonymous = Client {
+        cert: None,
+        auth: None,
+        tls12_only: false,
+    };
+    // no certificate: served; one the client CA signed: served; another CA's: refused
+    let (head, first) = https_get(port, &pki, "/metrics", anonymous).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, _) = https_get(port, &pki, "/metrics", WITH_CERT).unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let stranger = Client {
+        cert: Some("other-client"),
+        ..anonymous
+    };
+    let refused = https_get(port, &pki, "/metrics", stranger);
+    assert!(
+        refused.as_ref().is_err_and(|e| {
+            let e = e.to_lowercase();
+            e.contains("unknownca") || e.contains("badcertificate")
+        }),
+        "{refused:?}"
+    );
+    // TLS 1.2 is below min_version
+    let old = https_get(
+        port,
+        &pki,
+        "/metrics",
+        Client {
+            tls12_only: true,
+            ..anonymous
+        },
+    );
+    assert!(
+        old.as_ref()
+            .is_err_and(|e| e.to_lowercase().contains("protocolversion")),
+        "{old:?}"
+    );
+
+    // the certificate is replaced on disk: new connections get the new one, no restart
+    let der = |pem: &[u8]| {
+        CertificateDer::pem_slice_iter(pem)
+            .next()
+            .unwrap()
+            .unwrap()
+            .to_vec()
+    };
+    assert_eq!(first, der(&pki.read("server.crt")));
+    pki.reissue_server("prover");
+    let new = der(&pki.read("prover.crt"));
+    assert_ne!(new, first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (head, peer) = https_get(port, &pki, "/metrics", anonymous).unwrap();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        if peer == new {
+            break;
+        }
+        assert_eq!(peer, first, "neither the old certificate nor the new one");
+        assert!(
+            Instant::now() < deadline,
+            "the new certificate was not served"
+        );
+        std::thread::sleep(Duration::from_millis(200));
     }
 }

@@ -360,9 +360,14 @@ struct Endpoint {
     /// `host:port`.
     authority: String,
     /// The host, as its certificate names it.
+    #[cfg(feature = "tls")]
     host: String,
     /// For `https://`: the TLS configuration the probe shakes hands with.
+    #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ClientConfig>>,
+    /// What that configuration trusts, in words.
+    #[cfg(feature = "tls")]
+    trust: String,
 }
 
 impl Endpoint {
@@ -379,9 +384,10 @@ impl Endpoint {
             return format!("cannot resolve host of {} (no address)", self.url);
         };
         match TcpStream::connect_timeout(addr, timeout) {
+            #[cfg(feature = "tls")]
             Ok(tcp) if self.tls.is_some() => {
                 let config = self.tls.clone().expect("checked");
-                match tls::handshake(tcp, &self.host, config, &self.url, timeout) {
+                match tls::handshake(tcp, &self.host, config, (&self.url, &self.trust), timeout) {
                     Err(why) => why,
                     Ok(()) => format!(
                         "the collector at {} ({addr}) completes a TLS handshake but did not answer the export in time",
@@ -447,6 +453,17 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         "{host}:{}",
         uri.port_u16().unwrap_or(if https { 443 } else { 80 })
     );
+    let needs = match cfg.transport {
+        Transport::HttpProtobuf => (!cfg!(feature = "tls")).then_some("tls"),
+        #[cfg(feature = "grpc")]
+        Transport::Grpc => (!cfg!(feature = "grpc-tls")).then_some("grpc-tls"),
+    };
+    if let (true, Some(feature)) = (https, needs) {
+        return Err(OtlpError::Build(format!(
+            "endpoint `{url}`: https needs proofline-otlp's `{feature}` feature, which this build has not (the proofline command has it)"
+        )));
+    }
+    #[cfg(feature = "tls")]
     let tls = if https {
         let alpn: &[&[u8]] = match cfg.transport {
             Transport::HttpProtobuf => &[b"http/1.1"],
@@ -460,8 +477,12 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
     Ok(Endpoint {
         url,
         authority,
+        #[cfg(feature = "tls")]
         host: tls::host_for_name(host).to_owned(),
+        #[cfg(feature = "tls")]
         tls,
+        #[cfg(feature = "tls")]
+        trust: tls::trust(&cfg.tls.resolve()),
     })
 }
 
@@ -1194,13 +1215,6 @@ fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, Otl
     let timeout = export_timeout(cfg);
     match cfg.transport {
         Transport::HttpProtobuf => {
-            use opentelemetry_otlp::WithHttpConfig;
-            // our own client, so that it speaks TLS with our rustls configuration (reqwest
-            // is built without a crypto provider of its own: it would not build one)
-            let tls = match &endpoint.tls {
-                Some(c) => (**c).clone(),
-                None => tls::unused_config()?,
-            };
             let mut b = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
                 .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
@@ -1208,17 +1222,30 @@ fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, Otl
             if let Some(e) = &cfg.endpoint {
                 b = b.with_endpoint(e.clone());
             }
+            #[cfg(feature = "tls")]
+            let tls = match &endpoint.tls {
+                Some(c) => (**c).clone(),
+                None => tls::unused_config()?,
+            };
+            #[cfg(not(feature = "tls"))]
+            let _ = endpoint;
             // reqwest's blocking client starts its own runtime: build it off any tokio runtime
             let exporter = std::thread::scope(|s| {
                 s.spawn(move || {
-                    let client = reqwest::blocking::Client::builder()
-                        .timeout(timeout)
-                        .tls_backend_preconfigured(tls)
-                        .build()
-                        .map_err(|e| OtlpError::Build(format!("the HTTP client: {e}")))?;
-                    b.with_http_client(client)
-                        .build()
-                        .map_err(|e| OtlpError::Build(e.to_string()))
+                    // with TLS, our own client speaking it with our rustls configuration
+                    // (reqwest is then built without a crypto provider of its own: it could
+                    // not build one itself)
+                    #[cfg(feature = "tls")]
+                    let b = {
+                        use opentelemetry_otlp::WithHttpConfig;
+                        let client = reqwest::blocking::Client::builder()
+                            .timeout(timeout)
+                            .tls_backend_preconfigured(tls)
+                            .build()
+                            .map_err(|e| OtlpError::Build(format!("the HTTP client: {e}")))?;
+                        b.with_http_client(client)
+                    };
+                    b.build().map_err(|e| OtlpError::Build(e.to_string()))
                 })
                 .join()
             })
@@ -1227,7 +1254,6 @@ fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, Otl
         }
         #[cfg(feature = "grpc")]
         Transport::Grpc => {
-            use opentelemetry_otlp::WithTonicConfig;
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -1238,7 +1264,9 @@ fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, Otl
             if let Some(e) = &cfg.endpoint {
                 b = b.with_endpoint(e.clone());
             }
+            #[cfg(feature = "grpc-tls")]
             if endpoint.tls.is_some() {
+                use opentelemetry_otlp::WithTonicConfig;
                 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
                 let r = cfg.tls.resolve();
                 let mut t = ClientTlsConfig::new().domain_name(endpoint.host.clone());

@@ -1,4 +1,4 @@
-//! TLS for the export: rustls on ring (no OpenSSL, and no process-wide crypto provider is
+//! TLS for the export (the `tls` feature): rustls on ring (no OpenSSL, and no process-wide crypto provider is
 //! installed: a prover's other TLS users are left as they are).
 //!
 //! Trust and client identity come from [`TlsSettings`], or else from the standard variables:
@@ -9,15 +9,10 @@
 //! trusted (rustls-native-certs: `/etc/ssl/certs` and `SSL_CERT_FILE`/`SSL_CERT_DIR`).
 
 use std::path::PathBuf;
-use std::sync::Arc;
-
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-
-use crate::OtlpError;
 
 /// Where the exporter's TLS trust and identity come from. A field left `None` is read from
-/// its `OTEL_EXPORTER_OTLP_(TRACES_)*` variable.
+/// its `OTEL_EXPORTER_OTLP_(TRACES_)*` variable. Used with the `tls` feature (without it,
+/// an `https://` endpoint is refused at start).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsSettings {
     /// PEM file of the CA certificates to trust instead of the system's roots
@@ -29,6 +24,7 @@ pub struct TlsSettings {
     pub client_key_file: Option<PathBuf>,
 }
 
+#[cfg(feature = "tls")]
 /// A file and what named it (a variable or the configuration), for messages.
 #[derive(Debug, Clone)]
 pub(crate) struct Named {
@@ -36,6 +32,7 @@ pub(crate) struct Named {
     pub by: String,
 }
 
+#[cfg(feature = "tls")]
 /// The settings with the variables applied.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Resolved {
@@ -44,6 +41,7 @@ pub(crate) struct Resolved {
     pub key: Option<Named>,
 }
 
+#[cfg(feature = "tls")]
 fn from_env(suffix: &str) -> Option<Named> {
     [
         format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"),
@@ -60,6 +58,7 @@ fn from_env(suffix: &str) -> Option<Named> {
     })
 }
 
+#[cfg(feature = "tls")]
 impl TlsSettings {
     pub(crate) fn resolve(&self) -> Resolved {
         let given = |p: &Option<PathBuf>, what: &str| {
@@ -77,230 +76,281 @@ impl TlsSettings {
     }
 }
 
-fn read(n: &Named) -> Result<Vec<u8>, OtlpError> {
-    std::fs::read(&n.path).map_err(|e| {
-        OtlpError::Build(format!(
-            "{} = {}: cannot read it: {e}",
-            n.by,
-            n.path.display()
-        ))
-    })
-}
+#[cfg(feature = "tls")]
+pub(crate) use with_tls::*;
 
-pub(crate) fn certs(n: &Named) -> Result<Vec<CertificateDer<'static>>, OtlpError> {
-    let pem = read(n)?;
-    let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<_, _>>()
-        .map_err(|e| {
+/// The rustls side (the `tls` feature).
+#[cfg(feature = "tls")]
+mod with_tls {
+    use std::sync::Arc;
+
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+    use super::{Named, Resolved};
+    use crate::OtlpError;
+
+    fn read(n: &Named) -> Result<Vec<u8>, OtlpError> {
+        std::fs::read(&n.path).map_err(|e| {
             OtlpError::Build(format!(
-                "{} = {}: not PEM certificates ({e})",
+                "{} = {}: cannot read it: {e}",
                 n.by,
                 n.path.display()
             ))
-        })?;
-    if certs.is_empty() {
-        return Err(OtlpError::Build(format!(
-            "{} = {}: holds no PEM certificate",
-            n.by,
-            n.path.display()
-        )));
+        })
     }
-    Ok(certs)
-}
 
-/// PEM bytes of a client certificate chain and of its key.
-pub(crate) type PemIdentity = (Vec<u8>, Vec<u8>);
-
-/// The PEM bytes of the client identity, both or neither.
-pub(crate) fn identity(r: &Resolved) -> Result<Option<PemIdentity>, OtlpError> {
-    match (&r.cert, &r.key) {
-        (None, None) => Ok(None),
-        (Some(c), Some(k)) => Ok(Some((read(c)?, read(k)?))),
-        (Some(c), None) => Err(OtlpError::Build(format!(
-            "{} is set but no client key is (OTEL_EXPORTER_OTLP_CLIENT_KEY)",
-            c.by
-        ))),
-        (None, Some(k)) => Err(OtlpError::Build(format!(
-            "{} is set but no client certificate is (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE)",
-            k.by
-        ))),
-    }
-}
-
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
-}
-
-/// A client configuration trusting the CA file or the system's roots, with the client
-/// identity if one is set. `alpn`: the protocols to offer.
-pub(crate) fn client_config(
-    r: &Resolved,
-    alpn: &[&[u8]],
-) -> Result<rustls::ClientConfig, OtlpError> {
-    let mut roots = rustls::RootCertStore::empty();
-    match &r.ca {
-        Some(ca) => {
-            for c in certs(ca)? {
-                roots.add(c).map_err(|e| {
-                    OtlpError::Build(format!(
-                        "{} = {}: not a usable CA certificate: {e}",
-                        ca.by,
-                        ca.path.display()
-                    ))
-                })?;
-            }
-        }
-        None => {
-            let found = rustls_native_certs::load_native_certs();
-            roots.add_parsable_certificates(found.certs);
-        }
-    }
-    let builder = rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
-        .with_root_certificates(roots);
-    let mut config = match identity(r)? {
-        None => builder.with_no_client_auth(),
-        Some((chain, key)) => {
-            let (c, k) = (r.cert.as_ref(), r.key.as_ref());
-            let (c, k) = (c.expect("identity has both"), k.expect("identity has both"));
-            let chain: Vec<_> = CertificateDer::pem_slice_iter(&chain)
-                .collect::<Result<_, _>>()
-                .map_err(|e| {
-                    OtlpError::Build(format!(
-                        "{} = {}: not PEM certificates ({e})",
-                        c.by,
-                        c.path.display()
-                    ))
-                })?;
-            let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+    pub(crate) fn certs(n: &Named) -> Result<Vec<CertificateDer<'static>>, OtlpError> {
+        let pem = read(n)?;
+        let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| {
                 OtlpError::Build(format!(
-                    "{} = {}: no PEM private key ({e})",
-                    k.by,
-                    k.path.display()
+                    "{} = {}: not PEM certificates ({e})",
+                    n.by,
+                    n.path.display()
                 ))
             })?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| {
-                OtlpError::Build(format!(
-                    "{} and {}: the key does not go with the certificate: {e}",
-                    c.by, k.by
-                ))
-            })?
+        if certs.is_empty() {
+            return Err(OtlpError::Build(format!(
+                "{} = {}: holds no PEM certificate",
+                n.by,
+                n.path.display()
+            )));
         }
-    };
-    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Ok(config)
-}
+        Ok(certs)
+    }
 
-/// A configuration for plain-HTTP endpoints: reqwest wants one even when it never
-/// speaks TLS (the system's roots are not read for it).
-pub(crate) fn unused_config() -> Result<rustls::ClientConfig, OtlpError> {
-    Ok(rustls::ClientConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
-        .with_root_certificates(rustls::RootCertStore::empty())
-        .with_no_client_auth())
-}
+    /// PEM bytes of a client certificate chain and of its key.
+    pub(crate) type PemIdentity = (Vec<u8>, Vec<u8>);
 
-/// Shakes hands with `host` over `tcp` and says what went wrong, if anything: the probe
-/// behind an export that failed with a bare "network error".
-pub(crate) fn handshake(
-    mut tcp: std::net::TcpStream,
-    host: &str,
-    config: Arc<rustls::ClientConfig>,
-    url: &str,
-    timeout: std::time::Duration,
-) -> Result<(), String> {
-    use std::io::Read;
-    let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-        .map_err(|e| format!("TLS: `{host}` is not a name a certificate can carry: {e}"))?;
-    let mut conn = rustls::ClientConnection::new(config, name)
-        .map_err(|e| format!("TLS: cannot start a handshake with {url}: {e}"))?;
-    let _ = tcp.set_read_timeout(Some(timeout));
-    let _ = tcp.set_write_timeout(Some(timeout));
-    let said = |e: std::io::Error| -> String {
-        match e
-            .get_ref()
-            .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        {
-            Some(tls) => describe(tls, url),
-            None if matches!(
-                e.kind(),
-                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-            ) =>
+    /// The PEM bytes of the client identity, both or neither.
+    pub(crate) fn identity(r: &Resolved) -> Result<Option<PemIdentity>, OtlpError> {
+        match (&r.cert, &r.key) {
+            (None, None) => Ok(None),
+            (Some(c), Some(k)) => Ok(Some((read(c)?, read(k)?))),
+            (Some(c), None) => Err(OtlpError::Build(format!(
+                "{} is set but no client key is (OTEL_EXPORTER_OTLP_CLIENT_KEY)",
+                c.by
+            ))),
+            (None, Some(k)) => Err(OtlpError::Build(format!(
+                "{} is set but no client certificate is (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE)",
+                k.by
+            ))),
+        }
+    }
+
+    fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+        Arc::new(rustls::crypto::ring::default_provider())
+    }
+
+    /// A client configuration trusting the CA file or the system's roots, with the client
+    /// identity if one is set. `alpn`: the protocols to offer.
+    pub(crate) fn client_config(
+        r: &Resolved,
+        alpn: &[&[u8]],
+    ) -> Result<rustls::ClientConfig, OtlpError> {
+        let mut roots = rustls::RootCertStore::empty();
+        match &r.ca {
+            Some(ca) => {
+                for c in certs(ca)? {
+                    roots.add(c).map_err(|e| {
+                        OtlpError::Build(format!(
+                            "{} = {}: not a usable CA certificate: {e}",
+                            ca.by,
+                            ca.path.display()
+                        ))
+                    })?;
+                }
+            }
+            None => {
+                let found = rustls_native_certs::load_native_certs();
+                let why: Vec<String> = found.errors.iter().map(|e| e.to_string()).collect();
+                let (added, _) = roots.add_parsable_certificates(found.certs);
+                if added == 0 {
+                    return Err(OtlpError::Build(format!(
+                        "no CA certificates found on this system to trust the collector's with{}; set OTEL_EXPORTER_OTLP_CERTIFICATE to a PEM file of the CA that signed it",
+                        if why.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", why.join("; "))
+                        }
+                    )));
+                }
+            }
+        }
+        let builder = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
+            .with_root_certificates(roots);
+        let mut config = match identity(r)? {
+            None => builder.with_no_client_auth(),
+            Some((chain, key)) => {
+                let (c, k) = (r.cert.as_ref(), r.key.as_ref());
+                let (c, k) = (c.expect("identity has both"), k.expect("identity has both"));
+                let chain: Vec<_> = CertificateDer::pem_slice_iter(&chain)
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| {
+                        OtlpError::Build(format!(
+                            "{} = {}: not PEM certificates ({e})",
+                            c.by,
+                            c.path.display()
+                        ))
+                    })?;
+                let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+                    OtlpError::Build(format!(
+                        "{} = {}: no PEM private key ({e})",
+                        k.by,
+                        k.path.display()
+                    ))
+                })?;
+                builder.with_client_auth_cert(chain, key).map_err(|e| {
+                    OtlpError::Build(format!(
+                        "{} and {}: the key does not go with the certificate: {e}",
+                        c.by, k.by
+                    ))
+                })?
+            }
+        };
+        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        Ok(config)
+    }
+
+    /// A configuration for plain-HTTP endpoints: reqwest wants one even when it never
+    /// speaks TLS (the system's roots are not read for it).
+    pub(crate) fn unused_config() -> Result<rustls::ClientConfig, OtlpError> {
+        Ok(rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth())
+    }
+
+    /// Shakes hands with `host` over `tcp` and says what went wrong, if anything: the probe
+    /// behind an export that failed with a bare "network error".
+    /// What the probe trusts, in words: the CA file and what named it, or the system's roots.
+    pub(crate) fn trust(r: &Resolved) -> String {
+        match &r.ca {
+            Some(ca) => format!("{} = {}", ca.by, ca.path.display()),
+            None => "the system's roots".to_owned(),
+        }
+    }
+
+    pub(crate) fn handshake(
+        mut tcp: std::net::TcpStream,
+        host: &str,
+        config: Arc<rustls::ClientConfig>,
+        (url, trust): (&str, &str),
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        use std::io::{Read, Write};
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| format!("TLS: `{host}` is not a name a certificate can carry: {e}"))?;
+        let mut conn = rustls::ClientConnection::new(config, name)
+            .map_err(|e| format!("TLS: cannot start a handshake with {url}: {e}"))?;
+        let _ = tcp.set_read_timeout(Some(timeout));
+        let _ = tcp.set_write_timeout(Some(timeout));
+        let said = |e: std::io::Error| -> String {
+            match e
+                .get_ref()
+                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
             {
+                Some(tls) => describe(tls, url, trust),
+                None if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+                {
+                    format!(
+                        "TLS: {url} accepts connections but sent no TLS answer within {timeout:?} (is it a TLS endpoint?)"
+                    )
+                }
+                None => format!("TLS: the handshake with {url} failed: {e}"),
+            }
+        };
+        while conn.is_handshaking() {
+            conn.complete_io(&mut tcp).map_err(said)?;
+        }
+        // TLS 1.3: a server that refuses our certificate (or its absence) says so after the
+        // handshake, when it reads what we send: send the start of a request (the HTTP/2
+        // preface and an empty SETTINGS frame, or an HTTP/1.1 HEAD) and read its answer
+        let h2 = conn.alpn_protocol() == Some(b"h2");
+        let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
+        let request = if h2 {
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec()
+        } else {
+            format!("HEAD / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").into_bytes()
+        };
+        let is_tls = |e: &std::io::Error| {
+            e.get_ref()
+                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some())
+        };
+        if let Err(e) = stream.write_all(&request).and_then(|()| stream.flush()) {
+            return if is_tls(&e) { Err(said(e)) } else { Ok(()) };
+        }
+        let mut byte = [0u8; 1];
+        match stream.read(&mut byte) {
+            Err(e) if is_tls(&e) => Err(said(e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// A TLS failure in an operator's words, with what to do about it.
+    fn describe(e: &rustls::Error, url: &str, trust: &str) -> String {
+        use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+        match e {
+            E::InvalidCertificate(C::UnknownIssuer) => format!(
+                "TLS: the certificate of {url} is not trusted: signed by an unknown CA (trusted: {trust}; set OTEL_EXPORTER_OTLP_CERTIFICATE to the CA certificate that signed it)"
+            ),
+            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
                 format!(
-                    "TLS: {url} accepts connections but sent no TLS answer within {timeout:?} (is it a TLS endpoint?)"
+                    "TLS: the certificate of {url} is not valid for that host name ({e}); use the name it was issued for"
                 )
             }
-            None => format!("TLS: the handshake with {url} failed: {e}"),
+            E::InvalidCertificate(
+                C::Expired
+                | C::ExpiredContext { .. }
+                | C::NotValidYet
+                | C::NotValidYetContext { .. },
+            ) => format!("TLS: the certificate of {url} is outside its validity period ({e})"),
+            E::InvalidCertificate(other) => {
+                format!("TLS: the certificate of {url} is not accepted: {other:?}")
+            }
+            E::AlertReceived(
+                a @ (A::CertificateRequired
+                | A::BadCertificate
+                | A::UnknownCA
+                | A::CertificateUnknown
+                | A::AccessDenied),
+            ) => format!(
+                "TLS: {url} refused the handshake ({a:?}): it wants a client certificate it trusts (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
+            ),
+            E::AlertReceived(
+                a @ (A::HandshakeFailure | A::ProtocolVersion | A::InsufficientSecurity),
+            ) => format!(
+                "TLS: {url} refused the handshake ({a:?}): no TLS version or cipher suite in common (rustls offers TLS 1.2 and 1.3), or it wants a client certificate"
+            ),
+            E::InvalidMessage(_) | E::InappropriateMessage { .. } => format!(
+                "TLS: {url} does not speak TLS ({e}); if it is a plain-HTTP collector, use http://"
+            ),
+            other => format!("TLS: the handshake with {url} failed: {other}"),
         }
-    };
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp).map_err(said)?;
     }
-    // TLS 1.3: a server that refuses our certificate (or its absence) says so after the
-    // handshake; give it a moment to
-    let _ = tcp.set_read_timeout(Some(std::time::Duration::from_millis(300)));
-    let mut stream = rustls::Stream::new(&mut conn, &mut tcp);
-    let mut byte = [0u8; 1];
-    match stream.read(&mut byte) {
-        Err(e)
-            if e.get_ref()
-                .is_some_and(|inner| inner.downcast_ref::<rustls::Error>().is_some()) =>
-        {
-            Err(said(e))
-        }
-        _ => Ok(()),
+
+    /// The host of an endpoint as a certificate names it (no brackets around IPv6).
+    pub(crate) fn host_for_name(host: &str) -> &str {
+        host.trim_start_matches('[').trim_end_matches(']')
     }
-}
 
-/// A TLS failure in an operator's words, with what to do about it.
-fn describe(e: &rustls::Error, url: &str) -> String {
-    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
-    match e {
-        E::InvalidCertificate(C::UnknownIssuer) => format!(
-            "TLS: the certificate of {url} is not trusted: signed by an unknown CA (set OTEL_EXPORTER_OTLP_CERTIFICATE to the CA certificate that signed it)"
-        ),
-        E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => format!(
-            "TLS: the certificate of {url} is not valid for that host name ({e}); use the name it was issued for"
-        ),
-        E::InvalidCertificate(
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        ) => format!("TLS: the certificate of {url} is outside its validity period ({e})"),
-        E::InvalidCertificate(other) => {
-            format!("TLS: the certificate of {url} is not accepted: {other:?}")
+    /// The CA file's PEM bytes, for tonic (which reads them itself).
+    #[cfg(feature = "grpc-tls")]
+    pub(crate) fn ca_pem(r: &Resolved) -> Result<Option<Vec<u8>>, OtlpError> {
+        match &r.ca {
+            Some(ca) => {
+                certs(ca)?; // checked here, for the same message as the HTTP side
+                Ok(Some(read(ca)?))
+            }
+            None => Ok(None),
         }
-        E::AlertReceived(
-            a @ (A::CertificateRequired
-            | A::BadCertificate
-            | A::UnknownCA
-            | A::CertificateUnknown
-            | A::AccessDenied
-            | A::HandshakeFailure),
-        ) => format!(
-            "TLS: {url} refused the handshake ({a:?}): it wants a client certificate it trusts (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
-        ),
-        E::InvalidMessage(_) | E::InappropriateMessage { .. } => format!(
-            "TLS: {url} does not speak TLS ({e}); if it is a plain-HTTP collector, use http://"
-        ),
-        other => format!("TLS: the handshake with {url} failed: {other}"),
-    }
-}
-
-/// The host of an endpoint as a certificate names it (no brackets around IPv6).
-pub(crate) fn host_for_name(host: &str) -> &str {
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
-/// The CA file's PEM bytes, for tonic (which reads them itself).
-#[cfg(feature = "grpc")]
-pub(crate) fn ca_pem(r: &Resolved) -> Result<Option<Vec<u8>>, OtlpError> {
-    match &r.ca {
-        Some(ca) => {
-            certs(ca)?; // checked here, for the same message as the HTTP side
-            Ok(Some(read(ca)?))
-        }
-        None => Ok(None),
     }
 }

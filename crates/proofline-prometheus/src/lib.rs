@@ -21,6 +21,7 @@ mod labels;
 mod metrics;
 mod server;
 mod sink;
+#[cfg(feature = "web-config")]
 mod web;
 
 pub use labels::{TraceL, escape_label_value};
@@ -30,6 +31,7 @@ pub use server::{
     DEFAULT_MAX_CONNECTIONS, MetricsServer, ServeError, ServeOptions, serve, serve_with,
 };
 pub use sink::PrometheusSink;
+#[cfg(feature = "web-config")]
 pub use web::{ClientAuth, WebConfig, WebConfigError};
 
 /// At most this many distinct `gpu` label values; more fold into `other`.

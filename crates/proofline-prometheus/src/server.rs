@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use hyper::header::{ACCEPT, CONTENT_TYPE};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -31,7 +31,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::Metrics;
-use crate::web::{Auth, WebConfig};
+#[cfg(feature = "web-config")]
+use crate::web::WebConfig;
 
 /// Where the endpoint listens unless told otherwise: loopback only.
 pub const DEFAULT_ADDR: &str = "127.0.0.1:9464";
@@ -68,7 +69,8 @@ pub struct ServeOptions {
     /// TLS, client certificates and basic authentication ([`WebConfig`]); `None`: plain
     /// HTTP, anyone who reaches the address may read. With TLS, the handshake counts as
     /// the start of the first request: it must end, and the request's headers with it,
-    /// within the header-read timeout.
+    /// within the header-read timeout. (The `web-config` feature.)
+    #[cfg(feature = "web-config")]
     pub web: Option<Arc<WebConfig>>,
 }
 
@@ -78,6 +80,7 @@ impl Default for ServeOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            #[cfg(feature = "web-config")]
             web: None,
         }
     }
@@ -120,6 +123,8 @@ pub struct ConnectionStats {
     pub tls_handshake_failures: AtomicU64,
     /// Requests answered 401: no, or wrong, user and password.
     pub unauthorized: AtomicU64,
+    /// Requests answered 429: a password to check while two checks were running.
+    pub auth_busy: AtomicU64,
 }
 
 /// A running endpoint; stops when dropped.
@@ -353,41 +358,56 @@ impl Server {
             st: st.clone(),
         };
         let m = self.metrics.clone();
+        #[cfg(feature = "web-config")]
         let web = self.options.web.clone();
         let service_state = st.clone();
         let this = self.conns.clone();
         let stats = self.stats.clone();
         let task = tokio::spawn(async move {
+            #[cfg(feature = "web-config")]
             let tls = web.as_ref().and_then(|w| w.server_config());
+            #[cfg(feature = "web-config")]
             let service_stats = stats.clone();
             let service = service_fn(move |req| {
                 let st = service_state.clone();
                 st.busy.store(true, Ordering::Release);
                 st.request_from.store(0, Ordering::Release);
-                let (m, web, stats) = (m.clone(), web.clone(), service_stats.clone());
+                let m = m.clone();
+                #[cfg(feature = "web-config")]
+                let (web, stats) = (web.clone(), service_stats.clone());
                 async move {
-                    handle(req, m, web.as_deref(), &stats)
-                        .await
-                        .map(|r| r.map(|body| Watched { inner: body, st }))
+                    #[cfg(feature = "web-config")]
+                    if let Some(web) = &web {
+                        if let Some(denied) = web.gate(req.headers(), &stats).await {
+                            return Ok(denied.map(|body| Watched { inner: body, st }));
+                        }
+                    }
+                    handle(req, m).map(|r| r.map(|body| Watched { inner: body, st }))
                 }
             });
-            match tls {
-                None => {
-                    let _ = http1::Builder::new()
-                        .serve_connection(TokioIo::new(io), service)
-                        .await;
+            #[cfg(feature = "web-config")]
+            let io = match tls {
+                None => io,
+                Some(config) => {
+                    match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
+                        Ok(tls) => {
+                            let _ = http1::Builder::new()
+                                .serve_connection(TokioIo::new(tls), service)
+                                .await;
+                        }
+                        Err(_) => {
+                            stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    if lock(&this).open.remove(&id).is_some() {
+                        stats.open.fetch_sub(1, Ordering::Relaxed);
+                    }
+                    return;
                 }
-                Some(config) => match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
-                    Ok(tls) => {
-                        let _ = http1::Builder::new()
-                            .serve_connection(TokioIo::new(tls), service)
-                            .await;
-                    }
-                    Err(_) => {
-                        stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
-                    }
-                },
-            }
+            };
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(io), service)
+                .await;
             if lock(&this).open.remove(&id).is_some() {
                 stats.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -514,11 +534,9 @@ impl AsyncWrite for Watched<tokio::net::TcpStream> {
     }
 }
 
-async fn handle(
+fn handle(
     req: Request<Incoming>,
     metrics: Arc<Metrics>,
-    web: Option<&WebConfig>,
-    stats: &ConnectionStats,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
     let reply = |status: StatusCode, ctype: &'static str, body: String| {
         let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -527,22 +545,6 @@ async fn handle(
             .insert(CONTENT_TYPE, hyper::header::HeaderValue::from_static(ctype));
         r
     };
-    if let Some(web) = web {
-        let header = req.headers().get(AUTHORIZATION).map(|v| v.as_bytes());
-        if web.authorize(header).await == Auth::Denied {
-            stats.unauthorized.fetch_add(1, Ordering::Relaxed);
-            let mut r = reply(
-                StatusCode::UNAUTHORIZED,
-                "text/plain",
-                "Unauthorized\n".into(),
-            );
-            r.headers_mut().insert(
-                WWW_AUTHENTICATE,
-                hyper::header::HeaderValue::from_static("Basic realm=\"proofline\""),
-            );
-            return Ok(r);
-        }
-    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return Ok(reply(
             StatusCode::METHOD_NOT_ALLOWED,

@@ -20,9 +20,15 @@
 //! a security setting that does nothing is worse than a refusal to start.
 //!
 //! Checking a bcrypt hash costs tens of milliseconds of CPU on purpose. A password that
-//! matched is remembered per user, so a scraper that keeps its password pays once; a wrong
-//! one is checked again each time, on a blocking thread, at most two at a time, so the
-//! endpoint keeps answering while someone guesses.
+//! matched is remembered per user, so a scraper that keeps its password pays once; any other
+//! is checked each time, on a blocking thread, at most two at a time (a client that hangs up
+//! does not free its check's place before the check ends): a request that finds both places
+//! taken is answered 429 at once, so guessing costs the prover at most two threads and never
+//! holds connections, and a scraper whose password matched is answered as usual.
+//!
+//! Certificates are read again when their files change (checked at most once a second, on
+//! new connections), so a rotated certificate is served without a restart; a change that
+//! does not load (a key written before its certificate) keeps the previous one until it does.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -80,7 +86,7 @@ struct RawFile {
     basic_auth_users: Option<HashMap<String, String>>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawTls {
     cert_file: Option<String>,
@@ -115,7 +121,7 @@ pub enum ClientAuth {
 /// exporter-toolkit does.
 pub struct WebConfig {
     file: PathBuf,
-    tls: Option<Arc<rustls::ServerConfig>>,
+    tls: Option<Tls>,
     client_auth: ClientAuth,
     /// User → bcrypt hash.
     users: HashMap<String, String>,
@@ -125,7 +131,30 @@ pub struct WebConfig {
     /// answer takes as long as for a known one.
     decoy: String,
     /// Bounds the blocking threads checking hashes.
-    checking: tokio::sync::Semaphore,
+    checking: Arc<tokio::sync::Semaphore>,
+}
+
+/// The TLS part: its settings, and what was loaded from its files.
+struct Tls {
+    raw: RawTls,
+    base: PathBuf,
+    loaded: Mutex<Loaded>,
+}
+
+struct Loaded {
+    config: Arc<rustls::ServerConfig>,
+    /// The files read and their modification times then.
+    stamps: Vec<(PathBuf, Option<std::time::SystemTime>)>,
+    checked: std::time::Instant,
+}
+
+/// How often certificate files are looked at for changes, at most.
+const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// A bcrypt cost above this is refused: at 17 a check takes seconds, past it minutes.
+const MAX_BCRYPT_COST: u32 = 17;
+
+fn stamp(p: &Path) -> Option<std::time::SystemTime> {
+    std::fs::metadata(p).and_then(|m| m.modified()).ok()
 }
 
 impl fmt::Debug for WebConfig {
@@ -145,9 +174,9 @@ impl fmt::Debug for WebConfig {
 pub(crate) enum Auth {
     Allowed,
     Denied,
+    /// Two checks running already: try again.
+    Busy,
 }
-
-const BCRYPT_PREFIXES: [&str; 4] = ["$2a$", "$2b$", "$2x$", "$2y$"];
 
 impl WebConfig {
     /// Reads a web configuration file; paths in it are relative to its directory.
@@ -170,7 +199,15 @@ impl WebConfig {
         } else {
             serde_saphyr::from_str(text).map_err(|e| WebConfigError::Parse {
                 file: file.to_path_buf(),
-                message: e.to_string(),
+                // the first line (where, and what): the parser quotes the lines around it
+                // after that, which may hold password hashes
+                message: e
+                    .to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .to_owned(),
             })?
         };
         let field = |field: &str, message: String| WebConfigError::Field {
@@ -187,8 +224,18 @@ impl WebConfig {
         let base = file.parent().unwrap_or(Path::new("."));
         let (tls, client_auth) = match raw.tls_server_config {
             Some(t) => {
-                let (config, auth) = server_config(t, base, &field, file)?;
-                (Some(Arc::new(config)), auth)
+                let (config, auth, read) = server_config(&t, base, &field, file)?;
+                let loaded = Loaded {
+                    config: Arc::new(config),
+                    stamps: read.into_iter().map(|p| (p.clone(), stamp(&p))).collect(),
+                    checked: std::time::Instant::now(),
+                };
+                let tls = Tls {
+                    raw: t,
+                    base: base.to_path_buf(),
+                    loaded: Mutex::new(loaded),
+                };
+                (Some(tls), auth)
             }
             None => (None, ClientAuth::None),
         };
@@ -198,25 +245,34 @@ impl WebConfig {
             if user.contains(':') {
                 return Err(field(&name, "a user name cannot contain ':'".into()));
             }
-            let ok = BCRYPT_PREFIXES.iter().any(|p| hash.starts_with(p))
-                && hash.len() == 60
-                && bcrypt::verify("", hash).is_ok();
-            if !ok {
-                return Err(field(
-                    &name,
-                    "not a bcrypt hash (it starts with $2y$ or $2b$ and has 60 characters: make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)".into(),
-                ));
+            let cost = hash.parse::<bcrypt::HashParts>().map(|h| h.get_cost());
+            match cost {
+                Ok(c) if c <= MAX_BCRYPT_COST => {}
+                Ok(c) => {
+                    return Err(field(
+                        &name,
+                        format!(
+                            "bcrypt cost {c} is above {MAX_BCRYPT_COST}: each check would take minutes; hash with a cost of 10 to 12"
+                        ),
+                    ));
+                }
+                Err(_) => {
+                    return Err(field(
+                        &name,
+                        "not a bcrypt hash (it starts with $2y$ or $2b$ and has 60 characters: make one with `htpasswd -nBC 10 \"\" | tr -d ':\\n'`)".into(),
+                    ));
+                }
             }
         }
         let decoy = if users.is_empty() {
             String::new()
         } else {
-            // the cost of the first user's hash, so an unknown user costs as much
+            // at the highest cost of the users' hashes: an unknown user costs no less
             let cost = users
                 .values()
-                .next()
-                .and_then(|h| h.get(4..6))
-                .and_then(|c| c.parse().ok())
+                .filter_map(|h| h.parse::<bcrypt::HashParts>().ok())
+                .map(|h| h.get_cost())
+                .max()
                 .unwrap_or(bcrypt::DEFAULT_COST);
             bcrypt::hash("proofline decoy: no user has this password", cost)
                 .map_err(|e| field("basic_auth_users", e.to_string()))?
@@ -228,7 +284,7 @@ impl WebConfig {
             users,
             matched: Mutex::new(HashMap::new()),
             decoy,
-            checking: tokio::sync::Semaphore::new(2),
+            checking: Arc::new(tokio::sync::Semaphore::new(2)),
         })
     }
 
@@ -266,8 +322,72 @@ impl WebConfig {
         parts.join(", ")
     }
 
+    /// The TLS configuration for a new connection: read again when its files changed.
     pub(crate) fn server_config(&self) -> Option<Arc<rustls::ServerConfig>> {
-        self.tls.clone()
+        let tls = self.tls.as_ref()?;
+        let mut loaded = tls.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        if loaded.checked.elapsed() >= RELOAD_EVERY {
+            loaded.checked = std::time::Instant::now();
+            let changed = loaded.stamps.iter().any(|(p, was)| stamp(p) != *was);
+            if changed {
+                let field = |field: &str, message: String| WebConfigError::Field {
+                    file: self.file.clone(),
+                    field: field.to_owned(),
+                    message,
+                };
+                // a change that does not load yet keeps the old configuration, and is
+                // tried again at the next check
+                if let Ok((config, _, read)) =
+                    server_config(&tls.raw, &tls.base, &field, &self.file)
+                {
+                    loaded.config = Arc::new(config);
+                    loaded.stamps = read.into_iter().map(|p| (p.clone(), stamp(&p))).collect();
+                }
+            }
+        }
+        Some(loaded.config.clone())
+    }
+
+    /// The answer to a request that may not be served (401, or 429 when two password
+    /// checks are running); `None`: serve it.
+    pub(crate) async fn gate(
+        &self,
+        headers: &hyper::HeaderMap,
+        stats: &crate::ConnectionStats,
+    ) -> Option<hyper::Response<http_body_util::Full<hyper::body::Bytes>>> {
+        use hyper::header::{
+            AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+        };
+        use std::sync::atomic::Ordering::Relaxed;
+        let header = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
+        let (status, body, extra) = match self.authorize(header).await {
+            Auth::Allowed => return None,
+            Auth::Denied => {
+                stats.unauthorized.fetch_add(1, Relaxed);
+                (
+                    hyper::StatusCode::UNAUTHORIZED,
+                    "Unauthorized\n",
+                    (
+                        WWW_AUTHENTICATE,
+                        HeaderValue::from_static("Basic realm=\"proofline\""),
+                    ),
+                )
+            }
+            Auth::Busy => {
+                stats.auth_busy.fetch_add(1, Relaxed);
+                (
+                    hyper::StatusCode::TOO_MANY_REQUESTS,
+                    "Too many password checks at once; try again\n",
+                    (RETRY_AFTER, HeaderValue::from_static("1")),
+                )
+            }
+        };
+        let mut r = hyper::Response::new(http_body_util::Full::new(hyper::body::Bytes::from(body)));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        r.headers_mut().insert(extra.0, extra.1);
+        Some(r)
     }
 
     /// Checks a request's `Authorization` header against the users.
@@ -278,25 +398,26 @@ impl WebConfig {
         let Some((user, password)) = header.and_then(parse_basic) else {
             return Auth::Denied;
         };
-        let hash = match self.users.get(&user) {
-            Some(h) => {
-                let matched = self.matched.lock().unwrap_or_else(|e| e.into_inner());
-                if matched.get(&user).is_some_and(|p| same(p, &password)) {
-                    return Auth::Allowed;
-                }
-                h.clone()
+        let known = self.users.get(&user);
+        if known.is_some() {
+            let matched = self.matched.lock().unwrap_or_else(|e| e.into_inner());
+            if matched.get(&user).is_some_and(|p| same(p, &password)) {
+                return Auth::Allowed;
             }
-            None => self.decoy.clone(),
-        };
-        let known = self.users.contains_key(&user);
-        let Ok(_permit) = self.checking.acquire().await else {
-            return Auth::Denied;
+        }
+        let hash = known.unwrap_or(&self.decoy).clone();
+        // the place is held by the check itself: a client that hangs up does not free it
+        let Ok(permit) = self.checking.clone().try_acquire_owned() else {
+            return Auth::Busy;
         };
         let pw = password.clone();
-        let ok = tokio::task::spawn_blocking(move || bcrypt::verify(pw, &hash).unwrap_or(false))
-            .await
-            .unwrap_or(false);
-        if ok && known {
+        let ok = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            bcrypt::verify(pw, &hash).unwrap_or(false)
+        })
+        .await
+        .unwrap_or(false);
+        if ok && known.is_some() {
             self.matched
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -328,12 +449,13 @@ fn parse_basic(header: &[u8]) -> Option<(String, String)> {
     Some((user.to_owned(), password.to_owned()))
 }
 
+/// The server configuration of `t`, its client-auth policy, and the files it read.
 fn server_config(
-    t: RawTls,
+    t: &RawTls,
     base: &Path,
     field: &dyn Fn(&str, String) -> WebConfigError,
     file: &Path,
-) -> Result<(rustls::ServerConfig, ClientAuth), WebConfigError> {
+) -> Result<(rustls::ServerConfig, ClientAuth, Vec<PathBuf>), WebConfigError> {
     for (name, set) in [
         ("cert", t.cert.is_some()),
         ("key", t.key.is_some()),
@@ -405,14 +527,6 @@ fn server_config(
             "required: TLS needs both cert_file and key_file".into(),
         ));
     };
-    let chain = certs("cert_file", &resolve(cert_file))?;
-    let key_path = resolve(key_file);
-    let key = PrivateKeyDer::from_pem_slice(&read("key_file", &key_path)?).map_err(|e| {
-        field(
-            "tls_server_config.key_file",
-            format!("{}: no PEM private key ({e})", key_path.display()),
-        )
-    })?;
     let version = |name: &str, v: &Option<String>| -> Result<Option<u8>, WebConfigError> {
         match v.as_deref() {
             None | Some("") => Ok(None),
@@ -463,6 +577,15 @@ fn server_config(
             ));
         }
     };
+    let mut files = vec![resolve(cert_file), resolve(key_file)];
+    let chain = certs("cert_file", &files[0])?;
+    let key_path = files[1].clone();
+    let key = PrivateKeyDer::from_pem_slice(&read("key_file", &key_path)?).map_err(|e| {
+        field(
+            "tls_server_config.key_file",
+            format!("{}: no PEM private key ({e})", key_path.display()),
+        )
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&versions)
@@ -483,6 +606,7 @@ fn server_config(
         }
         (auth, Some(ca)) => {
             let mut roots = rustls::RootCertStore::empty();
+            files.push(resolve(ca));
             for c in certs("client_ca_file", &resolve(ca))? {
                 roots.add(c).map_err(|e| {
                     field(
@@ -510,7 +634,7 @@ fn server_config(
         )
     })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok((config, auth))
+    Ok((config, auth, files))
 }
 
 #[cfg(test)]
@@ -553,6 +677,34 @@ mod tests {
         assert!(e.contains("basic_auth_user"), "{e}");
         let e = err("http_server_config:\n  http2: false\n");
         assert!(e.contains("http_server_config: not supported"), "{e}");
+        // the client-auth types that accept certificates nobody verifies, and versions
+        // rustls does not speak, are refused before any file is read
+        let tls = |extra: &str| {
+            format!("tls_server_config:\n  cert_file: a.crt\n  key_file: a.key\n{extra}")
+        };
+        let e = err(&tls("  client_auth_type: RequireAnyClientCert\n"));
+        assert!(
+            e.contains("tls_server_config.client_auth_type") && e.contains("nobody verifies"),
+            "{e}"
+        );
+        let e = err(&tls("  min_version: TLS10\n"));
+        assert!(
+            e.contains("tls_server_config.min_version: TLS10 is not offered"),
+            "{e}"
+        );
+        let e = err(&tls("  min_version: TLS13\n  max_version: TLS12\n"));
+        assert!(e.contains("above max_version"), "{e}");
+        // a cost that would take minutes per check
+        let e = err(
+            "basic_auth_users:\n  alice: '$2y$31$abcdefghijklmnopqrstuu5h9FhJ8mmG5HbcXMb6L4rcl4Um/yFuO'\n",
+        );
+        assert!(e.contains("basic_auth_users.alice: bcrypt cost 31"), "{e}");
+        // the parser's message, without the lines it quotes (hashes live there)
+        let hash = bcrypt::hash("x", 4).unwrap();
+        let e = err(&format!(
+            "basic_auth_users:\n  a: '{hash}'\n  a: '{hash}'\n"
+        ));
+        assert!(e.contains("line 3") && !e.contains(&hash), "{e}");
     }
 
     #[test]
@@ -581,6 +733,16 @@ mod tests {
         assert_eq!(w.matched.lock().unwrap().get("prom").unwrap(), "s3cret");
         assert_eq!(check(Some(basic("prom", "s3cret"))), Auth::Allowed);
         assert_eq!(check(Some(basic("prom", "s3cre"))), Auth::Denied);
+        // two checks running: a password to check is answered Busy at once; the one that
+        // matched before is still let in
+        let held = (
+            w.checking.clone().try_acquire_owned().unwrap(),
+            w.checking.clone().try_acquire_owned().unwrap(),
+        );
+        assert_eq!(check(Some(basic("prom", "guess"))), Auth::Busy);
+        assert_eq!(check(Some(basic("prom", "s3cret"))), Auth::Allowed);
+        drop(held);
+        assert_eq!(check(Some(basic("prom", "guess"))), Auth::Denied);
         assert!(!format!("{w:?}").contains("$2"), "Debug shows no hash");
     }
 }
