@@ -178,8 +178,12 @@ fn root(trace: &Value) -> &Value {
 /// What Chromium shows of a page of the UI: the DOM after scripts ran, and the console
 /// lines. `shot`: also a screenshot there.
 fn open(ui: &str, path: &str, profile: &Path, shot: Option<&Path>) -> (String, Vec<String>) {
-    let mut cmd = Command::new("chromium");
+    // bounded: a browser that hangs fails the test instead of holding CI
+    let mut cmd = Command::new("timeout");
     cmd.args([
+        "--kill-after=5",
+        "60",
+        "chromium",
         "--headless",
         "--no-sandbox",
         "--disable-gpu",
@@ -201,7 +205,14 @@ fn open(ui: &str, path: &str, profile: &Path, shot: Option<&Path>) -> (String, V
         .arg(format!("http://{ui}{path}"))
         .stdin(Stdio::null())
         .output()
-        .expect("chromium not found: install Debian's chromium (scripts/test.sh does)");
+        .expect("timeout (coreutils) not found");
+    assert!(
+        out.status
+            .code()
+            .is_some_and(|c| c != 124 && c != 137 && c != 127),
+        "chromium did not finish within 60 s, or is not installed (scripts/test.sh installs it): {:?}",
+        out.status
+    );
     let console = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| l.contains(":CONSOLE"))
