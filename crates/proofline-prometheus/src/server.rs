@@ -338,6 +338,10 @@ impl Server {
     /// Takes a new connection in, within the cap.
     fn admit(&self, stream: tokio::net::TcpStream) {
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        // whole answers, written as they are ready: with Nagle, a TLS handshake's last small
+        // write (the session tickets) held the response back for the client's delayed ACK
+        // (40 ms at p90 for a scrape on a new connection)
+        let _ = stream.set_nodelay(true);
         let mut conns = lock(&self.conns);
         if conns.open.len() >= self.options.max_connections {
             if conns.close_oldest_idle() {
