@@ -579,16 +579,36 @@ fn live_traces_reach_the_ui_and_an_exemplar_leads_to_its_sector() {
         .unwrap();
         assert_eq!(status, 200, "{body}");
         let v: Value = serde_json::from_str(&body).unwrap();
-        let ids: std::collections::BTreeSet<String> = v["data"]
+        let found: Vec<(String, String)> = v["data"]
             .as_array()
             .into_iter()
             .flatten()
-            .flat_map(|s| s["exemplars"].as_array().cloned().unwrap_or_default())
-            .filter_map(|e| e["labels"][label].as_str().map(str::to_owned))
+            .flat_map(|s| {
+                let name = s["seriesLabels"]["__name__"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned();
+                s["exemplars"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(move |e| {
+                        Some((name.clone(), e["labels"][label].as_str()?.to_owned()))
+                    })
+            })
             .collect();
+        let ids: std::collections::BTreeSet<String> =
+            found.iter().map(|(_, id)| id.clone()).collect();
         // a bucket shows its latest exemplar: the gap, lead and sector histograms name
-        // at least two of the four sectors
-        if ids.len() >= 2 {
+        // at least two of the four sectors, one of them from a gap or lead histogram
+        let from_gap_or_lead = found.iter().any(|(name, _)| {
+            name.contains("gap")
+                || name.contains("lead")
+                || name.contains("overlap")
+                || name.contains("lag")
+        });
+        if ids.len() >= 2 && from_gap_or_lead {
             break ids.into_iter().collect();
         }
         assert!(Instant::now() < deadline, "exemplars: {body}");

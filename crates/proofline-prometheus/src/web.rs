@@ -317,7 +317,11 @@ impl WebConfig {
             ClientAuth::Required => parts.push("client certificate required".into()),
         }
         if self.basic_auth() {
-            parts.push(format!("basic auth ({} users)", self.users.len()));
+            let n = self.users.len();
+            parts.push(format!(
+                "basic auth ({n} user{})",
+                if n == 1 { "" } else { "s" }
+            ));
         }
         parts.join(", ")
     }
