@@ -236,8 +236,8 @@ const WITH_CERT: Client<'static> = Client {
     tls12_only: false,
 };
 
-/// One HTTPS GET over rustls: the status line and headers, and the server's certificate;
-/// or the TLS error.
+/// One HTTPS GET over rustls: the response (status line, headers, body), and the server's
+/// certificate; or the TLS error.
 fn https_get(port: u16, pki: &Pki, path: &str, c: Client<'_>) -> Result<(String, Vec<u8>), String> {
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pki.read("ca.crt")) {
@@ -292,10 +292,7 @@ fn https_get(port: u16, pki: &Pki, path: &str, c: Client<'_>) -> Result<(String,
         .map(|c| c.to_vec())
         .unwrap_or_default();
     let text = String::from_utf8_lossy(&got);
-    Ok((
-        text.split("\r\n\r\n").next().unwrap_or_default().to_owned(),
-        peer,
-    ))
+    Ok((text.into_owned(), peer))
 }
 
 /// Prometheus' view of its targets: (job, health, last error).
@@ -410,6 +407,20 @@ fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() 
         http_get(&format!("127.0.0.1:{secure}"), "/metrics", None).is_none(),
         "plain HTTP to the TLS port gets no answer"
     );
+    // and the endpoint counts what it refused: three 401s, two failed handshakes
+    let body = https_get(secure, &pki, "/metrics", right).unwrap().0;
+    let refused = |reason: &str| -> f64 {
+        let prefix = format!("proofline_metrics_requests_refused_total{{reason=\"{reason}\"}} ");
+        body.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("no {prefix}"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(refused("unauthorized"), 3.0);
+    assert_eq!(refused("tls_handshake"), 2.0);
+    assert_eq!(refused("too_many_checks"), 0.0);
 
     let tls = |user: &str, password: &str, client_cert: bool| {
         let cert = if client_cert {

@@ -76,13 +76,29 @@ pub struct Metrics {
     pub(crate) otlp_spans_failed: Counter,
     pub(crate) otlp_links_unplaced: Counter,
     pub(crate) folded: Family<LabelL, Counter>,
+    /// Requests to the endpoint itself refused: TLS handshakes, 401s, 429s.
+    pub(crate) requests_refused: Family<ReasonL, Counter>,
     /// From `CUZK_TIMING:` lines: calls, then kernel, lock held, lock wait, prep_msm and
     /// b_g2_msm seconds.
     pub(crate) gpu_calls: Counter,
     pub(crate) kernel_seconds: [FloatCounter; 5],
 }
 
+/// The `reason` values of `proofline_metrics_requests_refused_total`.
+pub(crate) const REFUSED_REASONS: [&str; 3] = ["tls_handshake", "unauthorized", "too_many_checks"];
+
 impl Metrics {
+    /// Counts a request (or connection) the endpoint refused, by one of [`REFUSED_REASONS`].
+    #[cfg_attr(not(feature = "web-config"), allow(dead_code))]
+    pub(crate) fn refused(&self, reason: &'static str) {
+        debug_assert!(REFUSED_REASONS.contains(&reason));
+        self.requests_refused
+            .get_or_create(&ReasonL {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
     /// A registry with every metric, all at zero.
     pub fn new() -> Arc<Metrics> {
         let mut r = Registry::default();
@@ -114,6 +130,7 @@ impl Metrics {
             otlp_spans_failed: Counter::default(),
             otlp_links_unplaced: Counter::default(),
             folded: Family::default(),
+            requests_refused: Family::default(),
             gpu_calls: Counter::default(),
             kernel_seconds: Default::default(),
             registry: Registry::default(),
@@ -253,6 +270,16 @@ impl Metrics {
             "proofline_label_values_folded",
             "Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap",
             m.folded.clone(),
+        );
+        for reason in REFUSED_REASONS {
+            drop(m.requests_refused.get_or_create(&ReasonL {
+                reason: reason.to_owned(),
+            }));
+        }
+        r.register(
+            "proofline_metrics_requests_refused",
+            "Connections and requests the metrics endpoint refused: failed TLS handshakes (no TLS, a missing or untrusted client certificate), unauthorized (no or wrong user and password), too_many_checks (two password checks were running); 0 without a web config",
+            m.requests_refused.clone(),
         );
         r.register(
             "proofline_gpu_calls",

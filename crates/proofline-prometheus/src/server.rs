@@ -364,6 +364,8 @@ impl Server {
         let m = self.metrics.clone();
         #[cfg(feature = "web-config")]
         let web = self.options.web.clone();
+        #[cfg(feature = "web-config")]
+        let metrics = self.metrics.clone();
         let service_state = st.clone();
         let this = self.conns.clone();
         let stats = self.stats.clone();
@@ -382,7 +384,7 @@ impl Server {
                 async move {
                     #[cfg(feature = "web-config")]
                     if let Some(web) = &web {
-                        if let Some(denied) = web.gate(req.headers(), &stats).await {
+                        if let Some(denied) = web.gate(req.headers(), &stats, &m).await {
                             return Ok(denied.map(|body| Watched { inner: body, st }));
                         }
                     }
@@ -401,6 +403,7 @@ impl Server {
                         }
                         Err(_) => {
                             stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+                            metrics.refused("tls_handshake");
                         }
                     }
                     if lock(&this).open.remove(&id).is_some() {

@@ -358,6 +358,7 @@ impl WebConfig {
         &self,
         headers: &hyper::HeaderMap,
         stats: &crate::ConnectionStats,
+        metrics: &crate::Metrics,
     ) -> Option<hyper::Response<http_body_util::Full<hyper::body::Bytes>>> {
         use hyper::header::{
             AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
@@ -368,6 +369,7 @@ impl WebConfig {
             Auth::Allowed => return None,
             Auth::Denied => {
                 stats.unauthorized.fetch_add(1, Relaxed);
+                metrics.refused("unauthorized");
                 (
                     hyper::StatusCode::UNAUTHORIZED,
                     "Unauthorized\n",
@@ -379,6 +381,7 @@ impl WebConfig {
             }
             Auth::Busy => {
                 stats.auth_busy.fetch_add(1, Relaxed);
+                metrics.refused("too_many_checks");
                 (
                     hyper::StatusCode::TOO_MANY_REQUESTS,
                     "Too many password checks at once; try again\n",
