@@ -40,7 +40,16 @@ impl ServeArgs {
     /// The options; reads and checks the web configuration file, if one is named.
     pub(crate) fn options(&self) -> Result<ServeOptions> {
         let web = match &self.web_config_file {
-            Some(f) => Some(Arc::new(WebConfig::from_file(f)?)),
+            Some(f) => {
+                let web = WebConfig::from_file(f)?;
+                if !web.tls() && !web.basic_auth() {
+                    eprintln!(
+                        "proofline: warning: web config {} asks for neither TLS nor basic auth: /metrics is plain HTTP, open to whoever reaches it",
+                        f.display()
+                    );
+                }
+                Some(Arc::new(web))
+            }
             None => None,
         };
         Ok(ServeOptions {

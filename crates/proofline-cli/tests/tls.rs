@@ -403,10 +403,10 @@ fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() 
             .is_err_and(|e| e.to_lowercase().contains("certificaterequired")),
         "{no_cert:?}"
     );
-    assert!(
-        http_get(&format!("127.0.0.1:{secure}"), "/metrics", None).is_none(),
-        "plain HTTP to the TLS port gets no answer"
-    );
+    let (status, _, body) = http_get(&format!("127.0.0.1:{secure}"), "/metrics", None)
+        .expect("plain HTTP to the TLS port is answered");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("use https://"), "{body}");
     // and the endpoint counts what it refused: three 401s, two failed handshakes
     let body = https_get(secure, &pki, "/metrics", right).unwrap().0;
     let refused = |reason: &str| -> f64 {
@@ -812,6 +812,10 @@ fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_w
         (
             vec![("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert)],
             "no client key is",
+        ),
+        (
+            vec![("OTEL_EXPORTER_OTLP_HEADERS", "api-key sesame-7f3a".as_ref())],
+            "OTEL_EXPORTER_OTLP_HEADERS: item 1 is not key=value",
         ),
     ] {
         let (ok, err, took) = replay(&log, &http.endpoint, &[], &env);

@@ -334,6 +334,8 @@ fn kind_of_probe(found: &str) -> &'static str {
             "TLS: handshake refused"
         } else if found.contains("does not speak TLS") || found.contains("no TLS answer") {
             "TLS: not a TLS endpoint"
+        } else if found.contains("HTTP/2") {
+            "TLS: not a gRPC endpoint"
         } else if found.contains("not valid for that host") {
             "TLS: certificate for another name"
         } else {
@@ -374,6 +376,9 @@ impl Endpoint {
     /// Resolves and connects (without sending anything), and says what it found.
     fn probe(&self, timeout: Duration) -> String {
         use std::net::{TcpStream, ToSocketAddrs};
+        // one budget for all of it: connect, and with TLS the handshake and its answer
+        #[cfg(feature = "tls")]
+        let until = Instant::now() + timeout;
         let addrs: Vec<_> = match self.authority.to_socket_addrs() {
             Ok(a) => a.collect(),
             Err(e) => {
@@ -387,7 +392,7 @@ impl Endpoint {
             #[cfg(feature = "tls")]
             Ok(tcp) if self.tls.is_some() => {
                 let config = self.tls.clone().expect("checked");
-                match tls::handshake(tcp, &self.host, config, (&self.url, &self.trust), timeout) {
+                match tls::handshake(tcp, &self.host, config, (&self.url, &self.trust), until) {
                     Err(why) => why,
                     Ok(()) => format!(
                         "the collector at {} ({addr}) completes a TLS handshake but did not answer the export in time",
@@ -448,6 +453,7 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         .host()
         .filter(|h| !h.is_empty())
         .ok_or_else(|| OtlpError::Build(format!("endpoint `{url}` names no host")))?;
+    check_headers()?;
     let https = scheme == "https";
     let authority = format!(
         "{host}:{}",
@@ -484,6 +490,37 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         #[cfg(feature = "tls")]
         trust: tls::trust(&cfg.tls.resolve()),
     })
+}
+
+/// The headers variable, checked for its form (`key=value,key2=value2`): the exporter drops
+/// an item without `=` silently, and an API key that is not sent reads as a rejected one. The
+/// values are never printed.
+fn check_headers() -> Result<(), OtlpError> {
+    for var in [
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "OTEL_EXPORTER_OTLP_HEADERS",
+    ] {
+        let Ok(value) = std::env::var(var) else {
+            continue;
+        };
+        for (i, item) in value.split(',').enumerate() {
+            if item.trim().is_empty() {
+                continue;
+            }
+            let ok = item
+                .split_once('=')
+                .is_some_and(|(k, _)| !k.trim().is_empty());
+            if !ok {
+                return Err(OtlpError::Build(format!(
+                    "{var}: item {} is not key=value (the form is key=value,key2=value2; values are not shown here)",
+                    i + 1
+                )));
+            }
+        }
+        // the traces variable, when set, is the one the exporter reads
+        return Ok(());
+    }
+    Ok(())
 }
 
 /// The export timeout `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`

@@ -241,13 +241,21 @@ mod with_tls {
         host: &str,
         config: Arc<rustls::ClientConfig>,
         (url, trust): (&str, &str),
-        timeout: std::time::Duration,
+        until: std::time::Instant,
     ) -> Result<(), String> {
         use std::io::{Read, Write};
         let name = rustls::pki_types::ServerName::try_from(host.to_owned())
             .map_err(|e| format!("TLS: `{host}` is not a name a certificate can carry: {e}"))?;
+        let wants_h2 = config.alpn_protocols.iter().any(|p| p == b"h2");
         let mut conn = rustls::ClientConnection::new(config, name)
             .map_err(|e| format!("TLS: cannot start a handshake with {url}: {e}"))?;
+        // what is left of the probe's budget (never zero: that would mean no timeout)
+        let left = || {
+            until
+                .saturating_duration_since(std::time::Instant::now())
+                .max(std::time::Duration::from_millis(1))
+        };
+        let timeout = left();
         let _ = tcp.set_read_timeout(Some(timeout));
         let _ = tcp.set_write_timeout(Some(timeout));
         let said = |e: std::io::Error| -> String {
@@ -269,8 +277,15 @@ mod with_tls {
             }
         };
         while conn.is_handshaking() {
+            let _ = tcp.set_read_timeout(Some(left()));
             conn.complete_io(&mut tcp).map_err(said)?;
         }
+        if wants_h2 && conn.alpn_protocol() != Some(b"h2") {
+            return Err(format!(
+                "TLS: {url} does not agree to HTTP/2 (ALPN), which gRPC needs: is it an OTLP/gRPC endpoint? (OTLP/HTTP is usually on 4318, gRPC on 4317; --protocol http/protobuf for the former)"
+            ));
+        }
+        let _ = tcp.set_read_timeout(Some(left()));
         // TLS 1.3: a server that refuses our certificate (or its absence) says so after the
         // handshake, when it reads what we send: send the start of a request (the HTTP/2
         // preface and an empty SETTINGS frame, or an HTTP/1.1 HEAD) and read its answer

@@ -46,6 +46,10 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest the accept loop waits after an error it cannot fix by closing an idle
 /// connection (it starts at 5 ms and doubles).
 pub const MAX_ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+/// The answer to plain HTTP on a TLS port.
+#[cfg(feature = "web-config")]
+const PLAIN_TO_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nClient sent an HTTP request to an HTTPS server: use https://\n";
+
 /// How often connections are checked against their timeouts.
 const REAP_EVERY: Duration = Duration::from_millis(100);
 
@@ -395,6 +399,28 @@ impl Server {
             let io = match tls {
                 None => io,
                 Some(config) => {
+                    // a TLS connection starts with a handshake record (22); anything else is
+                    // a client speaking plain HTTP: tell it so, as Go's servers do
+                    let mut first = [0u8; 1];
+                    if matches!(io.inner.peek(&mut first).await, Ok(1) if first[0] != 22) {
+                        // take what was sent (closing on unread bytes would reset the
+                        // connection before the answer is read), answer, close for writing
+                        let mut sink = [0u8; 4096];
+                        while matches!(io.inner.try_read(&mut sink), Ok(n) if n > 0) {}
+                        if io.inner.writable().await.is_ok() {
+                            let _ = io.inner.try_write(PLAIN_TO_TLS);
+                        }
+                        let mut inner = io;
+                        let _ =
+                            std::future::poll_fn(|cx| Pin::new(&mut inner.inner).poll_shutdown(cx))
+                                .await;
+                        stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+                        metrics.refused("tls_handshake");
+                        if lock(&this).open.remove(&id).is_some() {
+                            stats.open.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        return;
+                    }
                     match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
                         Ok(tls) => {
                             let _ = http1::Builder::new()

@@ -81,9 +81,22 @@ pub enum WebConfigError {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFile {
+    // present but empty (every field under it commented out) is not "no TLS": it is TLS
+    // without its certificate, an error
+    #[serde(default, deserialize_with = "present")]
     tls_server_config: Option<RawTls>,
     http_server_config: Option<IgnoredAny>,
-    basic_auth_users: Option<HashMap<String, String>>,
+    #[serde(default, deserialize_with = "present")]
+    basic_auth_users: Option<HashMap<String, Option<String>>>,
+}
+
+/// A key that is there is `Some`, even with nothing under it.
+fn present<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Some(Option::<T>::deserialize(d)?.unwrap_or_default()))
 }
 
 #[derive(Debug, Default, Clone, Deserialize)]
@@ -239,12 +252,28 @@ impl WebConfig {
             }
             None => (None, ClientAuth::None),
         };
-        let users = raw.basic_auth_users.unwrap_or_default();
-        for (user, hash) in &users {
+        if raw.basic_auth_users.as_ref().is_some_and(HashMap::is_empty) {
+            return Err(field(
+                "basic_auth_users",
+                "no users under it: name at least one, or remove the key for no authentication"
+                    .into(),
+            ));
+        }
+        let mut users = HashMap::new();
+        for (user, hash) in raw.basic_auth_users.unwrap_or_default() {
             let name = format!("basic_auth_users.{user}");
+            if user.is_empty() {
+                return Err(field(
+                    "basic_auth_users",
+                    "a user name cannot be empty".into(),
+                ));
+            }
             if user.contains(':') {
                 return Err(field(&name, "a user name cannot contain ':'".into()));
             }
+            let Some(hash) = hash.filter(|h| !h.trim().is_empty()) else {
+                return Err(field(&name, "no bcrypt hash given".into()));
+            };
             let cost = hash.parse::<bcrypt::HashParts>().map(|h| h.get_cost());
             match cost {
                 Ok(c) if c <= MAX_BCRYPT_COST => {}
@@ -263,6 +292,7 @@ impl WebConfig {
                     ));
                 }
             }
+            users.insert(user, hash);
         }
         let decoy = if users.is_empty() {
             String::new()
@@ -523,8 +553,11 @@ fn server_config(
         }
         Ok(certs)
     };
-    let (Some(cert_file), Some(key_file)) = (t.cert_file.as_deref(), t.key_file.as_deref()) else {
-        let missing = if t.cert_file.is_none() {
+    fn given(v: &Option<String>) -> Option<&str> {
+        v.as_deref().filter(|p| !p.trim().is_empty())
+    }
+    let (Some(cert_file), Some(key_file)) = (given(&t.cert_file), given(&t.key_file)) else {
+        let missing = if given(&t.cert_file).is_none() {
             "cert_file"
         } else {
             "key_file"
@@ -587,7 +620,20 @@ fn server_config(
     let mut files = vec![resolve(cert_file), resolve(key_file)];
     let chain = certs("cert_file", &files[0])?;
     let key_path = files[1].clone();
-    let key = PrivateKeyDer::from_pem_slice(&read("key_file", &key_path)?).map_err(|e| {
+    let key_pem = read("key_file", &key_path)?;
+    if key_pem
+        .windows(b"ENCRYPTED PRIVATE KEY".len())
+        .any(|w| w == b"ENCRYPTED PRIVATE KEY")
+    {
+        return Err(field(
+            "tls_server_config.key_file",
+            format!(
+                "{}: an encrypted key; proofline reads unencrypted PEM keys (openssl pkey -in KEY -out PLAIN, kept readable by the prover only)",
+                key_path.display()
+            ),
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
         field(
             "tls_server_config.key_file",
             format!("{}: no PEM private key ({e})", key_path.display()),
@@ -682,6 +728,20 @@ mod tests {
         );
         let e = err("basic_auth_user:\n  alice: x\n");
         assert!(e.contains("basic_auth_user"), "{e}");
+        let e = err("tls_server_config:\n  # cert_file: a.crt\n");
+        assert!(e.contains("tls_server_config.cert_file: required"), "{e}");
+        let e = err("basic_auth_users:\n");
+        assert!(e.contains("basic_auth_users: no users"), "{e}");
+        let e = err("basic_auth_users:\n  prometheus:\n");
+        assert!(
+            e.contains("basic_auth_users.prometheus: no bcrypt hash"),
+            "{e}"
+        );
+        let hash = bcrypt::hash("x", 4).unwrap();
+        let e = err(&format!("basic_auth_users:\n  '': '{hash}'\n"));
+        assert!(e.contains("a user name cannot be empty"), "{e}");
+        let e = err("tls_server_config:\n  cert_file: ''\n  key_file: a.key\n");
+        assert!(e.contains("tls_server_config.cert_file: required"), "{e}");
         let e = err("http_server_config:\n  http2: false\n");
         assert!(e.contains("http_server_config: not supported"), "{e}");
         // the client-auth types that accept certificates nobody verifies, and versions
