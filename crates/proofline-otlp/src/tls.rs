@@ -226,8 +226,6 @@ mod with_tls {
             .with_no_client_auth())
     }
 
-    /// Shakes hands with `host` over `tcp` and says what went wrong, if anything: the probe
-    /// behind an export that failed with a bare "network error".
     /// What the probe trusts, in words: the CA file and what named it, or the system's roots.
     pub(crate) fn trust(r: &Resolved) -> String {
         match &r.ca {
@@ -236,6 +234,8 @@ mod with_tls {
         }
     }
 
+    /// Shakes hands with `host` over `tcp` within `until` and says what went wrong, if
+    /// anything: the probe behind an export that failed with a bare "network error".
     pub(crate) fn handshake(
         mut tcp: std::net::TcpStream,
         host: &str,

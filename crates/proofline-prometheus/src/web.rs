@@ -46,12 +46,20 @@ use serde::de::IgnoredAny;
 /// one, the field.
 #[derive(Debug, thiserror::Error)]
 pub enum WebConfigError {
-    /// The file (or one it names) cannot be read.
+    /// The file itself cannot be read.
+    #[error("web config {file}: cannot read it: {source}")]
+    Open {
+        /// The web configuration file.
+        file: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file it names cannot be read.
     #[error("web config {file}: {field}: cannot read {path}: {source}")]
     Read {
         /// The web configuration file.
         file: PathBuf,
-        /// The field naming the file that could not be read (or `file` for the file itself).
+        /// The field naming the file that could not be read.
         field: String,
         /// The file that could not be read.
         path: PathBuf,
@@ -156,8 +164,8 @@ struct Tls {
 
 struct Loaded {
     config: Arc<rustls::ServerConfig>,
-    /// The files read and their modification times then.
-    stamps: Vec<(PathBuf, Option<std::time::SystemTime>)>,
+    /// The files read and what they were then.
+    stamps: Vec<(PathBuf, Option<Stamp>)>,
     checked: std::time::Instant,
 }
 
@@ -166,8 +174,18 @@ const RELOAD_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 /// A bcrypt cost above this is refused: at 17 a check takes seconds, past it minutes.
 const MAX_BCRYPT_COST: u32 = 17;
 
-fn stamp(p: &Path) -> Option<std::time::SystemTime> {
-    std::fs::metadata(p).and_then(|m| m.modified()).ok()
+/// What tells a file changed: its modification time, size and (on Unix) inode, so that a
+/// file swapped in with its old time kept (`cp -p`, a Kubernetes secret's symlink flip) is
+/// seen too.
+type Stamp = (Option<std::time::SystemTime>, u64, u64);
+
+fn stamp(p: &Path) -> Option<Stamp> {
+    let m = std::fs::metadata(p).ok()?;
+    #[cfg(unix)]
+    let ino = std::os::unix::fs::MetadataExt::ino(&m);
+    #[cfg(not(unix))]
+    let ino = 0;
+    Some((m.modified().ok(), m.len(), ino))
 }
 
 impl fmt::Debug for WebConfig {
@@ -195,10 +213,8 @@ impl WebConfig {
     /// Reads a web configuration file; paths in it are relative to its directory.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, WebConfigError> {
         let file = path.as_ref().to_path_buf();
-        let text = std::fs::read_to_string(&file).map_err(|source| WebConfigError::Read {
+        let text = std::fs::read_to_string(&file).map_err(|source| WebConfigError::Open {
             file: file.clone(),
-            field: "file".into(),
-            path: file.clone(),
             source,
         })?;
         Self::from_yaml(&text, &file)
@@ -362,8 +378,13 @@ impl WebConfig {
         let mut loaded = tls.loaded.lock().unwrap_or_else(|e| e.into_inner());
         if loaded.checked.elapsed() >= RELOAD_EVERY {
             loaded.checked = std::time::Instant::now();
-            let changed = loaded.stamps.iter().any(|(p, was)| stamp(p) != *was);
-            if changed {
+            // taken before reading: a file that changes while it is read is read again
+            let now: Vec<(PathBuf, Option<Stamp>)> = loaded
+                .stamps
+                .iter()
+                .map(|(p, _)| (p.clone(), stamp(p)))
+                .collect();
+            if now != loaded.stamps {
                 let field = |field: &str, message: String| WebConfigError::Field {
                     file: self.file.clone(),
                     field: field.to_owned(),
@@ -371,11 +392,9 @@ impl WebConfig {
                 };
                 // a change that does not load yet keeps the old configuration, and is
                 // tried again at the next check
-                if let Ok((config, _, read)) =
-                    server_config(&tls.raw, &tls.base, &field, &self.file)
-                {
+                if let Ok((config, _, _)) = server_config(&tls.raw, &tls.base, &field, &self.file) {
                     loaded.config = Arc::new(config);
-                    loaded.stamps = read.into_iter().map(|p| (p.clone(), stamp(&p))).collect();
+                    loaded.stamps = now;
                 }
             }
         }
