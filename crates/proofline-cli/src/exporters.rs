@@ -85,6 +85,9 @@ impl Exporters {
                 transport: proofline_otlp::Transport::from_env()?,
                 ..proofline_otlp::OtlpConfig::default()
             };
+            if let Some(w) = proofline_otlp::cleartext_warning(None) {
+                eprintln!("{who}: warning: {w}");
+            }
             let (s, h) = proofline_otlp::start(cfg)?;
             eprintln!("{who}: OTLP traces to the collector in OTEL_EXPORTER_OTLP_ENDPOINT");
             sink.push(s);

@@ -102,6 +102,9 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     );
     cfg.block_when_full = true;
     cfg.block_until = Some(deadline);
+    if let Some(w) = proofline_otlp::cleartext_warning(args.endpoint.as_deref()) {
+        eprintln!("proofline replay: warning: {w}");
+    }
     let (mut sink, mut handle) = proofline_otlp::start(cfg)?;
     let counters = sink.counters();
 

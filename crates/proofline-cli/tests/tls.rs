@@ -803,6 +803,21 @@ fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_w
         assert!(took < Duration::from_secs(8), "{says}: {took:?}");
         assert_eq!(receiver.roots(), 0);
     }
+    // certificates given for a plain-HTTP endpoint: a warning that the traces go in clear
+    let plain = format!("http://127.0.0.1:{}", free_port());
+    let (_, err, _) = replay(
+        &log,
+        &plain,
+        &["--timeout-s", "2"],
+        &[("OTEL_EXPORTER_OTLP_CERTIFICATE", ca)],
+    );
+    assert!(
+        err.contains("warning: OTEL_EXPORTER_OTLP_CERTIFICATE set, but the endpoint http://")
+            && err.contains("go in clear"),
+        "{err}"
+    );
+    let (_, err, _) = replay(&log, &plain, &["--timeout-s", "2"], &[]);
+    assert!(!err.contains("go in clear"), "{err}");
     // a CA file that cannot be read, a certificate without its key: said at once
     for (env, says) in [
         (

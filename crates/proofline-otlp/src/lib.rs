@@ -211,6 +211,33 @@ pub fn endpoint_from_env() -> Option<String> {
     .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
 }
 
+/// A warning when TLS variables are set but `endpoint` (or, without it, the variables' own)
+/// is plain `http://`: the operator meant TLS, and the traces (and any API-key header) would
+/// go in clear. `None` when there is nothing to say.
+pub fn cleartext_warning(endpoint: Option<&str>) -> Option<String> {
+    let url = endpoint.map(str::to_owned).or_else(endpoint_from_env)?;
+    if !url.trim().to_ascii_lowercase().starts_with("http://") {
+        return None;
+    }
+    let set: Vec<&str> = [
+        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
+        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+    ]
+    .into_iter()
+    .filter(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
+    .collect();
+    (!set.is_empty()).then(|| {
+        format!(
+            "{} set, but the endpoint {url} is plain HTTP: traces and headers go in clear and the certificates are not used; use https://",
+            set.join(" and ")
+        )
+    })
+}
+
 /// The resource: the `OTEL_*` detectors, with `service.name` defaulting to `cuzk`.
 pub fn resource(default_service_name: &str) -> Resource {
     let env_sets_name = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|s| !s.is_empty())
