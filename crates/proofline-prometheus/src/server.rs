@@ -414,6 +414,23 @@ impl Server {
                         let _ =
                             std::future::poll_fn(|cx| Pin::new(&mut inner.inner).poll_shutdown(cx))
                                 .await;
+                        // and read what is still coming (a request sent in several writes)
+                        // until the client closes, 1 s at most: closing on unread bytes
+                        // resets the connection, and the client may lose the answer
+                        let drain = async {
+                            loop {
+                                if inner.inner.readable().await.is_err() {
+                                    break;
+                                }
+                                match inner.inner.try_read(&mut sink) {
+                                    Ok(0) => break,
+                                    Ok(_) => {}
+                                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                                    Err(_) => break,
+                                }
+                            }
+                        };
+                        let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
                         stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
                         metrics.refused("tls_handshake");
                         if lock(&this).open.remove(&id).is_some() {
