@@ -123,12 +123,6 @@ pub struct ConnectionStats {
     pub refused_at_cap: AtomicU64,
     /// `accept` errors (e.g. out of file descriptors).
     pub accept_errors: AtomicU64,
-    /// TLS handshakes that failed (no TLS, an untrusted or missing client certificate).
-    pub tls_handshake_failures: AtomicU64,
-    /// Requests answered 401: no, or wrong, user and password.
-    pub unauthorized: AtomicU64,
-    /// Requests answered 429: a password to check while two checks were running.
-    pub auth_busy: AtomicU64,
 }
 
 /// A running endpoint; stops when dropped.
@@ -376,88 +370,46 @@ impl Server {
         let task = tokio::spawn(async move {
             #[cfg(feature = "web-config")]
             let tls = web.as_ref().and_then(|w| w.server_config());
-            #[cfg(feature = "web-config")]
-            let service_stats = stats.clone();
             let service = service_fn(move |req| {
                 let st = service_state.clone();
                 st.busy.store(true, Ordering::Release);
                 st.request_from.store(0, Ordering::Release);
                 let m = m.clone();
                 #[cfg(feature = "web-config")]
-                let (web, stats) = (web.clone(), service_stats.clone());
+                let web = web.clone();
                 async move {
                     #[cfg(feature = "web-config")]
                     if let Some(web) = &web {
-                        if let Some(denied) = web.gate(req.headers(), &stats, &m).await {
+                        if let Some(denied) = web.gate(req.headers(), &m).await {
                             return Ok(denied.map(|body| Watched { inner: body, st }));
                         }
                     }
                     handle(req, m).map(|r| r.map(|body| Watched { inner: body, st }))
                 }
             });
-            #[cfg(feature = "web-config")]
-            let io = match tls {
-                None => io,
-                Some(config) => {
-                    // a TLS connection starts with a handshake record (22); anything else is
-                    // a client speaking plain HTTP: tell it so, as Go's servers do
-                    let mut first = [0u8; 1];
-                    if matches!(io.inner.peek(&mut first).await, Ok(1) if first[0] != 22) {
-                        // take what was sent (closing on unread bytes would reset the
-                        // connection before the answer is read), answer, close for writing
-                        let mut sink = [0u8; 4096];
-                        while matches!(io.inner.try_read(&mut sink), Ok(n) if n > 0) {}
-                        if io.inner.writable().await.is_ok() {
-                            let _ = io.inner.try_write(PLAIN_TO_TLS);
-                        }
-                        let mut inner = io;
-                        let _ =
-                            std::future::poll_fn(|cx| Pin::new(&mut inner.inner).poll_shutdown(cx))
-                                .await;
-                        // and read what is still coming (a request sent in several writes)
-                        // until the client closes, 1 s at most: closing on unread bytes
-                        // resets the connection, and the client may lose the answer
-                        let drain = async {
-                            loop {
-                                if inner.inner.readable().await.is_err() {
-                                    break;
-                                }
-                                match inner.inner.try_read(&mut sink) {
-                                    Ok(0) => break,
-                                    Ok(_) => {}
-                                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                                    Err(_) => break,
-                                }
-                            }
-                        };
-                        let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
-                        stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+            let connection = async {
+                #[cfg(feature = "web-config")]
+                if let Some(config) = tls {
+                    if speaks_plain_http(&io).await {
+                        answer_plain_http(io).await;
                         metrics.refused("tls_handshake");
-                        if lock(&this).open.remove(&id).is_some() {
-                            stats.open.fetch_sub(1, Ordering::Relaxed);
+                    } else {
+                        match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
+                            Ok(tls) => {
+                                let _ = http1::Builder::new()
+                                    .serve_connection(TokioIo::new(tls), service)
+                                    .await;
+                            }
+                            Err(_) => metrics.refused("tls_handshake"),
                         }
-                        return;
-                    }
-                    match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
-                        Ok(tls) => {
-                            let _ = http1::Builder::new()
-                                .serve_connection(TokioIo::new(tls), service)
-                                .await;
-                        }
-                        Err(_) => {
-                            stats.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
-                            metrics.refused("tls_handshake");
-                        }
-                    }
-                    if lock(&this).open.remove(&id).is_some() {
-                        stats.open.fetch_sub(1, Ordering::Relaxed);
                     }
                     return;
                 }
+                let _ = http1::Builder::new()
+                    .serve_connection(TokioIo::new(io), service)
+                    .await;
             };
-            let _ = http1::Builder::new()
-                .serve_connection(TokioIo::new(io), service)
-                .await;
+            connection.await;
             if lock(&this).open.remove(&id).is_some() {
                 stats.open.fetch_sub(1, Ordering::Relaxed);
             }
@@ -582,6 +534,40 @@ impl AsyncWrite for Watched<tokio::net::TcpStream> {
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
     }
+}
+
+/// Whether a connection to the TLS port speaks plain HTTP: a TLS connection starts with a
+/// handshake record (22).
+#[cfg(feature = "web-config")]
+async fn speaks_plain_http(io: &Watched<tokio::net::TcpStream>) -> bool {
+    let mut first = [0u8; 1];
+    matches!(io.inner.peek(&mut first).await, Ok(1) if first[0] != 22)
+}
+
+/// Tells a plain-HTTP client it reached a TLS port (as Go's servers do), closes for writing,
+/// then reads what it still sends until it closes, 1 s at most: closing on unread bytes
+/// resets the connection, and the client may lose the answer.
+#[cfg(feature = "web-config")]
+async fn answer_plain_http(mut io: Watched<tokio::net::TcpStream>) {
+    if io.inner.writable().await.is_ok() {
+        let _ = io.inner.try_write(PLAIN_TO_TLS);
+    }
+    let _ = std::future::poll_fn(|cx| Pin::new(&mut io.inner).poll_shutdown(cx)).await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        loop {
+            if io.inner.readable().await.is_err() {
+                return;
+            }
+            match io.inner.try_read(&mut sink) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(_) => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 fn handle(

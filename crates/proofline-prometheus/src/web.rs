@@ -406,18 +406,15 @@ impl WebConfig {
     pub(crate) async fn gate(
         &self,
         headers: &hyper::HeaderMap,
-        stats: &crate::ConnectionStats,
         metrics: &crate::Metrics,
     ) -> Option<hyper::Response<http_body_util::Full<hyper::body::Bytes>>> {
         use hyper::header::{
             AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
         };
-        use std::sync::atomic::Ordering::Relaxed;
         let header = headers.get(AUTHORIZATION).map(|v| v.as_bytes());
         let (status, body, extra) = match self.authorize(header).await {
             Auth::Allowed => return None,
             Auth::Denied => {
-                stats.unauthorized.fetch_add(1, Relaxed);
                 metrics.refused("unauthorized");
                 (
                     hyper::StatusCode::UNAUTHORIZED,
@@ -429,7 +426,6 @@ impl WebConfig {
                 )
             }
             Auth::Busy => {
-                stats.auth_busy.fetch_add(1, Relaxed);
                 metrics.refused("too_many_checks");
                 (
                     hyper::StatusCode::TOO_MANY_REQUESTS,
