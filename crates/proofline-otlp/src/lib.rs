@@ -97,13 +97,7 @@ impl Transport {
     /// The transport of `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
     /// `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf.
     pub fn from_env() -> Result<Transport, OtlpError> {
-        match [
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-        ]
-        .iter()
-        .find_map(|v| Some((*v, std::env::var(v).ok().filter(|s| !s.trim().is_empty())?)))
-        {
+        match otel_var("PROTOCOL") {
             None => Ok(Transport::HttpProtobuf),
             Some((var, value)) => Transport::parse(&value).map_err(|e| match e {
                 OtlpError::Build(m) => OtlpError::Build(format!("{var}: {m}")),
@@ -203,12 +197,21 @@ impl OtlpConfig {
 /// The endpoint the standard variables name for traces, if any
 /// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`).
 pub fn endpoint_from_env() -> Option<String> {
+    otel_var("ENDPOINT").map(|(_, v)| v)
+}
+
+/// The traces variable `OTEL_EXPORTER_OTLP_TRACES_<suffix>`, else the general
+/// `OTEL_EXPORTER_OTLP_<suffix>`: the one set (and not blank), and its trimmed value.
+pub(crate) fn otel_var(suffix: &str) -> Option<(String, String)> {
     [
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"),
+        format!("OTEL_EXPORTER_OTLP_{suffix}"),
     ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok().filter(|s| !s.trim().is_empty()))
+    .into_iter()
+    .find_map(|var| {
+        let value = std::env::var(&var).ok()?.trim().to_owned();
+        (!value.is_empty()).then_some((var, value))
+    })
 }
 
 /// A warning when TLS variables are set but `endpoint` (or, without it, the variables' own)
@@ -219,17 +222,10 @@ pub fn cleartext_warning(endpoint: Option<&str>) -> Option<String> {
     if !url.trim().to_ascii_lowercase().starts_with("http://") {
         return None;
     }
-    let set: Vec<&str> = [
-        "OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE",
-        "OTEL_EXPORTER_OTLP_CERTIFICATE",
-        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
-        "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
-        "OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY",
-        "OTEL_EXPORTER_OTLP_CLIENT_KEY",
-    ]
-    .into_iter()
-    .filter(|v| std::env::var(v).is_ok_and(|s| !s.trim().is_empty()))
-    .collect();
+    let set: Vec<String> = ["CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"]
+        .into_iter()
+        .filter_map(|suffix| otel_var(suffix).map(|(var, _)| var))
+        .collect();
     (!set.is_empty()).then(|| {
         format!(
             "{} set, but the endpoint {url} is plain HTTP: traces and headers go in clear and the certificates are not used; use https://",
@@ -394,9 +390,9 @@ struct Endpoint {
     /// For `https://`: the TLS configuration the probe shakes hands with.
     #[cfg(feature = "tls")]
     tls: Option<Arc<rustls::ClientConfig>>,
-    /// What that configuration trusts, in words.
+    /// The files that configuration was built from (gRPC builds its own from them).
     #[cfg(feature = "tls")]
-    trust: String,
+    files: Option<tls::Files>,
 }
 
 impl Endpoint {
@@ -419,7 +415,12 @@ impl Endpoint {
             #[cfg(feature = "tls")]
             Ok(tcp) if self.tls.is_some() => {
                 let config = self.tls.clone().expect("checked");
-                match tls::handshake(tcp, &self.host, config, (&self.url, &self.trust), until) {
+                let trust = self
+                    .files
+                    .as_ref()
+                    .map(tls::Files::trust)
+                    .unwrap_or_default();
+                match tls::handshake(tcp, &self.host, config, (&self.url, &trust), until) {
                     Err(why) => why,
                     Ok(()) => format!(
                         "the collector at {} ({addr}) completes a TLS handshake but did not answer the export in time",
@@ -503,7 +504,8 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
             #[cfg(feature = "grpc")]
             Transport::Grpc => &[b"h2"],
         };
-        Some(Arc::new(tls::client_config(&cfg.tls.resolve(), alpn)?))
+        let files = tls::Files::read(&cfg.tls.resolve())?;
+        Some((Arc::new(tls::client_config(&files, alpn)?), files))
     } else {
         None
     };
@@ -513,9 +515,9 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         #[cfg(feature = "tls")]
         host: tls::host_for_name(host).to_owned(),
         #[cfg(feature = "tls")]
-        tls,
+        files: tls.as_ref().map(|(_, f)| f.clone()),
         #[cfg(feature = "tls")]
-        trust: tls::trust(&cfg.tls.resolve()),
+        tls: tls.map(|(c, _)| c),
     })
 }
 
@@ -523,29 +525,20 @@ fn check_endpoint(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
 /// an item without `=` silently, and an API key that is not sent reads as a rejected one. The
 /// values are never printed.
 fn check_headers() -> Result<(), OtlpError> {
-    for var in [
-        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-        "OTEL_EXPORTER_OTLP_HEADERS",
-    ] {
-        let Ok(value) = std::env::var(var) else {
-            continue;
-        };
-        for (i, item) in value.split(',').enumerate() {
-            if item.trim().is_empty() {
-                continue;
-            }
-            let ok = item
+    let Some((var, value)) = otel_var("HEADERS") else {
+        return Ok(());
+    };
+    for (i, item) in value.split(',').enumerate() {
+        let ok = item.trim().is_empty()
+            || item
                 .split_once('=')
                 .is_some_and(|(k, _)| !k.trim().is_empty());
-            if !ok {
-                return Err(OtlpError::Build(format!(
-                    "{var}: item {} is not key=value (the form is key=value,key2=value2; values are not shown here)",
-                    i + 1
-                )));
-            }
+        if !ok {
+            return Err(OtlpError::Build(format!(
+                "{var}: item {} is not key=value (the form is key=value,key2=value2; values are not shown here)",
+                i + 1
+            )));
         }
-        // the traces variable, when set, is the one the exporter reads
-        return Ok(());
     }
     Ok(())
 }
@@ -553,13 +546,9 @@ fn check_headers() -> Result<(), OtlpError> {
 /// The export timeout `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`
 /// (milliseconds), if either is set.
 pub fn timeout_from_env() -> Option<Duration> {
-    [
-        "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-        "OTEL_EXPORTER_OTLP_TIMEOUT",
-    ]
-    .iter()
-    .find_map(|v| std::env::var(v).ok()?.trim().parse::<u64>().ok())
-    .map(Duration::from_millis)
+    otel_var("TIMEOUT")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .map(Duration::from_millis)
 }
 
 /// The export timeout: the configuration's, else the variables', else 10 s.
@@ -1329,16 +1318,15 @@ fn build_exporter(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Exporter, Otl
                 b = b.with_endpoint(e.clone());
             }
             #[cfg(feature = "grpc-tls")]
-            if endpoint.tls.is_some() {
+            if let Some(files) = &endpoint.files {
                 use opentelemetry_otlp::WithTonicConfig;
                 use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-                let r = cfg.tls.resolve();
                 let mut t = ClientTlsConfig::new().domain_name(endpoint.host.clone());
-                t = match tls::ca_pem(&r)? {
-                    Some(pem) => t.ca_certificate(Certificate::from_pem(pem)),
+                t = match &files.ca {
+                    Some((_, pem)) => t.ca_certificate(Certificate::from_pem(pem)),
                     None => t.with_native_roots(),
                 };
-                if let Some((chain, key)) = tls::identity(&r)? {
+                if let Some(((_, chain), (_, key))) = &files.identity {
                     t = t.identity(Identity::from_pem(chain, key));
                 }
                 b = b.with_tls_config(t);

@@ -43,18 +43,9 @@ pub(crate) struct Resolved {
 
 #[cfg(feature = "tls")]
 fn from_env(suffix: &str) -> Option<Named> {
-    [
-        format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"),
-        format!("OTEL_EXPORTER_OTLP_{suffix}"),
-    ]
-    .into_iter()
-    .find_map(|var| {
-        let v = std::env::var(&var).ok()?;
-        let v = v.trim();
-        (!v.is_empty()).then(|| Named {
-            path: PathBuf::from(v),
-            by: var,
-        })
+    crate::otel_var(suffix).map(|(by, path)| Named {
+        path: PathBuf::from(path),
+        by,
     })
 }
 
@@ -100,9 +91,9 @@ mod with_tls {
         })
     }
 
-    pub(crate) fn certs(n: &Named) -> Result<Vec<CertificateDer<'static>>, OtlpError> {
-        let pem = read(n)?;
-        let certs: Vec<_> = CertificateDer::pem_slice_iter(&pem)
+    /// The certificates of a PEM file's bytes, at least one.
+    fn parse_certs(pem: &[u8], n: &Named) -> Result<Vec<CertificateDer<'static>>, OtlpError> {
+        let certs: Vec<_> = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<_, _>>()
             .map_err(|e| {
                 OtlpError::Build(format!(
@@ -121,22 +112,51 @@ mod with_tls {
         Ok(certs)
     }
 
-    /// PEM bytes of a client certificate chain and of its key.
-    pub(crate) type PemIdentity = (Vec<u8>, Vec<u8>);
+    /// A file and its bytes.
+    pub(crate) type Pem = (Named, Vec<u8>);
 
-    /// The PEM bytes of the client identity, both or neither.
-    pub(crate) fn identity(r: &Resolved) -> Result<Option<PemIdentity>, OtlpError> {
-        match (&r.cert, &r.key) {
-            (None, None) => Ok(None),
-            (Some(c), Some(k)) => Ok(Some((read(c)?, read(k)?))),
-            (Some(c), None) => Err(OtlpError::Build(format!(
-                "{} is set but no client key is (OTEL_EXPORTER_OTLP_CLIENT_KEY)",
-                c.by
-            ))),
-            (None, Some(k)) => Err(OtlpError::Build(format!(
-                "{} is set but no client certificate is (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE)",
-                k.by
-            ))),
+    /// The settings' files, each read once: the rustls configuration (the HTTP client and
+    /// the probe) and tonic's (gRPC) are built from the same bytes.
+    #[derive(Debug, Clone)]
+    pub(crate) struct Files {
+        /// The CA file and its PEM bytes; `None`: the system's roots.
+        pub ca: Option<Pem>,
+        /// The client certificate chain's and key's files and PEM bytes.
+        pub identity: Option<(Pem, Pem)>,
+    }
+
+    impl Files {
+        /// Reads what `r` names (a certificate and a key both, or neither).
+        pub(crate) fn read(r: &Resolved) -> Result<Files, OtlpError> {
+            let ca = match &r.ca {
+                Some(n) => Some((n.clone(), read(n)?)),
+                None => None,
+            };
+            let identity = match (&r.cert, &r.key) {
+                (None, None) => None,
+                (Some(c), Some(k)) => Some(((c.clone(), read(c)?), (k.clone(), read(k)?))),
+                (Some(c), None) => {
+                    return Err(OtlpError::Build(format!(
+                        "{} is set but no client key is (OTEL_EXPORTER_OTLP_CLIENT_KEY)",
+                        c.by
+                    )));
+                }
+                (None, Some(k)) => {
+                    return Err(OtlpError::Build(format!(
+                        "{} is set but no client certificate is (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE)",
+                        k.by
+                    )));
+                }
+            };
+            Ok(Files { ca, identity })
+        }
+
+        /// What is trusted, in words: the CA file and what named it, or the system's roots.
+        pub(crate) fn trust(&self) -> String {
+            match &self.ca {
+                Some((ca, _)) => format!("{} = {}", ca.by, ca.path.display()),
+                None => "the system's roots".to_owned(),
+            }
         }
     }
 
@@ -147,13 +167,13 @@ mod with_tls {
     /// A client configuration trusting the CA file or the system's roots, with the client
     /// identity if one is set. `alpn`: the protocols to offer.
     pub(crate) fn client_config(
-        r: &Resolved,
+        files: &Files,
         alpn: &[&[u8]],
     ) -> Result<rustls::ClientConfig, OtlpError> {
         let mut roots = rustls::RootCertStore::empty();
-        match &r.ca {
-            Some(ca) => {
-                for c in certs(ca)? {
+        match &files.ca {
+            Some((ca, pem)) => {
+                for c in parse_certs(pem, ca)? {
                     roots.add(c).map_err(|e| {
                         OtlpError::Build(format!(
                             "{} = {}: not a usable CA certificate: {e}",
@@ -183,21 +203,11 @@ mod with_tls {
             .with_safe_default_protocol_versions()
             .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
             .with_root_certificates(roots);
-        let mut config = match identity(r)? {
+        let mut config = match &files.identity {
             None => builder.with_no_client_auth(),
-            Some((chain, key)) => {
-                let (c, k) = (r.cert.as_ref(), r.key.as_ref());
-                let (c, k) = (c.expect("identity has both"), k.expect("identity has both"));
-                let chain: Vec<_> = CertificateDer::pem_slice_iter(&chain)
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| {
-                        OtlpError::Build(format!(
-                            "{} = {}: not PEM certificates ({e})",
-                            c.by,
-                            c.path.display()
-                        ))
-                    })?;
-                let key = PrivateKeyDer::from_pem_slice(&key).map_err(|e| {
+            Some(((c, chain), (k, key))) => {
+                let chain = parse_certs(chain, c)?;
+                let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| {
                     OtlpError::Build(format!(
                         "{} = {}: no PEM private key ({e})",
                         k.by,
@@ -224,14 +234,6 @@ mod with_tls {
             .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
             .with_root_certificates(rustls::RootCertStore::empty())
             .with_no_client_auth())
-    }
-
-    /// What the probe trusts, in words: the CA file and what named it, or the system's roots.
-    pub(crate) fn trust(r: &Resolved) -> String {
-        match &r.ca {
-            Some(ca) => format!("{} = {}", ca.by, ca.path.display()),
-            None => "the system's roots".to_owned(),
-        }
     }
 
     /// Shakes hands with `host` over `tcp` within `until` and says what went wrong, if
@@ -355,17 +357,5 @@ mod with_tls {
     /// The host of an endpoint as a certificate names it (no brackets around IPv6).
     pub(crate) fn host_for_name(host: &str) -> &str {
         host.trim_start_matches('[').trim_end_matches(']')
-    }
-
-    /// The CA file's PEM bytes, for tonic (which reads them itself).
-    #[cfg(feature = "grpc-tls")]
-    pub(crate) fn ca_pem(r: &Resolved) -> Result<Option<Vec<u8>>, OtlpError> {
-        match &r.ca {
-            Some(ca) => {
-                certs(ca)?; // checked here, for the same message as the HTTP side
-                Ok(Some(read(ca)?))
-            }
-            None => Ok(None),
-        }
     }
 }
