@@ -1,11 +1,10 @@
 //! The `proofline` binary, run as a user runs it.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
+mod common;
+use common::proofline;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-cli-{}", std::process::id()));

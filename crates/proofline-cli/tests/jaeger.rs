@@ -19,17 +19,13 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 mod common;
-use common::{Proc, free_port, http_get, prometheus, urlencode};
-
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
+use common::{
+    Proc, assert_not_blank, free_port, fresh_dir, generated_log, http_get, prometheus, proofline,
+    urlencode,
+};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("proofline-jaeger-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("jaeger", name)
 }
 
 /// otlp-embedded: Jaeger's UI and query API at `ui`, OTLP/gRPC at `grpc`.
@@ -221,17 +217,6 @@ fn open(ui: &str, path: &str, profile: &Path, shot: Option<&Path>) -> (String, V
     (String::from_utf8_lossy(&out.stdout).into_owned(), console)
 }
 
-fn generated_log(dir: &Path, jobs: u32) -> PathBuf {
-    let log = dir.join("cuzk.log");
-    let st = proofline()
-        .args(["generate", "--jobs", &jobs.to_string(), "-o"])
-        .arg(&log)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    log
-}
-
 /// A page's text, tags removed (`tight`, as words read: "porep-c2 porep-1000-4") and
 /// replaced by spaces (`spaced`, for labels and values in separate elements).
 fn text(dom: &str) -> (String, String) {
@@ -314,29 +299,11 @@ fn errors(console: &[String]) -> Vec<&String> {
         .collect()
 }
 
-/// A screenshot that is not blank: many distinct colours.
-fn check_screenshot(png_path: &Path) {
-    let decoder = png::Decoder::new(std::io::BufReader::new(
-        std::fs::File::open(png_path).expect("no screenshot"),
-    ));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let bpp = info.color_type.samples();
-    let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(bpp).collect();
-    assert!(info.width >= 1000 && info.height >= 600);
-    assert!(
-        colours.len() > 20,
-        "blank screenshot ({} colours)",
-        colours.len()
-    );
-}
-
 #[test]
 fn replayed_sectors_open_in_jaegers_ui_whole_and_linked() {
     let dir = tmp("replay");
     let jaeger = Jaeger::start();
-    let log = generated_log(&dir, 5);
+    let log = generated_log(&dir, &["--jobs", "5"]);
     let out = proofline()
         .args(["replay", "--protocol", "grpc", "--endpoint", &jaeger.grpc])
         .args(["--epoch", "2026-11-30T01:31:00Z"])
@@ -462,7 +429,7 @@ fn replayed_sectors_open_in_jaegers_ui_whole_and_linked() {
         &profile,
         Some(&png_path),
     );
-    check_screenshot(&png_path);
+    assert_not_blank(&png_path);
     if let Some(keep) = std::env::var_os("PROOFLINE_SCREENSHOTS") {
         std::fs::copy(&png_path, Path::new(&keep).join("jaeger-trace.png")).unwrap();
     }
@@ -506,7 +473,7 @@ fn live_traces_reach_the_ui_and_an_exemplar_leads_to_its_sector() {
     }
 
     // watch: traces to Jaeger, metrics to a real Prometheus keeping exemplars
-    let log = generated_log(&dir, 4);
+    let log = generated_log(&dir, &["--jobs", "4"]);
     let port = free_port();
     let mut watch = proofline();
     watch

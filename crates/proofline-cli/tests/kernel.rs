@@ -3,11 +3,9 @@
 //! generate --cuzk-timing`, checked against sums taken from the log's own lines.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
+mod common;
+use common::{analyze_json as analyze, proofline};
 
 fn generate(name: &str, args: &[&str]) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-kernel-{}", std::process::id()));
@@ -24,20 +22,6 @@ fn generate(name: &str, args: &[&str]) -> PathBuf {
             .success()
     );
     log
-}
-
-fn analyze(log: &Path) -> serde_json::Value {
-    let out = proofline()
-        .args(["analyze", "--format", "json"])
-        .arg(log)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// The sum of `key` over the log's CUZK_TIMING lines, and how many lines have it.

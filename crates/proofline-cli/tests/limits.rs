@@ -9,13 +9,10 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, http_get, wait_ready};
+use common::{Proc, free_port, fresh_dir, http_get, wait_ready};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("proofline-limits-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("limits", name)
 }
 
 /// `proofline watch` of an empty log, under `ulimit -n fds`, with `args`; waits for /healthz.

@@ -5,16 +5,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
+mod common;
+use common::{assert_not_blank, fresh_dir, proofline};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir =
-        std::env::temp_dir().join(format!("proofline-pictures-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("pictures", name)
 }
 
 /// A log with a synthesis stall (an idle gap between sectors) on two GPUs.
@@ -252,29 +247,7 @@ fn chromium_renders_the_html_chart_without_console_errors() {
         .filter(|l| l.contains("Uncaught") || l.contains("Error"))
         .collect();
     assert!(errors.is_empty(), "console errors: {errors:?}");
-    // the screenshot is not blank: many distinct colours
-    let decoder = png::Decoder::new(std::io::BufReader::new(
-        std::fs::File::open(&png).expect("no screenshot"),
-    ));
-    let mut reader = decoder.read_info().unwrap();
-    let mut buf = vec![
-        0;
-        reader
-            .output_buffer_size()
-            .expect("a screenshot of sane size")
-    ];
-    let info = reader.next_frame(&mut buf).unwrap();
-    let bpp = info.color_type.samples();
-    let mut colours = std::collections::HashSet::new();
-    for px in buf[..info.buffer_size()].chunks(bpp) {
-        colours.insert(px.to_vec());
-    }
-    assert!(info.width >= 1000 && info.height >= 600);
-    assert!(
-        colours.len() > 20,
-        "the screenshot looks blank ({} colours)",
-        colours.len()
-    );
+    assert_not_blank(&png);
 }
 
 #[test]

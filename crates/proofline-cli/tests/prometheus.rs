@@ -1,27 +1,19 @@
 //! `proofline watch` and `proofline demo` scraped by a real Prometheus server (Debian's
 //! `prometheus` package; scripts/test.sh installs it), queried through its HTTP API.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    Proc, cut_where_the_gpus_first_idle, free_port, http_get, scaled_alerts, urlencode,
-    wait_completed, wait_ready,
+    Proc, analyze_json, cut_where_the_gpus_first_idle, free_port, fresh_dir, http_get, proofline,
+    scaled_alerts, stderr_lines, urlencode, wait_completed, wait_line, wait_ready,
 };
 
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
-
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("proofline-prom-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("prom", name)
 }
 
 struct Prometheus {
@@ -118,40 +110,6 @@ impl Prometheus {
                 self.value(expr)
             );
             std::thread::sleep(Duration::from_millis(300));
-        }
-    }
-}
-
-fn analyze_json(log: &Path) -> serde_json::Value {
-    let out = proofline()
-        .args(["analyze", "--format", "json"])
-        .arg(log)
-        .output()
-        .unwrap();
-    assert!(out.status.success());
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// Reads a child's stderr lines on a thread.
-fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    rx
-}
-
-fn wait_line(rx: &mpsc::Receiver<String>, needle: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(l) if l.contains(needle) => return l,
-            Ok(_) => {}
-            Err(_) => panic!("no stderr line containing {needle:?}"),
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -15,10 +15,11 @@ use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 
 mod common;
-use common::{Proc, free_port, http_get};
+use common::{Proc, free_port, fresh_dir, http_get, proofline};
 
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
+/// A log of `jobs` PoRep jobs from `proofline generate`, in a directory of this test's.
+fn generated_log(test: &str, jobs: u32) -> std::path::PathBuf {
+    common::generated_log(&fresh_dir("replay", test), &["--jobs", &jobs.to_string()])
 }
 
 /// Accepts OTLP/HTTP posts, answers 200, and hands every span over.
@@ -79,22 +80,6 @@ fn receiver() -> (String, mpsc::Receiver<Span>) {
         }
     });
     (format!("http://{addr}"), rx)
-}
-
-/// A log of `jobs` PoRep jobs from `proofline generate`, in a directory of this test's.
-fn generated_log(test: &str, jobs: u32) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("proofline-{test}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("cuzk.log");
-    assert!(
-        proofline()
-            .args(["generate", "--jobs", &jobs.to_string(), "-o"])
-            .arg(&log)
-            .status()
-            .unwrap()
-            .success()
-    );
-    log
 }
 
 /// Runs `proofline replay` of `log` to `endpoint` (the OTEL variables unset); its stderr.

@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -32,20 +32,21 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 mod common;
-use common::{Proc, free_port, http_get, prometheus, urlencode};
-
-const API_KEY: &str = "sesame-7f3a";
-
-fn proofline() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_proofline"))
-}
+use common::{
+    Proc, free_port, fresh_dir, generated_log, http_get, prometheus, proofline, stderr_lines,
+    urlencode, wait_line,
+};
 
 fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("proofline-tls-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    fresh_dir("tls", name)
 }
+
+/// A log of `jobs` PoRep jobs on two GPUs.
+fn two_gpu_log(dir: &Path, jobs: u32) -> PathBuf {
+    generated_log(dir, &["--jobs", &jobs.to_string(), "--gpus", "2"])
+}
+
+const API_KEY: &str = "sesame-7f3a";
 
 /// The test's certificates, as PEM files in `dir`: `ca.crt` (signed the server's and the
 /// client's), `server.crt`/`.key` (localhost, 127.0.0.1), `client.crt`/`.key`, and
@@ -164,22 +165,9 @@ fn leaf(
     (cert.pem(), key.serialize_pem())
 }
 
-/// A log of `jobs` PoRep jobs on two GPUs.
-fn generated_log(dir: &Path, jobs: u32) -> PathBuf {
-    let log = dir.join("cuzk.log");
-    let st = proofline()
-        .args(["generate", "--jobs", &jobs.to_string(), "--gpus", "2", "-o"])
-        .arg(&log)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    log
-}
-
 /// `proofline watch` of `log` serving /metrics on a port of its choosing (with the web
 /// configuration, if any); the process and the port it says it serves on.
 fn watch(log: &Path, web_config: Option<&Path>) -> (Proc, u16) {
-    use std::io::BufRead;
     let mut cmd = proofline();
     cmd.args([
         "watch",
@@ -198,27 +186,15 @@ fn watch(log: &Path, web_config: Option<&Path>) -> (Proc, u16) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let rx = stderr_lines(&mut child);
     let p = Proc(child);
-    loop {
-        let line = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("watch did not say where it serves /metrics");
-        if let Some((_, rest)) = line.split_once("metrics on ") {
-            let port = rest
-                .split_once("://127.0.0.1:")
-                .and_then(|(_, r)| r.split_once('/'))
-                .and_then(|(port, _)| port.parse().ok())
-                .unwrap_or_else(|| panic!("{line}"));
-            return (p, port);
-        }
-    }
+    let line = wait_line(&rx, "metrics on ");
+    let port = line
+        .split_once("://127.0.0.1:")
+        .and_then(|(_, r)| r.split_once('/'))
+        .and_then(|(port, _)| port.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    (p, port)
 }
 
 /// How [`https_get`] connects.
@@ -331,7 +307,7 @@ fn query(api: &str, expr: &str) -> Option<f64> {
 fn prometheus_scrapes_watch_over_tls_with_basic_auth_and_a_client_certificate() {
     let dir = tmp("prometheus");
     let pki = Pki::new(&dir);
-    let log = generated_log(&dir, 6);
+    let log = two_gpu_log(&dir, 6);
     // deploy/tls's two files, with the test's certificates under the names they use
     let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/tls");
     for (copy, of) in [
@@ -703,7 +679,7 @@ fn replay(
 fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_wrong() {
     let dir = tmp("replay");
     let pki = Pki::new(&dir);
-    let log = generated_log(&dir, 5);
+    let log = two_gpu_log(&dir, 5);
     let key_header = format!("x-api-key={API_KEY}");
     let key = key_header.as_ref();
     let ca = pki.path("ca.crt");
@@ -885,7 +861,7 @@ fn the_live_exporter_delivers_over_tls_with_the_otel_variables() {
 fn optional_client_certificates_tls13_only_and_a_rotated_certificate() {
     let dir = tmp("options");
     let pki = Pki::new(&dir);
-    let log = generated_log(&dir, 2);
+    let log = two_gpu_log(&dir, 2);
     std::fs::copy(pki.path("server.crt"), dir.join("prover.crt")).unwrap();
     std::fs::copy(pki.path("server.key"), dir.join("prover.key")).unwrap();
     let web = dir.join("web.yml");

@@ -1,10 +1,100 @@
 //! Helpers shared by the tests that start servers on 127.0.0.1.
 #![allow(dead_code)] // each test file uses a part
 
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Child;
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The `proofline` binary under test.
+pub fn proofline() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_proofline"))
+}
+
+/// A fresh, empty directory `proofline-<file>-<pid>-<name>` under the temporary directory.
+pub fn fresh_dir(file: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("proofline-{file}-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `proofline generate ARGS -o DIR/cuzk.log`; the log's path.
+pub fn generated_log(dir: &Path, args: &[&str]) -> PathBuf {
+    let log = dir.join("cuzk.log");
+    let st = proofline()
+        .arg("generate")
+        .args(args)
+        .arg("-o")
+        .arg(&log)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    log
+}
+
+/// `proofline analyze --format json LOG`, parsed.
+pub fn analyze_json(log: &Path) -> serde_json::Value {
+    let out = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Reads a child's stderr lines on a thread.
+pub fn stderr_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// The first line containing `needle` within 20 s.
+pub fn wait_line(rx: &mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) if l.contains(needle) => return l,
+            Ok(_) => {}
+            Err(_) => panic!("no stderr line containing {needle:?}"),
+        }
+    }
+}
+
+/// A browser's screenshot that is not blank: at least 1000 x 600 and many distinct colours.
+pub fn assert_not_blank(png_path: &Path) {
+    let decoder = png::Decoder::new(std::io::BufReader::new(
+        std::fs::File::open(png_path).expect("no screenshot"),
+    ));
+    let mut reader = decoder.read_info().unwrap();
+    let size = reader
+        .output_buffer_size()
+        .expect("a screenshot of sane size");
+    let mut buf = vec![0; size];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let bpp = info.color_type.samples();
+    let colours: std::collections::HashSet<&[u8]> = buf[..info.buffer_size()].chunks(bpp).collect();
+    assert!(info.width >= 1000 && info.height >= 600);
+    assert!(
+        colours.len() > 20,
+        "the screenshot looks blank ({} colours)",
+        colours.len()
+    );
+}
 
 /// Kills the process when dropped, so that every test stops what it started.
 pub struct Proc(pub Child);
