@@ -101,6 +101,15 @@ impl Pki {
         self.dir.join(name)
     }
 
+    /// The CA, as a root store.
+    fn roots(&self) -> rustls::RootCertStore {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(&self.read("ca.crt")) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        roots
+    }
+
     fn read(&self, name: &str) -> Vec<u8> {
         std::fs::read(self.path(name)).unwrap()
     }
@@ -113,10 +122,7 @@ impl Pki {
             .with_safe_default_protocol_versions()
             .unwrap();
         let b = if verify_clients {
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&self.read("ca.crt")) {
-                roots.add(c.unwrap()).unwrap();
-            }
+            let roots = self.roots();
             b.with_client_cert_verifier(
                 rustls::server::WebPkiClientVerifier::builder_with_provider(
                     Arc::new(roots),
@@ -215,10 +221,7 @@ const WITH_CERT: Client<'static> = Client {
 /// One HTTPS GET over rustls: the response (status line, headers, body), and the server's
 /// certificate; or the TLS error.
 fn https_get(port: u16, pki: &Pki, path: &str, c: Client<'_>) -> Result<(String, Vec<u8>), String> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(&pki.read("ca.crt")) {
-        roots.add(cert.unwrap()).unwrap();
-    }
+    let roots = pki.roots();
     let versions: &[&rustls::SupportedProtocolVersion] = if c.tls12_only {
         &[&rustls::version::TLS12]
     } else {
@@ -660,6 +663,8 @@ fn replay(
         "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
         "OTEL_EXPORTER_OTLP_TIMEOUT",
         "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+        "SSL_CERT_FILE",
+        "SSL_CERT_DIR",
     ] {
         cmd.env_remove(v);
     }
@@ -776,6 +781,7 @@ fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_w
         assert!(!ok, "{says}: replay succeeded: {err}");
         assert!(err.contains(says), "`{says}` not said: {err}");
         assert!(err.contains("traces: 0 delivered"), "{err}");
+        assert!(!err.contains(API_KEY), "a header's value printed: {err}");
         assert!(took < Duration::from_secs(8), "{says}: {took:?}");
         assert_eq!(receiver.roots(), 0);
     }
@@ -794,7 +800,12 @@ fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_w
     );
     let (_, err, _) = replay(&log, &plain, &["--timeout-s", "2"], &[]);
     assert!(!err.contains("go in clear"), "{err}");
-    // a CA file that cannot be read, a certificate without its key: said at once
+    // a CA file that cannot be read, a certificate without its key, a key header of the
+    // wrong form, no roots at all: said at once
+    let no_roots_file = dir.join("no-roots.pem");
+    let no_roots_dir = dir.join("no-roots");
+    std::fs::write(&no_roots_file, "").unwrap();
+    std::fs::create_dir_all(&no_roots_dir).unwrap();
     for (env, says) in [
         (
             vec![("OTEL_EXPORTER_OTLP_CERTIFICATE", missing.as_os_str())],
@@ -808,9 +819,18 @@ fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_w
             vec![("OTEL_EXPORTER_OTLP_HEADERS", "api-key sesame-7f3a".as_ref())],
             "OTEL_EXPORTER_OTLP_HEADERS: item 1 is not key=value",
         ),
+        (
+            // no CA variable, and a system with no roots: rustls-native-certs reads these
+            vec![
+                ("SSL_CERT_FILE", no_roots_file.as_os_str()),
+                ("SSL_CERT_DIR", no_roots_dir.as_os_str()),
+            ],
+            "no CA certificates found on this system",
+        ),
     ] {
         let (ok, err, took) = replay(&log, &http.endpoint, &[], &env);
         assert!(!ok && err.contains(says), "{err}");
+        assert!(!err.contains(API_KEY), "a header's value printed: {err}");
         assert!(took < Duration::from_secs(3), "{took:?}");
     }
 }

@@ -359,3 +359,18 @@ mod with_tls {
         host.trim_start_matches('[').trim_end_matches(']')
     }
 }
+
+#[cfg(all(test, feature = "tls"))]
+mod tests {
+    /// The exporter brings rustls' ring provider but installs it nowhere: a prover's own
+    /// TLS code that asks for the process-wide provider finds what it found before.
+    #[test]
+    fn starting_the_exporter_installs_no_process_wide_provider() {
+        let mut cfg = crate::OtlpConfig::new("run", 0);
+        cfg.endpoint = Some("http://127.0.0.1:1/v1/traces".into());
+        let (sink, mut handle) = crate::start(cfg).unwrap();
+        assert!(rustls::crypto::CryptoProvider::get_default().is_none());
+        drop(sink);
+        let _ = handle.shutdown(std::time::Duration::from_millis(100));
+    }
+}
