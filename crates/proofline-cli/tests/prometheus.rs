@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 use common::{
-    Proc, analyze_json, cut_where_the_gpus_first_idle, free_port, fresh_dir, http_get, proofline,
-    scaled_alerts, stderr_lines, urlencode, wait_completed, wait_line, wait_ready,
+    Proc, analyze_json, cut_where_the_gpus_first_idle, free_port, fresh_dir, http_get, prometheus,
+    proofline, query, scaled_alerts, stderr_lines, wait_completed, wait_line, wait_ready,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -29,8 +29,6 @@ impl Prometheus {
     /// A Prometheus evaluating the alerting rules `rules` (the text of a rule file), if any,
     /// on deploy/'s recording rules (one Prometheus as both site and global).
     fn start_with_rules(dir: &Path, targets: &[String], rules: Option<&str>) -> Prometheus {
-        let port = free_port();
-        let cfg = dir.join("prometheus.yml");
         let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         let rule_files = match rules {
             Some(text) => {
@@ -46,53 +44,17 @@ impl Prometheus {
             }
             None => String::new(),
         };
-        std::fs::write(
-            &cfg,
-            format!(
-                "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  - job_name: proofline\n    static_configs:\n      - targets: [{}]\n",
-                targets.join(", ")
-            ),
-        )
-        .unwrap();
-        let child = Command::new("prometheus")
-            .arg(format!("--config.file={}", cfg.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .arg("--log.level=warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect(
-                "prometheus not found: install Debian's prometheus package (scripts/test.sh does)",
-            );
-        let p = Prometheus {
-            _proc: Proc(child),
-            api: format!("127.0.0.1:{port}"),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_get(&p.api, "/-/ready", None).is_none_or(|(s, ..)| s != 200) {
-            assert!(Instant::now() < deadline, "prometheus did not become ready");
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        p
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n{rule_files}scrape_configs:\n  - job_name: proofline\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
+        );
+        let (proc_, api) = prometheus(dir, "prometheus", &config, &[]);
+        Prometheus { _proc: proc_, api }
     }
 
     /// An instant query's first value, if any.
     fn value(&self, expr: &str) -> Option<f64> {
-        let (status, _, body) = http_get(
-            &self.api,
-            &format!("/api/v1/query?query={}", urlencode(expr)),
-            None,
-        )?;
-        assert_eq!(status, 200, "{expr}: {body}");
-        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-        v["data"]["result"].as_array()?.first()?["value"][1]
-            .as_str()?
-            .parse()
-            .ok()
+        query(&self.api, expr)
     }
 
     /// Waits until `expr` has a value satisfying `ok`, returns it.

@@ -33,8 +33,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 mod common;
 use common::{
-    Proc, free_port, fresh_dir, generated_log, http_get, prometheus, proofline, stderr_lines,
-    urlencode, wait_line,
+    Proc, free_port, fresh_dir, generated_log, http_get, prometheus, proofline, query,
+    stderr_lines, wait_line,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -290,20 +290,6 @@ fn targets(api: &str) -> Vec<(String, String, String)> {
             )
         })
         .collect()
-}
-
-fn query(api: &str, expr: &str) -> Option<f64> {
-    let (status, _, body) = http_get(
-        api,
-        &format!("/api/v1/query?query={}", urlencode(expr)),
-        None,
-    )?;
-    assert_eq!(status, 200, "{expr}: {body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["data"]["result"].as_array()?.first()?["value"][1]
-        .as_str()?
-        .parse()
-        .ok()
 }
 
 #[test]

@@ -147,6 +147,21 @@ pub fn http_get(
     Some((status, ctype, body.to_owned()))
 }
 
+/// An instant query's first value from the Prometheus at `api`, if any.
+pub fn query(api: &str, expr: &str) -> Option<f64> {
+    let (status, _, body) = http_get(
+        api,
+        &format!("/api/v1/query?query={}", urlencode(expr)),
+        None,
+    )?;
+    assert_eq!(status, 200, "{expr}: {body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["data"]["result"].as_array()?.first()?["value"][1]
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 /// Percent-encodes a query value.
 pub fn urlencode(s: &str) -> String {
     s.bytes()
