@@ -33,8 +33,7 @@ impl Parsed<'_> {
     fn feed(self, engine: &mut Engine, sink: &mut impl UpdateSink) {
         match self {
             Parsed::Event(ev) => engine.ingest(&ev, sink),
-            Parsed::Timing(TimingLine::Timing(t)) => engine.ingest_timing(&t),
-            Parsed::Timing(TimingLine::Note) => engine.ingest_timing_note(),
+            Parsed::Timing(t) => engine.ingest_timing_line(&t),
         }
     }
 }
@@ -326,12 +325,12 @@ impl LineFeeder {
                 for (i, ev) in batch.events.iter().enumerate() {
                     // timing lines in their place among the events
                     while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
-                        feed_timing(t, engine);
+                        engine.ingest_timing_line(t);
                     }
                     engine.ingest(&ev.in_text(&batch.text), sink);
                 }
                 for (_, t) in timings {
-                    feed_timing(t, engine);
+                    engine.ingest_timing_line(t);
                 }
                 // the reader may be done already: then the block is simply dropped
                 let _ = empty_tx.send(batch);
@@ -401,13 +400,6 @@ impl LineFeeder {
                 return read_error.map_or(Ok(()), Err);
             }
         }
-    }
-}
-
-fn feed_timing(t: &TimingLine, engine: &mut Engine) {
-    match t {
-        TimingLine::Timing(t) => engine.ingest_timing(t),
-        TimingLine::Note => engine.ingest_timing_note(),
     }
 }
 

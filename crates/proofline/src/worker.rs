@@ -196,10 +196,7 @@ impl Worker {
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
         if let Some(t) = q.as_timing() {
             // a CUZK_TIMING line: into the engine (the prover prints it itself)
-            match t {
-                proofline_core::timing::TimingLine::Timing(t) => self.engine.ingest_timing(t),
-                proofline_core::timing::TimingLine::Note => self.engine.ingest_timing_note(),
-            }
+            self.engine.ingest_timing_line(t);
             return;
         }
         let mut ev = q.event();

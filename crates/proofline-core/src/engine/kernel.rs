@@ -162,7 +162,7 @@ impl KernelTotals {
         let elapsed: u64 = gpus.iter().map(|g| g.1).sum();
         let busy: u64 = gpus.iter().map(|g| g.2).sum();
         let intervals: u64 = gpus.iter().map(|g| g.3).sum();
-        let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+        let ratio = super::ratio;
         // one GPU in the log: every line is its own
         let by_gpu: BTreeMap<u32, u64> = if gpus.len() == 1 {
             BTreeMap::from([(gpus[0].0, self.kernel_ms)])
@@ -275,6 +275,14 @@ impl Engine {
         self.part_kernel.get(&(job_key(job), part)).copied()
     }
 
+    /// Takes in a `CUZK_TIMING:` line as [`crate::timing::parse_timing`] gave it.
+    pub fn ingest_timing_line(&mut self, t: &crate::timing::TimingLine) {
+        match t {
+            crate::timing::TimingLine::Timing(t) => self.ingest_timing(t),
+            crate::timing::TimingLine::Note => self.ingest_timing_note(),
+        }
+    }
+
     /// Counts a `CUZK_TIMING:` line that is no timing.
     pub fn ingest_timing_note(&mut self) {
         self.kernel.notes += 1;
@@ -290,6 +298,10 @@ impl Engine {
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).
     pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>) {
         use crate::event::EventKind;
+        // every event passes here: only the GPU's edges are hashed
+        if !matches!(ev.kind, EventKind::GpuStart | EventKind::GpuEnd) {
+            return;
+        }
         let gpu = match (ev.gpu, ev.worker) {
             (Some(g), _) => g,
             (None, Some(w)) => w / self.cfg.gpu_workers_per_device.max(1),

@@ -519,3 +519,8 @@ fn push_example(examples: &mut Vec<String>, f: impl FnOnce() -> String) {
         examples.push(f());
     }
 }
+
+/// `a / b`, or `None` when `b` is 0.
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}

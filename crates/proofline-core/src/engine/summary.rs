@@ -236,7 +236,7 @@ impl Engine {
     /// The report of everything processed so far. Call [`Engine::finish`] first for the
     /// final one; before that, events in the reorder buffer and jobs in flight are not in it.
     pub fn report(&self) -> Report {
-        let ratio = |a: u64, b: u64| (b > 0).then(|| a as f64 / b as f64);
+        let ratio = super::ratio;
         let t = &self.totals;
         let mut gpus = Vec::new();
         let mut gpu_times = Vec::new();
