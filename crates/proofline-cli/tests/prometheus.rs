@@ -503,6 +503,9 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
     let scaled = scaled_alerts();
 
     let port = free_port();
+    // Prometheus first: its start (seconds on a loaded machine) is not part of the delay
+    // measured, which runs from the moment watch reads the log
+    let prom = Prometheus::start_with_rules(&dir, &[format!("127.0.0.1:{port}")], Some(&scaled));
     let mut child = proofline()
         .args([
             "watch",
@@ -524,7 +527,6 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
     let idle_at = Instant::now()
         .checked_sub(Duration::from_millis(newest - last_gpu_end))
         .unwrap();
-    let prom = Prometheus::start_with_rules(&dir, &[format!("127.0.0.1:{port}")], Some(&scaled));
     let deadline = Instant::now() + Duration::from_secs(40);
     let fired = loop {
         let (_, _, body) = http_get(&prom.api, "/api/v1/alerts", None).unwrap();
