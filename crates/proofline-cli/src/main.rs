@@ -8,6 +8,7 @@ mod exporters;
 mod generate;
 mod input;
 mod replay;
+mod rfc3339;
 mod timeline;
 mod watch;
 

@@ -59,7 +59,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     let epoch = match &args.epoch {
-        Some(e) => proofline_otlp::parse_rfc3339(e).with_context(|| {
+        Some(e) => crate::rfc3339::parse_rfc3339(e).with_context(|| {
             format!("--epoch `{e}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
         })?,
         None if args.input.as_os_str() == "-" => {

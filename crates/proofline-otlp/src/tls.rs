@@ -43,7 +43,7 @@ pub(crate) struct Resolved {
 
 #[cfg(feature = "tls")]
 fn from_env(suffix: &str) -> Option<Named> {
-    crate::otel_var(suffix).map(|(by, path)| Named {
+    crate::config::otel_var(suffix).map(|(by, path)| Named {
         path: PathBuf::from(path),
         by,
     })
@@ -80,6 +80,7 @@ mod with_tls {
 
     use super::{Named, Resolved};
     use crate::OtlpError;
+    use crate::endpoint::{Found, Probe};
 
     fn read(n: &Named) -> Result<Vec<u8>, OtlpError> {
         std::fs::read(&n.path).map_err(|e| {
@@ -244,13 +245,21 @@ mod with_tls {
         config: Arc<rustls::ClientConfig>,
         (url, trust): (&str, &str),
         until: std::time::Instant,
-    ) -> Result<(), String> {
+    ) -> Result<(), Probe> {
         use std::io::{Read, Write};
-        let name = rustls::pki_types::ServerName::try_from(host.to_owned())
-            .map_err(|e| format!("TLS: `{host}` is not a name a certificate can carry: {e}"))?;
+        let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| {
+            Probe::new(
+                Found::TlsOther,
+                format!("TLS: `{host}` is not a name a certificate can carry: {e}"),
+            )
+        })?;
         let wants_h2 = config.alpn_protocols.iter().any(|p| p == b"h2");
-        let mut conn = rustls::ClientConnection::new(config, name)
-            .map_err(|e| format!("TLS: cannot start a handshake with {url}: {e}"))?;
+        let mut conn = rustls::ClientConnection::new(config, name).map_err(|e| {
+            Probe::new(
+                Found::TlsOther,
+                format!("TLS: cannot start a handshake with {url}: {e}"),
+            )
+        })?;
         // what is left of the probe's budget (never zero: that would mean no timeout)
         let left = || {
             until
@@ -260,7 +269,7 @@ mod with_tls {
         let timeout = left();
         let _ = tcp.set_read_timeout(Some(timeout));
         let _ = tcp.set_write_timeout(Some(timeout));
-        let said = |e: std::io::Error| -> String {
+        let said = |e: std::io::Error| -> Probe {
             match e
                 .get_ref()
                 .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -271,11 +280,17 @@ mod with_tls {
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) =>
                 {
-                    format!(
-                        "TLS: {url} accepts connections but sent no TLS answer within {timeout:?} (is it a TLS endpoint?)"
+                    Probe::new(
+                        Found::TlsNotTls,
+                        format!(
+                            "TLS: {url} accepts connections but sent no TLS answer within {timeout:?} (is it a TLS endpoint?)"
+                        ),
                     )
                 }
-                None => format!("TLS: the handshake with {url} failed: {e}"),
+                None => Probe::new(
+                    Found::TlsOther,
+                    format!("TLS: the handshake with {url} failed: {e}"),
+                ),
             }
         };
         while conn.is_handshaking() {
@@ -283,8 +298,11 @@ mod with_tls {
             conn.complete_io(&mut tcp).map_err(said)?;
         }
         if wants_h2 && conn.alpn_protocol() != Some(b"h2") {
-            return Err(format!(
-                "TLS: {url} does not agree to HTTP/2 (ALPN), which gRPC needs: is it an OTLP/gRPC endpoint? (OTLP/HTTP is usually on 4318, gRPC on 4317; --protocol http/protobuf for the former)"
+            return Err(Probe::new(
+                Found::TlsNotGrpc,
+                format!(
+                    "TLS: {url} does not agree to HTTP/2 (ALPN), which gRPC needs: is it an OTLP/gRPC endpoint? (OTLP/HTTP is usually on 4318, gRPC on 4317; --protocol http/protobuf for the former)"
+                ),
             ));
         }
         let _ = tcp.set_read_timeout(Some(left()));
@@ -312,46 +330,67 @@ mod with_tls {
         }
     }
 
-    /// A TLS failure in an operator's words, with what to do about it.
-    fn describe(e: &rustls::Error, url: &str, trust: &str) -> String {
+    /// A TLS failure, as a kind and in an operator's words, with what to do about it.
+    fn describe(e: &rustls::Error, url: &str, trust: &str) -> Probe {
         use rustls::{AlertDescription as A, CertificateError as C, Error as E};
-        match e {
-            E::InvalidCertificate(C::UnknownIssuer) => format!(
-                "TLS: the certificate of {url} is not trusted: signed by an unknown CA (trusted: {trust}; set OTEL_EXPORTER_OTLP_CERTIFICATE to the CA certificate that signed it)"
+        let (found, words) = match e {
+            E::InvalidCertificate(C::UnknownIssuer) => (
+                Found::TlsUntrusted,
+                format!(
+                    "TLS: the certificate of {url} is not trusted: signed by an unknown CA (trusted: {trust}; set OTEL_EXPORTER_OTLP_CERTIFICATE to the CA certificate that signed it)"
+                ),
             ),
-            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            E::InvalidCertificate(C::NotValidForName | C::NotValidForNameContext { .. }) => (
+                Found::TlsWrongName,
                 format!(
                     "TLS: the certificate of {url} is not valid for that host name ({e}); use the name it was issued for"
-                )
-            }
+                ),
+            ),
             E::InvalidCertificate(
                 C::Expired
                 | C::ExpiredContext { .. }
                 | C::NotValidYet
                 | C::NotValidYetContext { .. },
-            ) => format!("TLS: the certificate of {url} is outside its validity period ({e})"),
-            E::InvalidCertificate(other) => {
-                format!("TLS: the certificate of {url} is not accepted: {other:?}")
-            }
+            ) => (
+                Found::TlsExpired,
+                format!("TLS: the certificate of {url} is outside its validity period ({e})"),
+            ),
+            E::InvalidCertificate(other) => (
+                Found::TlsBadCertificate,
+                format!("TLS: the certificate of {url} is not accepted: {other:?}"),
+            ),
             E::AlertReceived(
                 a @ (A::CertificateRequired
                 | A::BadCertificate
                 | A::UnknownCA
                 | A::CertificateUnknown
                 | A::AccessDenied),
-            ) => format!(
-                "TLS: {url} refused the handshake ({a:?}): it wants a client certificate it trusts (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
+            ) => (
+                Found::TlsHandshakeRefused,
+                format!(
+                    "TLS: {url} refused the handshake ({a:?}): it wants a client certificate it trusts (OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY)"
+                ),
             ),
             E::AlertReceived(
                 a @ (A::HandshakeFailure | A::ProtocolVersion | A::InsufficientSecurity),
-            ) => format!(
-                "TLS: {url} refused the handshake ({a:?}): no TLS version or cipher suite in common (rustls offers TLS 1.2 and 1.3), or it wants a client certificate"
+            ) => (
+                Found::TlsHandshakeRefused,
+                format!(
+                    "TLS: {url} refused the handshake ({a:?}): no TLS version or cipher suite in common (rustls offers TLS 1.2 and 1.3), or it wants a client certificate"
+                ),
             ),
-            E::InvalidMessage(_) | E::InappropriateMessage { .. } => format!(
-                "TLS: {url} does not speak TLS ({e}); if it is a plain-HTTP collector, use http://"
+            E::InvalidMessage(_) | E::InappropriateMessage { .. } => (
+                Found::TlsNotTls,
+                format!(
+                    "TLS: {url} does not speak TLS ({e}); if it is a plain-HTTP collector, use http://"
+                ),
             ),
-            other => format!("TLS: the handshake with {url} failed: {other}"),
-        }
+            other => (
+                Found::TlsOther,
+                format!("TLS: the handshake with {url} failed: {other}"),
+            ),
+        };
+        Probe::new(found, words)
     }
 
     /// The host of an endpoint as a certificate names it (no brackets around IPv6).

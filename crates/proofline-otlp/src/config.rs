@@ -1,0 +1,304 @@
+//! The exporter's settings: [`OtlpConfig`], and the standard `OTEL_*` variables it falls back
+//! on, each read here and nowhere else.
+//!
+//! A traces variable (`OTEL_EXPORTER_OTLP_TRACES_<X>`) wins over the general one
+//! (`OTEL_EXPORTER_OTLP_<X>`); a setting in [`OtlpConfig`] wins over both.
+
+use std::time::{Duration, Instant};
+
+use opentelemetry_sdk::Resource;
+
+use crate::OtlpError;
+use crate::tls::TlsSettings;
+
+/// Traces the export queue holds before new ones are dropped.
+pub const DEFAULT_QUEUE_CAPACITY: usize = 256;
+/// How long `shutdown` waits for the queue to drain by default.
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+/// An export's timeout when neither the configuration nor the variables say.
+pub const DEFAULT_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// `service.name` when `OTEL_SERVICE_NAME` does not say.
+pub const DEFAULT_SERVICE_NAME: &str = "cuzk";
+/// The collector's OTLP/HTTP address when nothing names one.
+pub const DEFAULT_HTTP_ENDPOINT: &str = "http://localhost:4318";
+/// The collector's OTLP/gRPC address when nothing names one.
+pub const DEFAULT_GRPC_ENDPOINT: &str = "http://localhost:4317";
+/// The path of traces under an OTLP/HTTP base address (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+pub const HTTP_TRACES_PATH: &str = "/v1/traces";
+
+/// How traces travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Transport {
+    /// OTLP/HTTP with protobuf bodies (default; `OTEL_EXPORTER_OTLP_ENDPOINT` + `/v1/traces`).
+    #[default]
+    HttpProtobuf,
+    /// OTLP/gRPC (the `grpc` feature).
+    #[cfg(feature = "grpc")]
+    Grpc,
+}
+
+impl Transport {
+    /// The transport an `OTEL_EXPORTER_OTLP_PROTOCOL` value names: `http/protobuf`, or
+    /// `grpc` (with the `grpc` feature).
+    pub fn parse(value: &str) -> Result<Transport, OtlpError> {
+        match value.trim() {
+            "http/protobuf" => Ok(Transport::HttpProtobuf),
+            #[cfg(feature = "grpc")]
+            "grpc" => Ok(Transport::Grpc),
+            #[cfg(not(feature = "grpc"))]
+            "grpc" => Err(OtlpError::Build(
+                "protocol `grpc`: this build has no gRPC (proofline-otlp's `grpc` feature); use http/protobuf".into(),
+            )),
+            "http/json" => Err(OtlpError::Build(
+                "protocol `http/json` is not supported; use http/protobuf or grpc".into(),
+            )),
+            other => Err(OtlpError::Build(format!(
+                "protocol `{other}`: expected http/protobuf or grpc"
+            ))),
+        }
+    }
+
+    /// The transport of `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else
+    /// `OTEL_EXPORTER_OTLP_PROTOCOL`, else HTTP/protobuf.
+    pub fn from_env() -> Result<Transport, OtlpError> {
+        match otel_var("PROTOCOL") {
+            None => Ok(Transport::HttpProtobuf),
+            Some((var, value)) => Transport::parse(&value).map_err(|e| match e {
+                OtlpError::Build(m) => OtlpError::Build(format!("{var}: {m}")),
+                other => other,
+            }),
+        }
+    }
+}
+
+/// Settings of the OTLP exporter. Unset endpoint, headers, timeout and resource come from
+/// the standard `OTEL_*` variables.
+#[derive(Debug, Clone)]
+pub struct OtlpConfig {
+    /// The run key of trace ids ([`proofline_core::ids::run_key`]).
+    pub run_key: String,
+    /// Wall-clock instant (Unix ms) that TIMELINE offsets count from.
+    pub epoch_unix_ms: u64,
+    /// Transport.
+    pub transport: Transport,
+    /// Collector endpoint, used as it is (for OTLP/HTTP the whole URL, `/v1/traces`
+    /// included); `None`: the `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables.
+    pub endpoint: Option<String>,
+    /// Export timeout; `None`: `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT`, else 10 s.
+    pub timeout: Option<Duration>,
+    /// Traces the queue holds.
+    pub queue_capacity: usize,
+    /// `service.name` when `OTEL_SERVICE_NAME`/`OTEL_RESOURCE_ATTRIBUTES` do not set one.
+    pub default_service_name: String,
+    /// Wait for room in the queue instead of dropping (for replays, never for a live prover).
+    pub block_when_full: bool,
+    /// With `block_when_full`, wait for room until this instant at most: past it, traces
+    /// are dropped and counted (a replay's deadline). `None`: no limit.
+    pub block_until: Option<Instant>,
+    /// TLS trust and client identity for `https://` endpoints; unset fields come from the
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`, `..._CLIENT_CERTIFICATE` and
+    /// `..._CLIENT_KEY` variables. Headers (an API key) come from
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`.
+    pub tls: TlsSettings,
+}
+
+impl Default for OtlpConfig {
+    /// The defaults, for a sink whose run is given later
+    /// ([`proofline_core::sink::UpdateSink::start_run`]: the layer's `build()` gives its own).
+    fn default() -> Self {
+        OtlpConfig::new(String::new(), 0)
+    }
+}
+
+impl OtlpConfig {
+    /// Defaults for a run.
+    pub fn new(run_key: impl Into<String>, epoch_unix_ms: u64) -> Self {
+        OtlpConfig {
+            run_key: run_key.into(),
+            epoch_unix_ms,
+            transport: Transport::default(),
+            endpoint: None,
+            timeout: None,
+            queue_capacity: DEFAULT_QUEUE_CAPACITY,
+            default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
+            block_when_full: false,
+            block_until: None,
+            tls: TlsSettings::default(),
+        }
+    }
+
+    /// The export timeout: the configuration's, else the variables', else 10 s.
+    pub(crate) fn export_timeout(&self) -> Duration {
+        self.timeout
+            .or_else(timeout_from_env)
+            .unwrap_or(DEFAULT_EXPORT_TIMEOUT)
+    }
+
+    /// Where exports are sent, as the OTLP specification resolves it: the configuration's
+    /// endpoint as it is; else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is; else
+    /// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces` appended for OTLP/HTTP; else the
+    /// transport's default. The second value is the address as given (for messages).
+    pub(crate) fn export_url(&self) -> (String, String) {
+        let http = self.transport == Transport::HttpProtobuf;
+        let base = |url: &str| {
+            if http {
+                format!("{}{HTTP_TRACES_PATH}", url.trim_end_matches('/'))
+            } else {
+                url.to_owned()
+            }
+        };
+        if let Some(e) = self.endpoint.as_ref().filter(|e| !e.trim().is_empty()) {
+            return (e.trim().to_owned(), e.trim().to_owned());
+        }
+        match otel_var("ENDPOINT") {
+            Some((var, v)) if var.contains("_TRACES_") => (v.clone(), v),
+            Some((_, v)) => (base(&v), v),
+            None => {
+                let d = if http {
+                    DEFAULT_HTTP_ENDPOINT
+                } else {
+                    DEFAULT_GRPC_ENDPOINT
+                };
+                (base(d), d.to_owned())
+            }
+        }
+    }
+}
+
+/// The endpoint the standard variables name for traces, if any
+/// (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`).
+pub fn endpoint_from_env() -> Option<String> {
+    otel_var("ENDPOINT").map(|(_, v)| v)
+}
+
+/// The traces variable `OTEL_EXPORTER_OTLP_TRACES_<suffix>`, else the general
+/// `OTEL_EXPORTER_OTLP_<suffix>`: the one set (and not blank), and its trimmed value.
+pub(crate) fn otel_var(suffix: &str) -> Option<(String, String)> {
+    [
+        format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"),
+        format!("OTEL_EXPORTER_OTLP_{suffix}"),
+    ]
+    .into_iter()
+    .find_map(|var| {
+        let value = std::env::var(&var).ok()?.trim().to_owned();
+        (!value.is_empty()).then_some((var, value))
+    })
+}
+
+/// The export timeout `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`
+/// (milliseconds), if either is set.
+pub fn timeout_from_env() -> Option<Duration> {
+    otel_var("TIMEOUT")
+        .and_then(|(_, v)| v.parse::<u64>().ok())
+        .map(Duration::from_millis)
+}
+
+/// A warning when TLS variables are set but `endpoint` (or, without it, the variables' own)
+/// is plain `http://`: the operator meant TLS, and the traces (and any API-key header) would
+/// go in clear. `None` when there is nothing to say.
+pub fn cleartext_warning(endpoint: Option<&str>) -> Option<String> {
+    let url = endpoint.map(str::to_owned).or_else(endpoint_from_env)?;
+    if !url.trim().to_ascii_lowercase().starts_with("http://") {
+        return None;
+    }
+    let set: Vec<String> = ["CERTIFICATE", "CLIENT_CERTIFICATE", "CLIENT_KEY"]
+        .into_iter()
+        .filter_map(|suffix| otel_var(suffix).map(|(var, _)| var))
+        .collect();
+    (!set.is_empty()).then(|| {
+        format!(
+            "{} set, but the endpoint {url} is plain HTTP: traces and headers go in clear and the certificates are not used; use https://",
+            set.join(" and ")
+        )
+    })
+}
+
+/// The resource: the `OTEL_*` detectors, with `service.name` defaulting to `cuzk`.
+pub fn resource(default_service_name: &str) -> Resource {
+    let env_sets_name = std::env::var("OTEL_SERVICE_NAME").is_ok_and(|s| !s.is_empty())
+        || std::env::var("OTEL_RESOURCE_ATTRIBUTES").is_ok_and(|s| s.contains("service.name="));
+    let b = Resource::builder();
+    if env_sets_name {
+        b.build()
+    } else {
+        b.with_service_name(default_service_name.to_owned()).build()
+    }
+}
+
+/// The headers of `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS` (`key=value,key2=value2`, values
+/// percent-decoded as the specification's W3C form says), checked: an item that is not
+/// `key=value` is an error (other SDKs drop it silently, and an API key that is not sent
+/// reads as a rejected one). Values are never printed.
+pub(crate) fn headers_from_env() -> Result<Vec<(String, String)>, OtlpError> {
+    let Some((var, value)) = otel_var("HEADERS") else {
+        return Ok(Vec::new());
+    };
+    parse_headers(&value).map_err(|item| {
+        OtlpError::Build(format!(
+            "{var}: item {item} is not key=value (the form is key=value,key2=value2, values percent-encoded; values are not shown here)"
+        ))
+    })
+}
+
+/// `key=value,key2=value2`; the error is the 1-based index of the bad item.
+fn parse_headers(value: &str) -> Result<Vec<(String, String)>, usize> {
+    let mut out = Vec::new();
+    for (i, item) in value.split(',').enumerate() {
+        if item.trim().is_empty() {
+            continue;
+        }
+        let (k, v) = item
+            .split_once('=')
+            .filter(|(k, _)| !k.trim().is_empty())
+            .ok_or(i + 1)?;
+        let v = percent_decode(v.trim()).ok_or(i + 1)?;
+        out.push((k.trim().to_ascii_lowercase(), v));
+    }
+    Ok(out)
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' {
+            let hex = s.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_are_key_value_items_with_percent_decoded_values() {
+        assert_eq!(
+            parse_headers("api-key=a%20b, X-Tenant=t1,,").unwrap(),
+            [
+                ("api-key".to_owned(), "a b".to_owned()),
+                ("x-tenant".to_owned(), "t1".to_owned())
+            ]
+        );
+        assert_eq!(parse_headers("a=1,novalue"), Err(2));
+        assert_eq!(parse_headers("=1"), Err(1));
+        assert_eq!(parse_headers("a=%zz"), Err(1));
+    }
+
+    #[test]
+    fn an_explicit_endpoint_is_used_as_it_is() {
+        let cfg = OtlpConfig {
+            endpoint: Some("http://127.0.0.1:9/v1/traces".into()),
+            ..OtlpConfig::default()
+        };
+        assert_eq!(cfg.export_url().0, "http://127.0.0.1:9/v1/traces");
+    }
+}
