@@ -5,6 +5,7 @@
 //! of the chain is paired with the job before it once it has finished; a job that finishes
 //! before the one ahead of it waits in the chain, so transitions come out in chain order.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::Engine;
@@ -26,15 +27,25 @@ pub(super) struct PrevJob {
     pub second_last_end: Option<u64>,
 }
 
+/// A device's jobs in the order their GPU work started there, waiting to be paired.
+#[derive(Debug, Default)]
+pub(super) struct Chain {
+    /// Jobs (indexes into the engine's job table), oldest first.
+    jobs: VecDeque<usize>,
+    /// The last job paired, the `from` side of the next transition.
+    prev: Option<PrevJob>,
+}
+
 impl Engine {
     /// Puts job `idx` (named `name`, first GPU_START `t` on `gpu`) in the device's chain.
     pub(super) fn chain_insert(&mut self, gpu: u32, idx: usize, name: &str, t: u64) {
         let Some(dev) = self.devices.get_mut(&gpu) else {
             return;
         };
-        let mut at = dev.chain.len();
+        let chain = &mut dev.chain_mut().jobs;
+        let mut at = chain.len();
         while at > 0 {
-            let Some(prev) = self.jobs.get(dev.chain[at - 1]).and_then(Option::as_ref) else {
+            let Some(prev) = self.jobs.get(chain[at - 1]).and_then(Option::as_ref) else {
                 break;
             };
             let prev_start = prev
@@ -47,7 +58,7 @@ impl Engine {
             }
             at -= 1;
         }
-        dev.chain.insert(at, idx);
+        chain.insert(at, idx);
     }
 
     /// Drains the chains of every device job `idx` worked on.
@@ -67,17 +78,18 @@ impl Engine {
             let Some(dev) = self.devices.get_mut(&gpu) else {
                 return;
             };
-            let Some(&front) = dev.chain.front() else {
+            let chain = dev.chain_mut();
+            let Some(&front) = chain.jobs.front() else {
                 return;
             };
             let Some(job) = self.jobs[front].as_mut() else {
-                dev.chain.pop_front();
+                chain.jobs.pop_front();
                 continue;
             };
             if job.state == JobState::Active {
                 return;
             }
-            dev.chain.pop_front();
+            chain.jobs.pop_front();
             job.chain_refs -= 1;
             let Some(dj) = job.dev(gpu).copied() else {
                 continue;
@@ -94,7 +106,7 @@ impl Engine {
                 last_end,
                 second_last_end: dj.second_last_end,
             };
-            let Some(prev) = dev.prev.replace(cur) else {
+            let Some(prev) = chain.prev.replace(cur) else {
                 continue;
             };
             let gap = dj.first_start as i64 - prev.last_end as i64;

@@ -8,7 +8,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::report::{Boundary, GapCount, IdleGap};
+use crate::report::{Boundary, GapBucket, GapCount, GpuReport, IdleGap};
+use crate::sink::GpuLive;
 use crate::sink::Update;
 use crate::sink::UpdateSink;
 
@@ -49,67 +50,64 @@ pub(super) struct PendingGap {
 #[derive(Debug, Default)]
 pub(super) struct Device {
     /// The device index.
-    pub gpu: u32,
+    gpu: u32,
     /// Workers seen on it, sorted.
-    pub workers: Vec<u32>,
+    workers: Vec<u32>,
     /// GPU intervals open now; the device is busy while this is above 0.
-    pub active: u32,
+    active: u32,
     /// Start of the busy segment in progress (valid while `active > 0`).
-    pub seg_start: u64,
+    seg_start: u64,
     /// Latest end observed inside the segment in progress (where an abandoned interval
     /// closes it).
-    pub seg_max_end: u64,
+    seg_max_end: u64,
     /// Busy time of every closed segment, all runs (the union).
-    pub closed_busy: u64,
+    closed_busy: u64,
     /// Closed segments within the busy history, oldest first.
-    pub recent: VecDeque<(u64, u64)>,
+    recent: VecDeque<(u64, u64)>,
     /// Sum of interval lengths (the serial sum): never below the union.
-    pub serial: u64,
+    serial: u64,
     /// GPU intervals closed.
-    pub intervals: u64,
+    intervals: u64,
     /// First GPU_START in this run.
-    pub first_start: Option<u64>,
+    first_start: Option<u64>,
     /// When the last busy segment of this run closed.
-    pub last_end: Option<u64>,
+    last_end: Option<u64>,
     /// When the GPU last went idle, kept across runs and after `finish` (the live idle
     /// gauge counts from it).
-    pub idle_since: Option<u64>,
+    idle_since: Option<u64>,
     /// Jobs (uids) whose GPU interval ended at `last_end_any`.
-    pub ended: Vec<u64>,
+    ended: Vec<u64>,
     /// The latest GPU_END instant seen.
-    pub last_end_any: u64,
+    last_end_any: u64,
     /// The gap that the last segment start closed, until its jobs are all known.
-    pub pending_gap: Option<PendingGap>,
+    pending_gap: Option<PendingGap>,
     /// Idle time since the last segment closed during which partitions waited (moves into
     /// `idle_wait` when the next segment starts, dropped at the end of a run).
-    pub tent_wait: u64,
+    tent_wait: u64,
     /// Idle time since the last segment closed with an empty queue (likewise).
-    pub tent_empty: u64,
+    tent_empty: u64,
     /// Idle time between busy segments with partitions waiting, all runs.
-    pub idle_wait: u64,
+    idle_wait: u64,
     /// Idle time between busy segments with an empty queue, all runs.
-    pub idle_empty: u64,
+    idle_empty: u64,
     /// Gaps by [`GAP_SIZE_CLASSES`].
-    pub gaps_by_size: [GapCount; 3],
+    gaps_by_size: [GapCount; 3],
     /// Cross-sector gaps.
-    pub gaps_cross: GapCount,
+    gaps_cross: GapCount,
     /// Intra-sector gaps.
-    pub gaps_intra: GapCount,
+    gaps_intra: GapCount,
     /// First GPU_START to last segment end, summed over finished runs.
-    pub elapsed: u64,
+    elapsed: u64,
     /// Busy time up to the run's first job completion (`None` before it).
-    pub steady_first: Option<u64>,
+    steady_first: Option<u64>,
     /// Busy time up to the run's last job completion.
-    pub steady_last: u64,
+    steady_last: u64,
     /// Steady-state busy time of finished runs.
-    pub steady_busy: u64,
+    steady_busy: u64,
     /// Steady-state elapsed time of finished runs.
-    pub steady_elapsed: u64,
-    /// Jobs (indexes into the engine's job table) in the order their GPU work started
-    /// here, waiting to be paired into transitions.
-    pub chain: VecDeque<usize>,
-    /// The last job paired, the `from` side of the next transition.
-    pub prev: Option<super::chain::PrevJob>,
+    steady_elapsed: u64,
+    /// The jobs waiting to be paired into transitions here (chain.rs changes it).
+    chain: super::chain::Chain,
 }
 
 impl Device {
@@ -117,6 +115,160 @@ impl Device {
         Device {
             gpu,
             ..Device::default()
+        }
+    }
+
+    /// Whether no GPU interval is open.
+    pub fn is_idle(&self) -> bool {
+        self.active == 0
+    }
+
+    /// Whether the device has been idle at `at` for at least `min_ms` (or was never busy):
+    /// a job starting then starts cold.
+    pub fn idle_at_least(&self, at: u64, min_ms: u64) -> bool {
+        self.is_idle()
+            && self
+                .idle_since
+                .is_none_or(|i| at.saturating_sub(i) >= min_ms)
+    }
+
+    /// The transition chain (chain.rs keeps it).
+    pub fn chain_mut(&mut self) -> &mut super::chain::Chain {
+        &mut self.chain
+    }
+
+    /// An interval known whole at once (its GPU_END came before its GPU_START): it adds to
+    /// the serial sum, not to busy time (the sweep cannot go back for it).
+    pub fn interval_known_whole(&mut self, len: u64) {
+        self.serial += len;
+        self.intervals += 1;
+    }
+
+    /// An interval of job `uid` that opened at `start` closes at `t` (the present), `len`
+    /// long by its own offsets. A late GPU_END closes busy time at the present; the same
+    /// stretch counts in the serial sum, so that the union never exceeds the sum whatever
+    /// the input.
+    pub fn close_interval(
+        &mut self,
+        (start, t, len): (u64, u64, u64),
+        uid: u64,
+        history_ms: u64,
+        sink: &mut impl UpdateSink,
+    ) {
+        self.serial += t.saturating_sub(start).max(len);
+        self.intervals += 1;
+        self.end(t, uid, history_ms, sink);
+    }
+
+    /// An interval of job `uid` opened at `start` will never close (its job was given up
+    /// on at `now`): it is closed at the latest instant observed on the device, unobserved,
+    /// not busy. What busy time keeps of it counts in the serial sum too: up to now while
+    /// other workers keep the GPU busy, else up to the segment's last observed end.
+    pub fn abandon_interval(
+        &mut self,
+        start: Option<u64>,
+        now: u64,
+        uid: u64,
+        history_ms: u64,
+        sink: &mut impl UpdateSink,
+    ) {
+        let start = start.unwrap_or(now).max(self.seg_start);
+        let kept_until = if self.active > 1 {
+            now
+        } else {
+            self.seg_max_end
+        };
+        self.serial += kept_until.saturating_sub(start);
+        self.active -= 1;
+        if self.active == 0 {
+            let end = self.seg_max_end;
+            self.note_ended(end, uid);
+            self.close_segment(end, history_ms, sink);
+        }
+    }
+
+    /// A job completed at `tc`: the steady state's first (`first`) or last (`last`)
+    /// completion moved there.
+    pub fn mark_completion(&mut self, tc: u64, first: bool, last: bool) {
+        if first {
+            self.steady_first = Some(self.cum_busy_at(tc));
+        }
+        if last {
+            self.steady_last = self.cum_busy_at(tc);
+        }
+    }
+
+    /// The live figures at `now`, the busy ratio over the `window_ms` before it.
+    pub fn live(&self, now: u64, window_ms: u64) -> GpuLive {
+        let from = now.saturating_sub(window_ms);
+        let span = now - from;
+        GpuLive {
+            gpu: self.gpu,
+            busy_ratio: if span == 0 {
+                0.0
+            } else {
+                self.busy_between(from, now) as f64 / span as f64
+            },
+            idle_ms: if self.active > 0 {
+                0
+            } else {
+                self.idle_since.map_or(0, |l| now.saturating_sub(l))
+            },
+            busy_ms: self.cum_busy_at(now),
+        }
+    }
+
+    /// The device's report, the run in progress included; `steady`: the run's steady
+    /// window so far (first and last completion), if it has one.
+    pub fn report(&self, steady: Option<(u64, u64)>) -> GpuReport {
+        let ratio = super::ratio;
+        let elapsed = self.elapsed
+            + match (self.first_start, self.last_end) {
+                (Some(f), Some(l)) => l.saturating_sub(f),
+                _ => 0,
+            };
+        let (sb, se) = match steady {
+            Some((first, last)) => (
+                self.steady_busy
+                    + self
+                        .steady_last
+                        .saturating_sub(self.steady_first.unwrap_or(0)),
+                self.steady_elapsed + (last - first),
+            ),
+            None => (self.steady_busy, self.steady_elapsed),
+        };
+        let busy = self.closed_busy;
+        let total = GapCount {
+            count: self.gaps_by_size.iter().map(|g| g.count).sum(),
+            total_ms: self.gaps_by_size.iter().map(|g| g.total_ms).sum(),
+        };
+        GpuReport {
+            gpu: self.gpu,
+            workers: self.workers.clone(),
+            intervals: self.intervals,
+            busy_ms: busy,
+            serial_sum_ms: self.serial,
+            concurrency: (busy > 0).then(|| self.serial as f64 / busy as f64),
+            elapsed_ms: elapsed,
+            busy_ratio: ratio(busy, elapsed),
+            steady_busy_ms: sb,
+            steady_elapsed_ms: se,
+            steady_busy_ratio: ratio(sb, se),
+            idle_gaps_by_size: self
+                .gaps_by_size
+                .iter()
+                .zip(GAP_SIZE_CLASSES)
+                .map(|(g, (_, l))| GapBucket {
+                    label: l.to_owned(),
+                    count: g.count,
+                    total_ms: g.total_ms,
+                })
+                .collect(),
+            idle_cross_sector: self.gaps_cross.clone(),
+            idle_intra_sector: self.gaps_intra.clone(),
+            idle_total: total,
+            idle_with_queue_ms: self.idle_wait,
+            idle_queue_empty_ms: self.idle_empty,
         }
     }
 
@@ -204,7 +356,7 @@ impl Device {
     }
 
     /// A GPU interval of job `uid` closes at `t`.
-    pub fn end(&mut self, t: u64, uid: u64, history_ms: u64, sink: &mut impl UpdateSink) {
+    fn end(&mut self, t: u64, uid: u64, history_ms: u64, sink: &mut impl UpdateSink) {
         self.note_ended(t, uid);
         self.seg_max_end = self.seg_max_end.max(t);
         self.active -= 1;
@@ -214,7 +366,7 @@ impl Device {
     }
 
     /// Job `uid`'s interval ended at `t` (for telling cross- from intra-sector gaps).
-    pub fn note_ended(&mut self, t: u64, uid: u64) {
+    fn note_ended(&mut self, t: u64, uid: u64) {
         if t > self.last_end_any {
             self.last_end_any = t;
             self.ended.clear();
@@ -225,7 +377,7 @@ impl Device {
     }
 
     /// The busy segment ends at `t`: the device goes idle.
-    pub fn close_segment(&mut self, t: u64, history_ms: u64, sink: &mut impl UpdateSink) {
+    fn close_segment(&mut self, t: u64, history_ms: u64, sink: &mut impl UpdateSink) {
         let t = t.max(self.seg_start);
         self.closed_busy += t - self.seg_start;
         if t > self.seg_start {
@@ -305,8 +457,7 @@ impl Device {
         self.ended.clear();
         self.tent_wait = 0;
         self.tent_empty = 0;
-        self.prev = None;
-        self.chain.clear();
+        self.chain = super::chain::Chain::default();
     }
 }
 

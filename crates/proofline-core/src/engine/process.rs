@@ -5,12 +5,28 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::device::Device;
-use super::job::{DevJob, JobState, Part, PartStage, earliest, latest};
+use super::job::{DevJob, Job, JobState, Part, PartStage, earliest, latest};
 use super::reorder::Ev;
 use crate::event::EventKind;
 use crate::report::{JobRecord, JobStatus, PartitionRecord};
 use crate::sink::Update;
 use crate::sink::UpdateSink;
+
+/// The job at `idx`. Every index handled here comes from [`Engine::job_for`] (or a sweep's
+/// scan of live jobs) in the same call, and a job leaves its slot only in
+/// `Engine::remove_job`, which runs between events: an empty slot is a bug.
+fn live(jobs: &[Option<Job>], idx: usize) -> &Job {
+    jobs[idx]
+        .as_ref()
+        .expect("a job index handed out in this call is live")
+}
+
+/// [`live`], to change it.
+fn live_mut(jobs: &mut [Option<Job>], idx: usize) -> &mut Job {
+    jobs[idx]
+        .as_mut()
+        .expect("a job index handed out in this call is live")
+}
 
 impl Engine {
     /// Applies one event. Events come in time order, except late ones (older than the
@@ -48,7 +64,7 @@ impl Engine {
         let Some(idx) = self.names.get(e.name).current else {
             return Some(self.new_job(e, sink));
         };
-        let job = self.jobs[idx].as_ref().expect("current job exists");
+        let job = live(&self.jobs, idx);
         if job.state == JobState::Active {
             return Some(idx);
         }
@@ -70,7 +86,7 @@ impl Engine {
     /// Records the event on its partition. Returns false for a second record of the same
     /// (event, partition): a duplicate or a conflict, counted, the first kept.
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         if job.parts.len() <= pidx {
             job.parts.resize_with(pidx + 1, Part::default);
         }
@@ -107,18 +123,18 @@ impl Engine {
     }
 
     fn part(&mut self, idx: usize, pidx: usize) -> &mut Part {
-        &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx]
+        &mut live_mut(&mut self.jobs, idx).parts[pidx]
     }
 
     fn on_synth_start(&mut self, idx: usize, pidx: usize, t: u64) {
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         job.first_synth_start = earliest(job.first_synth_start, t);
         self.gauges
             .advance(&mut job.parts[pidx], PartStage::Synthesizing);
     }
 
     fn on_synth_end(&mut self, idx: usize, pidx: usize, e: &Ev) {
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         job.first_synth_end = earliest(job.first_synth_end, e.t);
         let part = &mut job.parts[pidx];
         part.synth_reported = e.synth_ms;
@@ -138,13 +154,13 @@ impl Engine {
     }
 
     fn enqueue(&mut self, idx: usize, pidx: usize, t: u64) {
-        let part = &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx];
+        let part = &mut live_mut(&mut self.jobs, idx).parts[pidx];
         part.queue_start.get_or_insert(t);
         self.gauges.advance(part, PartStage::Queued);
     }
 
     fn on_gpu_pickup(&mut self, idx: usize, pidx: usize) {
-        let part = &mut self.jobs[idx].as_mut().expect("job exists").parts[pidx];
+        let part = &mut live_mut(&mut self.jobs, idx).parts[pidx];
         self.gauges.advance(part, PartStage::PickedUp);
     }
 
@@ -165,8 +181,8 @@ impl Engine {
         at: u64,
         sink: &mut impl UpdateSink,
     ) {
-        let gpu = self.device_of(e, &self.jobs[idx].as_ref().expect("job exists").parts[pidx]);
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let gpu = self.device_of(e, &live(&self.jobs, idx).parts[pidx]);
+        let job = live_mut(&mut self.jobs, idx);
         let part = &mut job.parts[pidx];
         part.gpu = Some(gpu);
         if let Some(end) = part.at(EventKind::GpuEnd) {
@@ -174,9 +190,10 @@ impl Engine {
             // serial sum (the busy sweep cannot go back for it)
             let len = end.saturating_sub(e.t);
             job.gpu_total += len;
-            let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
-            dev.serial += len;
-            dev.intervals += 1;
+            self.devices
+                .entry(gpu)
+                .or_insert_with(|| Device::new(gpu))
+                .interval_known_whole(len);
             return;
         }
         let worker = part.worker;
@@ -201,10 +218,7 @@ impl Engine {
             dev.add_worker(w);
         }
         // cold start: the job's first GPU work found its device idle, for long enough
-        let idle_long = dev
-            .idle_since
-            .is_none_or(|i| at.saturating_sub(i) >= self.cfg.cold_start_min_idle_ms);
-        if first_anywhere && dev.active == 0 && idle_long {
+        if first_anywhere && dev.idle_at_least(at, self.cfg.cold_start_min_idle_ms) {
             if let Some(s) = first_synth_start {
                 let cs = e.t.saturating_sub(s);
                 if let Some(job) = self.jobs[idx].as_mut() {
@@ -225,7 +239,7 @@ impl Engine {
     }
 
     fn on_gpu_end(&mut self, idx: usize, pidx: usize, e: &Ev, at: u64, sink: &mut impl UpdateSink) {
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         let part = &mut job.parts[pidx];
         let was = part.stage;
         if !self.gauges.advance(part, PartStage::Done) {
@@ -258,12 +272,7 @@ impl Engine {
                 .devices
                 .get_mut(&gpu)
                 .expect("device of an open interval");
-            // a late GPU_END closes the device's busy time at the present (the sweep
-            // cannot go back): count the same stretch in the serial sum, so that the
-            // union never exceeds the sum whatever the input
-            dev.serial += at.saturating_sub(start).max(len);
-            dev.intervals += 1;
-            dev.end(at, uid, self.cfg.busy_window_ms, sink);
+            dev.close_interval((start, at, len), uid, self.cfg.busy_window_ms, sink);
         } else if start.is_none() {
             // GPU_END without GPU_START: the GPU time is unobserved
             job.unobserved_gpu = true;
@@ -275,7 +284,7 @@ impl Engine {
             let rec = self.partition_record(idx, pidx);
             sink.update(Update::Partition(Arc::new(rec)));
         }
-        let job = self.jobs[idx].as_ref().expect("job exists");
+        let job = live(&self.jobs, idx);
         if job.expected.is_some_and(|n| job.done >= n) {
             self.complete(idx, sink);
         } else if job.unknown_count_complete() {
@@ -285,7 +294,7 @@ impl Engine {
     }
 
     pub(super) fn partition_record(&self, idx: usize, pidx: usize) -> PartitionRecord {
-        let job = self.jobs[idx].as_ref().expect("job exists");
+        let job = live(&self.jobs, idx);
         let p = &job.parts[pidx];
         let [synthesis_ms, queue_ms, lock_wait_ms, gpu_ms] = p.stages();
         let job_id = self.names.name(job.name).clone();
@@ -313,7 +322,7 @@ impl Engine {
     }
 
     fn job_record(&self, idx: usize, status: JobStatus) -> JobRecord {
-        let job = self.jobs[idx].as_ref().expect("job exists");
+        let job = live(&self.jobs, idx);
         JobRecord {
             job_id: self.names.name(job.name).clone(),
             run: job.run,
@@ -346,7 +355,7 @@ impl Engine {
     /// Job `idx` completed: its record, the steady state, its transitions.
     pub(super) fn complete(&mut self, idx: usize, sink: &mut impl UpdateSink) {
         self.finished_one();
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         job.state = JobState::Finished(JobStatus::Complete);
         job.retain_until = self.now + self.cfg.reorder_window_ms * 2 + self.cfg.completion_grace_ms;
         let retain = job.retain_until;
@@ -366,12 +375,7 @@ impl Engine {
             rs.last_completion = tc;
         }
         for dev in self.devices.values_mut() {
-            if refirst {
-                dev.steady_first = Some(dev.cum_busy_at(tc));
-            }
-            if relast {
-                dev.steady_last = dev.cum_busy_at(tc);
-            }
+            dev.mark_completion(tc, refirst, relast);
         }
         // transitions into this job first, so that a sink sees them before the job's record
         self.drain_chains_of(idx, sink);
@@ -383,12 +387,9 @@ impl Engine {
     pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
         let now = self.now;
         self.finished_one();
-        let key = super::kernel::job_key(
-            self.names
-                .name(self.jobs[idx].as_ref().expect("job exists").name),
-        );
+        let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
         self.forget_open_intervals(key);
-        let job = self.jobs[idx].as_mut().expect("job exists");
+        let job = live_mut(&mut self.jobs, idx);
         job.state = JobState::Finished(status);
         job.retain_until = now + self.cfg.reorder_window_ms * 2;
         let retain = job.retain_until;
@@ -412,21 +413,13 @@ impl Engine {
             let Some(dev) = self.devices.get_mut(&part.gpu.unwrap_or(0)) else {
                 continue;
             };
-            // what the busy time keeps of this interval counts in the serial sum too, so
-            // that the union never exceeds the sum: up to now while other workers keep the
-            // GPU busy, else up to the segment's last observed end
-            let start = part
-                .at(EventKind::GpuStart)
-                .unwrap_or(now)
-                .max(dev.seg_start);
-            let kept_until = if dev.active > 1 { now } else { dev.seg_max_end };
-            dev.serial += kept_until.saturating_sub(start);
-            dev.active -= 1;
-            if dev.active == 0 {
-                let end = dev.seg_max_end;
-                dev.note_ended(end, uid);
-                dev.close_segment(end, self.cfg.busy_window_ms, sink);
-            }
+            dev.abandon_interval(
+                part.at(EventKind::GpuStart),
+                now,
+                uid,
+                self.cfg.busy_window_ms,
+                sink,
+            );
         }
         // the partitions that never finished, for charts and traces (not in the stage stats)
         if sink.wants_partitions() {

@@ -4,11 +4,10 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use super::Engine;
-use super::device::GAP_SIZE_CLASSES;
 use super::verdict::{Evidence, KernelEvidence, verdict};
 use crate::dist::Dist;
 use crate::report::*;
-use crate::sink::{GpuLive, LiveState};
+use crate::sink::LiveState;
 
 /// Completions the live seconds-per-proof figure looks back over.
 pub const LIVE_SPP_WINDOW: usize = 20;
@@ -207,28 +206,7 @@ impl Engine {
             on_gpu,
             jobs_in_flight: u32::try_from(self.active).unwrap_or(u32::MAX),
             seconds_per_proof: self.totals.live_seconds_per_proof(),
-            gpus: self
-                .devices
-                .values()
-                .map(|d| {
-                    let from = now.saturating_sub(w);
-                    let span = now - from;
-                    GpuLive {
-                        gpu: d.gpu,
-                        busy_ratio: if span == 0 {
-                            0.0
-                        } else {
-                            d.busy_between(from, now) as f64 / span as f64
-                        },
-                        idle_ms: if d.active > 0 {
-                            0
-                        } else {
-                            d.idle_since.map_or(0, |l| now.saturating_sub(l))
-                        },
-                        busy_ms: d.cum_busy_at(now),
-                    }
-                })
-                .collect(),
+            gpus: self.devices.values().map(|d| d.live(now, w)).collect(),
             kernel: self.kernel.live(),
         }
     }
@@ -242,60 +220,20 @@ impl Engine {
         let mut gpu_times = Vec::new();
         let (mut busy_all, mut elapsed_all, mut sbusy_all, mut selapsed_all) = (0, 0, 0, 0);
         let (mut idle_wait, mut idle_empty) = (0, 0);
+        let steady = self
+            .steady
+            .first_completion
+            .map(|f| (f, self.steady.last_completion));
         for d in self.devices.values() {
-            // include the run in progress
-            let elapsed = d.elapsed
-                + match (d.first_start, d.last_end) {
-                    (Some(f), Some(l)) => l.saturating_sub(f),
-                    _ => 0,
-                };
-            let (sb, se) = match self.steady.first_completion {
-                Some(f) => (
-                    d.steady_busy + d.steady_last.saturating_sub(d.steady_first.unwrap_or(0)),
-                    d.steady_elapsed + (self.steady.last_completion - f),
-                ),
-                _ => (d.steady_busy, d.steady_elapsed),
-            };
-            let busy = d.closed_busy;
-            gpu_times.push((d.gpu, elapsed, busy, d.intervals));
-            busy_all += busy;
-            elapsed_all += elapsed;
-            sbusy_all += sb;
-            selapsed_all += se;
-            idle_wait += d.idle_wait;
-            idle_empty += d.idle_empty;
-            let total = GapCount {
-                count: d.gaps_by_size.iter().map(|g| g.count).sum(),
-                total_ms: d.gaps_by_size.iter().map(|g| g.total_ms).sum(),
-            };
-            gpus.push(GpuReport {
-                gpu: d.gpu,
-                workers: d.workers.clone(),
-                intervals: d.intervals,
-                busy_ms: busy,
-                serial_sum_ms: d.serial,
-                concurrency: (busy > 0).then(|| d.serial as f64 / busy as f64),
-                elapsed_ms: elapsed,
-                busy_ratio: ratio(busy, elapsed),
-                steady_busy_ms: sb,
-                steady_elapsed_ms: se,
-                steady_busy_ratio: ratio(sb, se),
-                idle_gaps_by_size: d
-                    .gaps_by_size
-                    .iter()
-                    .zip(GAP_SIZE_CLASSES)
-                    .map(|(g, (_, l))| GapBucket {
-                        label: l.to_owned(),
-                        count: g.count,
-                        total_ms: g.total_ms,
-                    })
-                    .collect(),
-                idle_cross_sector: d.gaps_cross.clone(),
-                idle_intra_sector: d.gaps_intra.clone(),
-                idle_total: total,
-                idle_with_queue_ms: d.idle_wait,
-                idle_queue_empty_ms: d.idle_empty,
-            });
+            let g = d.report(steady);
+            gpu_times.push((g.gpu, g.elapsed_ms, g.busy_ms, g.intervals));
+            busy_all += g.busy_ms;
+            elapsed_all += g.elapsed_ms;
+            sbusy_all += g.steady_busy_ms;
+            selapsed_all += g.steady_elapsed_ms;
+            idle_wait += g.idle_with_queue_ms;
+            idle_empty += g.idle_queue_empty_ms;
+            gpus.push(g);
         }
         let (mut span, mut sjobs, mut steady_ms) =
             (t.steady_span, t.steady_jobs, t.steady_state_ms);
