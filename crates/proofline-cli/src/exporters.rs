@@ -1,14 +1,17 @@
 //! The exporters `demo` and `watch` run, wired in one place: a Prometheus endpoint, and OTLP
 //! traces when the standard `OTEL_EXPORTER_OTLP_*` variables name a collector. They are fed
-//! through one [`Fanout`], which also gives both the same run (so exemplars name the traces
-//! the OTLP side sends) and has the OTLP exporter's counters published with the metrics.
+//! through one [`Fanout`], which a layer or a [`Driver`] owns: it gives both the same run (so
+//! exemplars name the traces the OTLP side sends, and the OTLP exporter's counters are
+//! published with the metrics).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
+#[allow(unused_imports)] // named in the docs
+use proofline_core::sink::Driver;
+use proofline_core::sink::Fanout;
 use proofline_otlp::OtlpHandle;
 use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions, WebConfig};
 
@@ -76,7 +79,7 @@ pub(crate) struct Exporters {
 impl Exporters {
     /// Starts the exporters: `/metrics` at the address given, unless `None`, OTLP when the
     /// environment names a collector. `who` prefixes what it says on stderr. Their run is
-    /// given with [`UpdateSink::start_run`] (the layer's build does it; `watch` itself).
+    /// given by whoever owns their [`Fanout`] (the layer's build, `watch`'s driver).
     pub fn start(who: &str, metrics: Option<(SocketAddr, ServeOptions)>) -> Result<Self> {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
@@ -108,9 +111,6 @@ impl Exporters {
             )?);
             sink.push(PrometheusSink::new(metrics));
         }
-        if let Some(c) = sink.export_counters() {
-            sink.publish_export_counters(c);
-        }
         Ok(Exporters {
             sink,
             server,
@@ -134,15 +134,10 @@ impl Exporters {
         ))
     }
 
-    /// The sinks, for a layer that owns its sinks; the rest (the server, the OTLP handle)
-    /// stays here and must be kept alive.
+    /// The sinks, for a layer or a [`Driver`] that owns them; the rest (the server, the
+    /// OTLP handle) stays here and must be kept alive.
     pub fn take_sink(&mut self) -> Fanout {
         std::mem::take(&mut self.sink)
-    }
-
-    /// Gives the sinks their run.
-    pub fn start_run(&mut self, instance: &str, epoch_unix_ms: u64) {
-        self.sink.start_run(&RunInfo::new(instance, epoch_unix_ms));
     }
 
     /// Waits at most `timeout` for the OTLP exporter (after its sink was shut down or

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use proofline_core::Engine;
 use proofline_core::reader::{LineFeeder, MAX_LINE_BYTES};
-use proofline_core::sink::{RunInfo, TelemetryCounts, UpdateSink};
+use proofline_core::sink::{Driver, RunInfo, TelemetryCounts};
 
 use crate::exporters::Exporters;
 use crate::input::EngineArgs;
@@ -327,12 +327,16 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         "proofline watch",
         Some((args.metrics_addr, args.serve.options()?)),
     )?;
-    // until the first lines tell the log's epoch: now
-    exporters.start_run(&args.instance, unix_ms());
     let metrics_url = exporters
         .metrics_url()
         .unwrap_or_else(|| format!("http://{}/metrics", args.metrics_addr));
-    let sink = &mut exporters.sink;
+    let poll = Duration::from_millis(args.poll_ms.max(10));
+    // until the first lines tell the log's epoch: now
+    let mut driver = Driver::start(
+        exporters.take_sink(),
+        RunInfo::new(args.instance.as_str(), unix_ms()),
+        poll,
+    );
     let mut engine = Engine::new(args.engine.config());
     let mut feeder = LineFeeder::new();
     let mut epoch_known = false;
@@ -342,85 +346,100 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     // the engine's clock between lines: the newest offset a line brought, when it came (and
     // in which run); it moves on at wall speed until a newer line comes
     let mut newest: Option<(u64, Instant, u32)> = None;
-    let poll = Duration::from_millis(args.poll_ms.max(10));
     let path = args.log.display().to_string();
-    loop {
-        if first_open {
-            match tail.open(args.from_start || warned_missing) {
-                Ok(true) => {
-                    first_open = false;
-                    // said once the place to read from is fixed, so that what a writer
-                    // appends after this line is read
-                    eprintln!(
-                        "proofline watch: following {path} from {}; metrics on {metrics_url}",
-                        if args.from_start || warned_missing {
-                            "its start"
-                        } else {
-                            "its end"
+    let mut follow = || -> Result<()> {
+        loop {
+            if first_open {
+                match tail.open(args.from_start || warned_missing) {
+                    Ok(true) => {
+                        first_open = false;
+                        // said once the place to read from is fixed, so that what a writer
+                        // appends after this line is read
+                        eprintln!(
+                            "proofline watch: following {path} from {}; metrics on {metrics_url}",
+                            if args.from_start || warned_missing {
+                                "its start"
+                            } else {
+                                "its end"
+                            }
+                        );
+                    }
+                    Ok(false) => {
+                        if !warned_missing {
+                            eprintln!("proofline watch: {path} does not exist yet; waiting for it");
+                            warned_missing = true;
                         }
-                    );
-                }
-                Ok(false) => {
-                    if !warned_missing {
-                        eprintln!("proofline watch: {path} does not exist yet; waiting for it");
-                        warned_missing = true;
+                        std::thread::sleep(poll);
+                        continue;
                     }
-                    std::thread::sleep(poll);
-                    continue;
+                    Err(e) => return Err(e).with_context(|| format!("cannot open {path}")),
                 }
-                Err(e) => return Err(e).with_context(|| format!("cannot open {path}")),
             }
-        }
-        let event = tail
-            .poll(|line, number| {
-                if let Some(e) = feeder.feed_line(line, &mut engine, sink) {
-                    if bad_lines.allow() {
-                        eprintln!("proofline watch: {path}:{number}: {}", e.error);
+            let event = tail
+                .poll(|line, number| {
+                    if let Some(e) = feeder.feed_line(line, &mut engine, driver.sinks()) {
+                        if bad_lines.allow() {
+                            eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                        }
                     }
+                })
+                .with_context(|| format!("reading {path}"))?;
+            if let Some(quiet) = bad_lines.summary() {
+                eprintln!(
+                    "proofline watch: {quiet} more malformed lines in {path} in the last {}s (all counted in proofline_malformed_lines_total)",
+                    BAD_LINE_WINDOW.as_secs()
+                );
+            }
+            match event {
+                Event::Truncated => {
+                    eprintln!(
+                        "proofline watch: {path} was truncated; reading it again from the start"
+                    )
                 }
-            })
-            .with_context(|| format!("reading {path}"))?;
-        if let Some(quiet) = bad_lines.summary() {
-            eprintln!(
-                "proofline watch: {quiet} more malformed lines in {path} in the last {}s (all counted in proofline_malformed_lines_total)",
-                BAD_LINE_WINDOW.as_secs()
-            );
-        }
-        match event {
-            Event::Truncated => {
-                eprintln!("proofline watch: {path} was truncated; reading it again from the start")
+                Event::Rotated { cut } => eprintln!(
+                    "proofline watch: {path} was rotated; following the new file{}",
+                    if cut {
+                        " (the old file ended in a cut line: it is read for 5 s more in case its writer completes it)"
+                    } else {
+                        ""
+                    }
+                ),
+                Event::Missing | Event::Opened | Event::None => {}
             }
-            Event::Rotated { cut } => eprintln!(
-                "proofline watch: {path} was rotated; following the new file{}",
-                if cut {
-                    " (the old file ended in a cut line: it is read for 5 s more in case its writer completes it)"
-                } else {
-                    ""
+            if let Some(o) = engine.newest_offset() {
+                // a newer line (or a new run) restarts the clock from it
+                if newest.is_none_or(|(n, _, run)| o != n || run != engine.run()) {
+                    newest = Some((o, Instant::now(), engine.run()));
                 }
-            ),
-            Event::Missing | Event::Opened | Event::None => {}
-        }
-        if let Some(o) = engine.newest_offset() {
-            // a newer line (or a new run) restarts the clock from it
-            if newest.is_none_or(|(n, _, run)| o != n || run != engine.run()) {
-                newest = Some((o, Instant::now(), engine.run()));
+                if !epoch_known {
+                    // the run's epoch: now minus the newest offset when reading starts
+                    let epoch = unix_ms().saturating_sub(o);
+                    driver.restart(RunInfo::new(args.instance.as_str(), epoch));
+                    epoch_known = true;
+                }
             }
-            if !epoch_known {
-                // the run's epoch: now minus the newest offset when reading starts
-                let epoch = unix_ms().saturating_sub(o);
-                sink.start_run(&RunInfo::new(args.instance.as_str(), epoch));
-                epoch_known = true;
+            if let Some((offset, at, _)) = newest {
+                engine.advance(offset + at.elapsed().as_millis() as u64, driver.sinks());
             }
+            feeder.stats.oversized = tail.oversized;
+            let counts = TelemetryCounts {
+                events_dropped: 0,
+                malformed_lines: feeder.stats.malformed,
+            };
+            driver.tick(&engine.live(), &counts);
+            std::thread::sleep(poll);
         }
-        if let Some((offset, at, _)) = newest {
-            engine.advance(offset + at.elapsed().as_millis() as u64, sink);
-        }
-        feeder.stats.oversized = tail.oversized;
-        let counts = TelemetryCounts {
-            events_dropped: 0,
-            malformed_lines: feeder.stats.malformed,
-        };
-        sink.tick(&engine.live(), &counts);
-        std::thread::sleep(poll);
+    };
+    let result = follow();
+    // watch ends only when reading fails: what the sinks hold is still delivered
+    let counts = TelemetryCounts {
+        events_dropped: 0,
+        malformed_lines: feeder.stats.malformed,
+    };
+    let deadline = Instant::now() + proofline_otlp::DEFAULT_SHUTDOWN_TIMEOUT;
+    if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {
+        eprintln!("proofline watch: {e}");
     }
+    exporters.finish("proofline watch", proofline_otlp::DEFAULT_SHUTDOWN_TIMEOUT);
+    result
 }

@@ -23,6 +23,22 @@ pub enum EventKind {
     GpuEnd,
 }
 
+/// What an event of a kind carries besides its time, job id and partition, as cuzk prints
+/// it ([`EventKind::carries`]): the one rule the layer's queue entries, the events it builds
+/// and the GPU_QUEUE it adds after a SYNTH_END all read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Carries {
+    /// `worker=` and `gpu=` (GPU events).
+    pub worker_gpu: bool,
+    /// `kind=` in the printed line, when the job is whole-proof (no partition): SYNTH_START.
+    /// (Every event carries the span's proof kind to the engine, which names the job by it.)
+    pub proof_kind_if_whole: bool,
+    /// The span's duration: `synth_ms=` on SYNTH_END, `gpu_ms=` on GPU_END.
+    pub duration: bool,
+    /// The bare word `monolithic`, when the job is whole-proof: GPU_QUEUE.
+    pub monolithic_if_whole: bool,
+}
+
 impl EventKind {
     /// Every kind, in pipeline order.
     pub const ALL: [EventKind; 6] = [
@@ -57,6 +73,17 @@ impl EventKind {
             "GPU_END" => EventKind::GpuEnd,
             _ => return None,
         })
+    }
+
+    /// What an event of this kind carries, as cuzk prints it.
+    #[inline(always)]
+    pub const fn carries(self) -> Carries {
+        Carries {
+            worker_gpu: self.is_gpu(),
+            proof_kind_if_whole: matches!(self, EventKind::SynthStart),
+            duration: matches!(self, EventKind::SynthEnd | EventKind::GpuEnd),
+            monolithic_if_whole: matches!(self, EventKind::GpuQueue),
+        }
     }
 
     /// Whether it is a GPU edge (GPU_PICKUP, GPU_START, GPU_END), whose lines name the

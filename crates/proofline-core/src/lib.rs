@@ -14,6 +14,6 @@ pub mod timing;
 
 pub use codec::{ParseError, parse_line, write_line};
 pub use engine::{Engine, EngineConfig};
-pub use event::{Event, EventKind, EventRef, TimelineEvent};
+pub use event::{Carries, Event, EventKind, EventRef, TimelineEvent};
 pub use report::Report;
-pub use sink::{Fanout, LiveState, RunInfo, Update, UpdateSink};
+pub use sink::{Driver, Fanout, LiveState, RunInfo, Update, UpdateSink};

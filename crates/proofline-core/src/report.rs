@@ -117,7 +117,7 @@ impl PartitionRecord {
 }
 
 /// How a job ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum JobStatus {
     /// Every expected partition finished its GPU work.

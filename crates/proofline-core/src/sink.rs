@@ -119,8 +119,9 @@ pub struct TelemetryCounts {
     pub malformed_lines: u64,
 }
 
-/// Counters of an exporter that pushes traces (OTLP), shared with the sinks that publish
-/// them (Prometheus) without the two depending on each other.
+/// Counters of an exporter that pushes traces (OTLP). The exporter registers them in the
+/// run's [`Exports`], where a sink that publishes them (Prometheus) reads them when it is
+/// scraped, without the two depending on each other.
 #[derive(Debug, Default)]
 pub struct ExportCounters {
     /// Traces handed to the exporter's queue.
@@ -141,10 +142,91 @@ pub struct ExportCounters {
     pub links_unplaced: AtomicU64,
 }
 
+impl ExportCounters {
+    /// The counters' values now.
+    pub fn snapshot(&self) -> ExportTotals {
+        use std::sync::atomic::Ordering::Relaxed;
+        ExportTotals {
+            traces_queued: self.traces_queued.load(Relaxed),
+            traces_dropped: self.traces_dropped.load(Relaxed),
+            spans_exported: self.spans_exported.load(Relaxed),
+            spans_failed: self.spans_failed.load(Relaxed),
+            traces_exported: self.traces_exported.load(Relaxed),
+            traces_failed: self.traces_failed.load(Relaxed),
+            links_unplaced: self.links_unplaced.load(Relaxed),
+        }
+    }
+}
+
+/// [`ExportCounters`]' values at one moment (or their sum over several exporters).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ExportTotals {
+    /// Traces handed to the exporter's queue.
+    pub traces_queued: u64,
+    /// Traces dropped because the export queue was full.
+    pub traces_dropped: u64,
+    /// Spans the collector accepted.
+    pub spans_exported: u64,
+    /// Spans whose export failed, or that the collector rejected.
+    pub spans_failed: u64,
+    /// Traces the collector accepted.
+    pub traces_exported: u64,
+    /// Traces whose export failed.
+    pub traces_failed: u64,
+    /// Links no trace could carry.
+    pub links_unplaced: u64,
+}
+
+impl std::ops::Add for ExportTotals {
+    type Output = ExportTotals;
+    fn add(self, o: ExportTotals) -> ExportTotals {
+        ExportTotals {
+            traces_queued: self.traces_queued + o.traces_queued,
+            traces_dropped: self.traces_dropped + o.traces_dropped,
+            spans_exported: self.spans_exported + o.spans_exported,
+            spans_failed: self.spans_failed + o.spans_failed,
+            traces_exported: self.traces_exported + o.traces_exported,
+            traces_failed: self.traces_failed + o.traces_failed,
+            links_unplaced: self.links_unplaced + o.links_unplaced,
+        }
+    }
+}
+
+/// The exporters' counters of one engine's sinks: each exporter registers its own when its
+/// run starts ([`UpdateSink::start_run`]), a publisher reads their sum when asked.
+#[derive(Debug, Default)]
+pub struct Exports {
+    counters: std::sync::Mutex<Vec<Arc<ExportCounters>>>,
+}
+
+impl Exports {
+    /// Registers an exporter's counters (once: a second call with the same is ignored).
+    pub fn register(&self, counters: &Arc<ExportCounters>) {
+        let mut all = self
+            .counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !all.iter().any(|c| Arc::ptr_eq(c, counters)) {
+            all.push(counters.clone());
+        }
+    }
+
+    /// The sum of every registered exporter's counters now.
+    pub fn totals(&self) -> ExportTotals {
+        self.counters
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|c| c.snapshot())
+            .fold(ExportTotals::default(), |a, b| a + b)
+    }
+}
+
 /// The run a sink reports on: which prover instance, the key its trace ids derive from, and
 /// the wall-clock instant its timeline offsets count from. Every sink of one engine gets the
 /// same, so Prometheus exemplars and OTLP traces name the same traces.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct RunInfo {
     /// The prover instance's name.
     pub instance: String,
@@ -156,7 +238,27 @@ pub struct RunInfo {
     /// Where the GPU intervals come from when not from the prover's own events
     /// ([`crate::EngineConfig::gpu_interval_source`]), for sinks that label them.
     pub gpu_interval_source: Option<String>,
+    /// The exporters' counters, shared by every sink of the run.
+    pub exports: Arc<Exports>,
 }
+
+impl PartialEq for RunInfo {
+    fn eq(&self, o: &RunInfo) -> bool {
+        (
+            &self.instance,
+            &self.run_key,
+            self.epoch_unix_ms,
+            &self.gpu_interval_source,
+        ) == (
+            &o.instance,
+            &o.run_key,
+            o.epoch_unix_ms,
+            &o.gpu_interval_source,
+        ) && Arc::ptr_eq(&self.exports, &o.exports)
+    }
+}
+
+impl Eq for RunInfo {}
 
 impl RunInfo {
     /// The run of `instance` whose offsets count from `epoch_unix_ms`.
@@ -167,6 +269,7 @@ impl RunInfo {
             instance,
             epoch_unix_ms,
             gpu_interval_source: None,
+            exports: Arc::default(),
         }
     }
 }
@@ -202,21 +305,12 @@ pub trait UpdateSink {
     }
 
     /// The run the updates belong to: called by the engine's owner before the first update
-    /// (the layer's `build()`), and again when it learns the run's epoch better (`watch`
-    /// reading a log, the layer taking the prover's own offsets). The default ignores it.
+    /// (a [`Driver`]'s start), and again when it learns the run's epoch better (`watch`
+    /// reading a log, the layer taking the prover's own offsets). An exporter registers its
+    /// counters in `run.exports` here; a publisher reads them from there. The default
+    /// ignores it.
     fn start_run(&mut self, run: &RunInfo) {
         let _ = run;
-    }
-
-    /// Counters this sink keeps about its own export (the OTLP exporter's), for another sink
-    /// to publish. The default has none.
-    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
-        None
-    }
-
-    /// Publishes an exporter's counters (the Prometheus sink does). The default ignores them.
-    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
-        let _ = counters;
     }
 
     /// Hands what the sink holds to its exporter, without waiting for delivery. The
@@ -271,14 +365,6 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
 
     fn start_run(&mut self, run: &RunInfo) {
         (**self).start_run(run);
-    }
-
-    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
-        (**self).export_counters()
-    }
-
-    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
-        (**self).publish_export_counters(counters);
     }
 
     fn flush(&mut self) {
@@ -372,16 +458,6 @@ impl UpdateSink for Fanout {
         }
     }
 
-    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
-        self.sinks.iter().find_map(|s| s.export_counters())
-    }
-
-    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
-        for s in &mut self.sinks {
-            s.publish_export_counters(counters.clone());
-        }
-    }
-
     fn flush(&mut self) {
         for s in &mut self.sinks {
             s.flush();
@@ -399,6 +475,81 @@ impl UpdateSink for Fanout {
             }
         }
         first
+    }
+}
+
+/// The one lifecycle of an engine's sinks, for every owner of an engine (the layer's
+/// worker, `watch`): [`Driver::start`] gives them their run, [`Driver::tick`] hands them
+/// what is in flight, [`Driver::finish`] ticks a last time, flushes, and shuts them down
+/// within a deadline.
+#[derive(Debug)]
+pub struct Driver {
+    sinks: Fanout,
+    run: RunInfo,
+    every: std::time::Duration,
+    last_tick: Option<Instant>,
+}
+
+impl Driver {
+    /// Starts `sinks` on `run`; a tick is due once per `every` ([`Driver::tick_due`]).
+    pub fn start(mut sinks: Fanout, run: RunInfo, every: std::time::Duration) -> Driver {
+        sinks.start_run(&run);
+        Driver {
+            sinks,
+            run,
+            every,
+            last_tick: None,
+        }
+    }
+
+    /// The run the sinks report on.
+    pub fn run(&self) -> &RunInfo {
+        &self.run
+    }
+
+    /// The run's offsets count from `epoch_unix_ms` after all (its key, and so its trace
+    /// ids, stay): the sinks are told.
+    pub fn set_epoch(&mut self, epoch_unix_ms: u64) {
+        self.run.epoch_unix_ms = epoch_unix_ms;
+        self.sinks.start_run(&self.run);
+    }
+
+    /// The run is another after all (`watch` learning a log's epoch from its first lines:
+    /// the run key derives from it): the sinks are told; the exporters' counters stay
+    /// where they were registered.
+    pub fn restart(&mut self, mut run: RunInfo) {
+        run.exports = self.run.exports.clone();
+        self.run = run;
+        self.sinks.start_run(&self.run);
+    }
+
+    /// The sinks, for the engine to feed.
+    pub fn sinks(&mut self) -> &mut Fanout {
+        &mut self.sinks
+    }
+
+    /// Whether a tick is due.
+    pub fn tick_due(&self) -> bool {
+        self.last_tick.is_none_or(|t| t.elapsed() >= self.every)
+    }
+
+    /// Hands the sinks what is in flight now.
+    pub fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        self.last_tick = Some(Instant::now());
+        self.sinks.tick(live, counts);
+    }
+
+    /// After the engine's last update: a last tick, a flush, and a shutdown that waits
+    /// until `deadline` at most. Returns what the sinks could not deliver.
+    pub fn finish(
+        mut self,
+        live: &LiveState,
+        counts: &TelemetryCounts,
+        deadline: Instant,
+    ) -> Result<(), SinkError> {
+        self.tick(live, counts);
+        self.sinks.flush();
+        self.sinks.shutdown(deadline)
     }
 }
 

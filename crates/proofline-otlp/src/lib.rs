@@ -23,11 +23,11 @@
 //! its root, as a `next_sector` link (on a `next sector` child of its root) carrying the
 //! transition's numbers. When both were sent
 //! already (two jobs overtook a third), the link is counted in
-//! [`ExportCounters::links_unplaced`].
+//! [`proofline_core::sink::ExportCounters::links_unplaced`].
 //!
 //! The exporter runs on its own thread: a collector that is down, slow or hanging costs the
 //! prover nothing; traces that do not fit are dropped and counted
-//! ([`ExportCounters`]), and [`OtlpHandle::shutdown`] returns within its timeout, saying what
+//! ([`proofline_core::sink::ExportCounters`]), and [`OtlpHandle::shutdown`] returns within its timeout, saying what
 //! was not delivered.
 
 #![warn(missing_docs)]

@@ -98,15 +98,12 @@ impl OtlpSink {
 
 impl UpdateSink for OtlpSink {
     fn start_run(&mut self, run: &proofline_core::RunInfo) {
+        run.exports.register(&self.counters);
         self.builder.run_key.clone_from(&run.run_key);
         self.builder.epoch_unix_ms = run.epoch_unix_ms;
         self.builder
             .gpu_interval_source
             .clone_from(&run.gpu_interval_source);
-    }
-
-    fn export_counters(&self) -> Option<Arc<ExportCounters>> {
-        Some(self.counters.clone())
     }
 
     fn update(&mut self, update: Update) {

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+mod exports;
 mod formatting;
 mod labels;
 mod metrics;

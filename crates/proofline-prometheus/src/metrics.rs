@@ -9,6 +9,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::exports::ExportCollector;
 use crate::labels::*;
 
 // Buckets: ten finite ones each (the series budget, README "Series budget"), placed where
@@ -68,34 +69,26 @@ pub struct Metrics {
     pub(crate) in_flight: Family<StageL, Gauge>,
     pub(crate) jobs_in_flight: Gauge,
     pub(crate) gpu_interval_source: Family<SourceL, Gauge>,
-    pub(crate) jobs_incomplete: Family<ReasonL, Counter>,
+    pub(crate) jobs_incomplete: Family<IncompleteL, Counter>,
     pub(crate) events_dropped: Counter,
     pub(crate) malformed_lines: Counter,
-    pub(crate) otlp_traces_dropped: Counter,
-    pub(crate) otlp_spans_exported: Counter,
-    pub(crate) otlp_spans_failed: Counter,
-    pub(crate) otlp_links_unplaced: Counter,
+    /// The OTLP exporter's counters, read at scrape time.
+    pub(crate) exports: Arc<ExportCollector>,
     pub(crate) folded: Family<LabelL, Counter>,
     /// Requests to the endpoint itself refused: TLS handshakes, 401s, 429s.
-    pub(crate) requests_refused: Family<ReasonL, Counter>,
+    pub(crate) requests_refused: Family<RefusedL, Counter>,
     /// From `CUZK_TIMING:` lines: calls, then kernel, lock held, lock wait, prep_msm and
     /// b_g2_msm seconds.
     pub(crate) gpu_calls: Counter,
     pub(crate) kernel_seconds: [FloatCounter; 5],
 }
 
-/// The `reason` values of `proofline_metrics_requests_refused_total`.
-pub(crate) const REFUSED_REASONS: [&str; 3] = ["tls_handshake", "unauthorized", "too_many_checks"];
-
 impl Metrics {
-    /// Counts a request (or connection) the endpoint refused, by one of [`REFUSED_REASONS`].
+    /// Counts a request (or connection) the endpoint refused.
     #[cfg_attr(not(feature = "web-config"), allow(dead_code))]
-    pub(crate) fn refused(&self, reason: &'static str) {
-        debug_assert!(REFUSED_REASONS.contains(&reason));
+    pub(crate) fn refused(&self, reason: Refused) {
         self.requests_refused
-            .get_or_create(&ReasonL {
-                reason: reason.to_owned(),
-            })
+            .get_or_create(&RefusedL { reason: V(reason) })
             .inc();
     }
 
@@ -125,10 +118,7 @@ impl Metrics {
             jobs_incomplete: Family::default(),
             events_dropped: Counter::default(),
             malformed_lines: Counter::default(),
-            otlp_traces_dropped: Counter::default(),
-            otlp_spans_exported: Counter::default(),
-            otlp_spans_failed: Counter::default(),
-            otlp_links_unplaced: Counter::default(),
+            exports: Arc::default(),
             folded: Family::default(),
             requests_refused: Family::default(),
             gpu_calls: Counter::default(),
@@ -245,36 +235,18 @@ impl Metrics {
             "Malformed TIMELINE lines read",
             m.malformed_lines.clone(),
         );
-        // 0 unless an OTLP exporter's counters are attached (`UpdateSink::publish_export_counters`)
-        r.register(
-            "proofline_otlp_traces_dropped",
-            "Sector traces dropped because the OTLP export queue was full",
-            m.otlp_traces_dropped.clone(),
-        );
-        r.register(
-            "proofline_otlp_spans_exported",
-            "Spans the OTLP collector accepted",
-            m.otlp_spans_exported.clone(),
-        );
-        r.register(
-            "proofline_otlp_spans_failed",
-            "Spans whose OTLP export failed (collector down, refused, timed out)",
-            m.otlp_spans_failed.clone(),
-        );
-        r.register(
-            "proofline_otlp_links_unplaced",
-            "Sector-to-sector links no trace could carry: both sectors' traces were sent before their transition was known",
-            m.otlp_links_unplaced.clone(),
-        );
+        // 0 unless an OTLP exporter registered its counters in the run's exports
+        r.register_collector(Box::new(m.exports.clone()));
         r.register(
             "proofline_label_values_folded",
             "Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap",
             m.folded.clone(),
         );
-        for reason in REFUSED_REASONS {
-            drop(m.requests_refused.get_or_create(&ReasonL {
-                reason: reason.to_owned(),
-            }));
+        for reason in Refused::ALL {
+            drop(
+                m.requests_refused
+                    .get_or_create(&RefusedL { reason: V(reason) }),
+            );
         }
         r.register(
             "proofline_metrics_requests_refused",

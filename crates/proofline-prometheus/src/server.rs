@@ -392,7 +392,7 @@ impl Server {
                 if let Some(config) = tls {
                     if speaks_plain_http(&io).await {
                         answer_plain_http(io).await;
-                        metrics.refused("tls_handshake");
+                        metrics.refused(crate::labels::Refused::TlsHandshake);
                     } else {
                         match tokio_rustls::TlsAcceptor::from(config).accept(io).await {
                             Ok(tls) => {
@@ -400,7 +400,7 @@ impl Server {
                                     .serve_connection(TokioIo::new(tls), service)
                                     .await;
                             }
-                            Err(_) => metrics.refused("tls_handshake"),
+                            Err(_) => metrics.refused(crate::labels::Refused::TlsHandshake),
                         }
                     }
                     return;

@@ -5,9 +5,7 @@ use std::sync::Arc;
 
 use proofline_core::ids::trace_id;
 use proofline_core::report::{JobStatus, Stage};
-use proofline_core::sink::{
-    ExportCounters, LiveState, RunInfo, TelemetryCounts, Update, UpdateSink,
-};
+use proofline_core::sink::{LiveState, RunInfo, TelemetryCounts, Update, UpdateSink};
 
 use crate::labels::*;
 use crate::metrics::*;
@@ -24,33 +22,32 @@ pub struct PrometheusSink {
     busy_seen: HashMap<u32, u64>,
     dropped_seen: u64,
     malformed_seen: u64,
-    /// The kernel totals last published.
-    kernel_seen: proofline_core::sink::KernelLive,
-    export: Option<(Arc<ExportCounters>, [u64; 4])>,
+    /// The kernel totals last published: calls, then the five times of `KernelLive`.
+    kernel_seen: [u64; 6],
 }
 
 impl PrometheusSink {
     /// A sink feeding `metrics`. The run key its exemplars' trace ids derive from comes with
-    /// [`UpdateSink::start_run`], which the layer's `build()` and `watch` call; the OTLP
-    /// exporter's counters come with [`UpdateSink::publish_export_counters`], which the
-    /// layer calls when it is given both sinks.
+    /// [`UpdateSink::start_run`], which the layer's `build()` and `watch` call, with the
+    /// run's exports, where the OTLP exporter's counters are read when scraped.
     pub fn new(metrics: Arc<Metrics>) -> Self {
         // counters of known label values start at 0, so rates and alerts see them at once
         for status in JobStatus::INCOMPLETE {
-            drop(metrics.jobs_incomplete.get_or_create(&ReasonL {
-                reason: status.as_str().to_owned(),
-            }));
+            drop(
+                metrics
+                    .jobs_incomplete
+                    .get_or_create(&IncompleteL { reason: V(status) }),
+            );
         }
         PrometheusSink {
             m: metrics,
             run_key: String::new(),
-            gpus: Cap::new("gpu", MAX_GPUS),
-            kinds: Cap::new("proof_kind", MAX_PROOF_KINDS),
+            gpus: Cap::new(Folded::Gpu, MAX_GPUS),
+            kinds: Cap::new(Folded::ProofKind, MAX_PROOF_KINDS),
             busy_seen: HashMap::new(),
             dropped_seen: 0,
             malformed_seen: 0,
-            kernel_seen: Default::default(),
-            export: None,
+            kernel_seen: [0; 6],
         }
     }
 
@@ -74,6 +71,16 @@ impl PrometheusSink {
     }
 }
 
+/// How far an absolute total kept elsewhere (the engine's, the layer's) grew since `seen`,
+/// which moves up to it: the one rule by which every counter here follows its total. A total
+/// that went back (an abandoned interval cut back to its last observed end) moves nothing
+/// until it passes `seen` again: a counter never goes back.
+fn growth(seen: &mut u64, total: u64) -> Option<u64> {
+    (total > *seen)
+        .then(|| std::mem::replace(seen, total))
+        .map(|before| total - before)
+}
+
 fn secs(ms: u64) -> f64 {
     ms as f64 / 1000.0
 }
@@ -84,6 +91,7 @@ fn secs_i(ms: i64) -> f64 {
 
 impl UpdateSink for PrometheusSink {
     fn start_run(&mut self, run: &RunInfo) {
+        self.m.exports.follow(&run.exports);
         self.run_key.clone_from(&run.run_key);
         if let Some(src) = &run.gpu_interval_source {
             self.m
@@ -95,21 +103,15 @@ impl UpdateSink for PrometheusSink {
         }
     }
 
-    fn publish_export_counters(&mut self, counters: Arc<ExportCounters>) {
-        if self.export.is_none() {
-            self.export = Some((counters, [0; 4]));
-        }
-    }
-
     fn update(&mut self, update: Update) {
         match update {
             // busy time is published at each tick, from the engine's own figure
             Update::GpuBusy { .. } => {}
             Update::IdleGap(gap) => {
-                let boundary = gap.boundary.as_str().to_owned();
+                let boundary = V(gap.boundary);
                 let per_gpu = GapL {
                     gpu: self.gpu(gap.gpu),
-                    boundary: boundary.clone(),
+                    boundary,
                 };
                 self.m
                     .gap_idle_seconds
@@ -142,9 +144,7 @@ impl UpdateSink for PrometheusSink {
             Update::Partition(p) => {
                 for stage in Stage::ALL {
                     if let Some(ms) = p.stage_ms(stage) {
-                        let l = StageL {
-                            stage: stage.as_str().to_owned(),
-                        };
+                        let l = StageL { stage: V(stage) };
                         self.m.stage.get_or_create(&l).observe(secs(ms));
                     }
                 }
@@ -166,11 +166,10 @@ impl UpdateSink for PrometheusSink {
                             .observe(secs(w), ex, None);
                     }
                 } else {
-                    let reason = j.status.as_str();
                     self.m
                         .jobs_incomplete
-                        .get_or_create(&ReasonL {
-                            reason: reason.to_owned(),
+                        .get_or_create(&IncompleteL {
+                            reason: V(j.status),
                         })
                         .inc();
                 }
@@ -193,9 +192,7 @@ impl UpdateSink for PrometheusSink {
         ] {
             self.m
                 .in_flight
-                .get_or_create(&StageL {
-                    stage: stage.as_str().to_owned(),
-                })
+                .get_or_create(&StageL { stage: V(stage) })
                 .set(i64::from(n));
         }
         self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
@@ -212,67 +209,33 @@ impl UpdateSink for PrometheusSink {
                 .get_or_create(&l)
                 .set(secs(g.idle_ms));
             // the engine's busy time includes the open busy stretch, so rates do not lag a
-            // long kernel; a counter never goes back
+            // long kernel
             let seen = self.busy_seen.entry(g.gpu).or_insert(0);
-            if g.busy_ms > *seen {
-                self.m
-                    .gpu_busy_seconds
-                    .get_or_create(&l)
-                    .inc_by(secs(g.busy_ms - *seen));
-                *seen = g.busy_ms;
+            if let Some(d) = growth(seen, g.busy_ms) {
+                self.m.gpu_busy_seconds.get_or_create(&l).inc_by(secs(d));
             }
         }
         let (k, seen) = (live.kernel, &mut self.kernel_seen);
-        if k.calls > seen.calls {
-            self.m.gpu_calls.inc_by(k.calls - seen.calls);
+        if let Some(d) = growth(&mut seen[0], k.calls) {
+            self.m.gpu_calls.inc_by(d);
         }
-        for (i, (now, before)) in [
-            (k.kernel_ms, seen.kernel_ms),
-            (k.lock_held_ms, seen.lock_held_ms),
-            (k.lock_wait_ms, seen.lock_wait_ms),
-            (k.prep_msm_ms, seen.prep_msm_ms),
-            (k.b_g2_msm_ms, seen.b_g2_msm_ms),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if now > before {
-                self.m.kernel_seconds[i].inc_by(secs(now - before));
+        let kernel = [
+            k.kernel_ms,
+            k.lock_held_ms,
+            k.lock_wait_ms,
+            k.prep_msm_ms,
+            k.b_g2_msm_ms,
+        ];
+        for (i, now) in kernel.into_iter().enumerate() {
+            if let Some(d) = growth(&mut seen[i + 1], now) {
+                self.m.kernel_seconds[i].inc_by(secs(d));
             }
         }
-        self.kernel_seen = k;
-        if counts.events_dropped > self.dropped_seen {
-            self.m
-                .events_dropped
-                .inc_by(counts.events_dropped - self.dropped_seen);
-            self.dropped_seen = counts.events_dropped;
+        if let Some(d) = growth(&mut self.dropped_seen, counts.events_dropped) {
+            self.m.events_dropped.inc_by(d);
         }
-        if let Some((c, seen)) = &mut self.export {
-            use std::sync::atomic::Ordering::Relaxed;
-            let now = [
-                c.traces_dropped.load(Relaxed),
-                c.spans_exported.load(Relaxed),
-                c.spans_failed.load(Relaxed),
-                c.links_unplaced.load(Relaxed),
-            ];
-            let metrics = [
-                &self.m.otlp_traces_dropped,
-                &self.m.otlp_spans_exported,
-                &self.m.otlp_spans_failed,
-                &self.m.otlp_links_unplaced,
-            ];
-            for i in 0..metrics.len() {
-                if now[i] > seen[i] {
-                    metrics[i].inc_by(now[i] - seen[i]);
-                    seen[i] = now[i];
-                }
-            }
-        }
-        if counts.malformed_lines > self.malformed_seen {
-            self.m
-                .malformed_lines
-                .inc_by(counts.malformed_lines - self.malformed_seen);
-            self.malformed_seen = counts.malformed_lines;
+        if let Some(d) = growth(&mut self.malformed_seen, counts.malformed_lines) {
+            self.m.malformed_lines.inc_by(d);
         }
     }
 }

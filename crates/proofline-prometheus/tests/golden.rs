@@ -21,7 +21,7 @@ const LOG: &str = concat!(
 
 fn rendered() -> std::sync::Arc<Metrics> {
     let metrics = Metrics::new();
-    // an OTLP exporter's counters, as `demo` and `watch` attach them
+    // an OTLP exporter's counters, registered in the run as the OTLP sink does
     let export = std::sync::Arc::new(ExportCounters::default());
     for (c, n) in [
         (&export.traces_dropped, 2),
@@ -32,8 +32,9 @@ fn rendered() -> std::sync::Arc<Metrics> {
         c.store(n, std::sync::atomic::Ordering::Relaxed);
     }
     let mut sink = PrometheusSink::new(metrics.clone());
-    sink.start_run(&proofline_core::RunInfo::new("golden", 0));
-    sink.publish_export_counters(export);
+    let run = proofline_core::RunInfo::new("golden", 0);
+    run.exports.register(&export);
+    sink.start_run(&run);
     let mut engine = Engine::new(EngineConfig {
         expected_partitions: None,
         ..EngineConfig::default()

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime};
 
-use proofline_core::sink::{Fanout, RunInfo, UpdateSink};
+use proofline_core::sink::{Driver, Fanout, RunInfo, UpdateSink};
 use proofline_core::{Engine, EngineConfig, EventKind};
 
 use crate::layer::{
@@ -305,7 +305,7 @@ impl Builder {
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
         let handoff = Arc::new(handoff::Handoff::new(self.channel_capacity));
-        let mut sinks = self.sinks;
+        let sinks = self.sinks;
         // one run for every sink: the instance and the instant offsets count from
         let clock = clock::Clock::start();
         let mut run = RunInfo::new(
@@ -314,10 +314,7 @@ impl Builder {
         );
         run.gpu_interval_source
             .clone_from(&engine.gpu_interval_source);
-        if let Some(counters) = sinks.export_counters() {
-            sinks.publish_export_counters(counters);
-        }
-        sinks.start_run(&run);
+        let driver = Driver::start(sinks, run.clone(), self.tick);
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let deadline = Arc::new(std::sync::Mutex::new(None));
@@ -335,13 +332,11 @@ impl Builder {
             poll: self.poll,
             engine: Engine::new(engine),
             out,
-            sinks,
-            run: run.clone(),
+            driver,
             deadline: deadline.clone(),
             stats: stats.clone(),
             clock: clock.clone(),
             spans: spans.clone(),
-            tick: self.tick,
             done: done_tx,
             warned: false,
             skew_ms: None,

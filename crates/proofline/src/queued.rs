@@ -14,7 +14,6 @@ use std::sync::Arc;
 use proofline_core::{EventKind, EventRef, TimelineEvent};
 
 use crate::fields::{HEAD as INLINE, Name, SpanFields, padded};
-use crate::layer::carries;
 
 const PARTITION: u8 = 1;
 const WORKER: u8 = 1 << 1;
@@ -154,7 +153,7 @@ impl Queued {
     /// `Queued::new` makes of the event `span_event` builds for that edge (a property test
     /// holds the two equal), without building the event first. `None` without a job id.
     ///
-    /// Which fields the event carries is `layer::carries`' decision; this only packs them.
+    /// Which fields the event carries is `EventKind::carries`' decision; this only packs them.
     #[inline(always)]
     pub fn span_edge(
         f: &SpanFields,
@@ -177,7 +176,7 @@ impl Queued {
         ms: Option<u64>,
         then_queue: bool,
     ) -> Self {
-        let c = carries(kind);
+        let c = kind.carries();
         let whole = f.partition.is_none();
         let mut flags = if then_queue { THEN_QUEUE } else { 0 };
         let mut ext = None::<Box<Ext>>;
@@ -269,7 +268,7 @@ impl Queued {
             end.job_id,
         );
         ev.partition = end.partition;
-        if carries(kind).worker_gpu {
+        if kind.carries().worker_gpu {
             ev.worker = end.worker;
             ev.gpu = end.gpu;
         }

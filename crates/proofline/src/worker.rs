@@ -17,7 +17,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use proofline_core::sink::{Fanout, RunInfo, SinkError, TelemetryCounts, UpdateSink};
+use proofline_core::sink::{Driver, SinkError, TelemetryCounts};
 use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef};
 
@@ -37,7 +37,8 @@ pub(crate) struct Worker {
     pub poll: Duration,
     pub engine: Engine,
     pub out: Option<Box<dyn Write + Send>>,
-    pub sinks: Fanout,
+    /// The sinks and their lifecycle (run, ticks, shutdown).
+    pub driver: Driver,
     /// When the sinks must be done delivering, set by the guard before it asks the worker
     /// to stop (`None`: [`crate::DEFAULT_SHUTDOWN_TIMEOUT`] from then).
     pub deadline: Arc<Mutex<Option<Instant>>>,
@@ -45,7 +46,6 @@ pub(crate) struct Worker {
     pub clock: Clock,
     /// The layer's span table, where first-enter events wait to be taken.
     pub spans: Arc<SpanTable>,
-    pub tick: Duration,
     pub done: Sender<(Report, Result<(), SinkError>)>,
     /// Whether the drop warning was printed.
     pub warned: bool,
@@ -53,8 +53,6 @@ pub(crate) struct Worker {
     /// `tracing` count from its own epoch): the least seen, so the engine's clock moves
     /// on in the prover's time.
     pub skew_ms: Option<i64>,
-    /// The run the sinks were given (its epoch is refined once the skew is known).
-    pub run: RunInfo,
     /// Events timed by the layer's clock (span edges, structured events) were seen.
     pub layer_events: bool,
     /// Whether the warning about events from both sources was printed.
@@ -81,8 +79,6 @@ impl Worker {
         let mut line = String::with_capacity(160);
         let mut starts = Vec::new();
         let mut last_look = Instant::now();
-        // sinks see the engine's state once a second (gauges), not after every event
-        let mut last_tick = Instant::now();
         loop {
             // read the flag first: what was pushed before shutdown is drained below
             let stop = self.shutdown.load(Ordering::Acquire);
@@ -109,15 +105,15 @@ impl Worker {
             if stop && self.rings.is_empty() && !self.handoff.any_opened() {
                 break;
             }
-            if last_tick.elapsed() >= self.tick {
-                last_tick = Instant::now();
+            // sinks see the engine's state once a tick (gauges), not after every event
+            if self.driver.tick_due() {
                 // the engine's clock moves on in the prover's time: the layer's, less the skew
                 // of the prover's own offsets; not before the first event, which may be one
                 // of those (an advance before it would set a newest offset in the layer's time)
                 if self.stats.received.load(Ordering::Relaxed) > 0 {
                     let now = self.clock.offset_ms(self.clock.now());
                     let now = (now as i64 - self.skew_ms.unwrap_or(0)).max(0) as u64;
-                    self.engine.advance(now, &mut self.sinks);
+                    self.engine.advance(now, self.driver.sinks());
                 }
                 self.tick_sinks();
             }
@@ -125,18 +121,15 @@ impl Worker {
                 std::thread::park_timeout(self.poll);
             }
         }
-        self.engine.finish(&mut self.sinks);
-        self.tick_sinks();
+        self.engine.finish(self.driver.sinks());
         self.flush();
-        self.sinks.flush();
         let deadline = self
             .deadline
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .unwrap_or_else(|| Instant::now() + crate::DEFAULT_SHUTDOWN_TIMEOUT);
-        let delivered = self.sinks.shutdown(deadline);
-        // once more, so that what the shutdown delivered (exporters' counters) is published
-        self.tick_sinks();
+        let (live, counts) = (self.engine.live(), self.counts());
+        let delivered = self.driver.finish(&live, &counts, deadline);
         let mut report = self.engine.report();
         report.events.unattributed = self.stats.missing_job_id.load(Ordering::Relaxed);
         let _ = self.done.send((report, delivered));
@@ -184,13 +177,16 @@ impl Worker {
         eprintln!("proofline: {what}");
     }
 
-    fn tick_sinks(&mut self) {
-        let counts = TelemetryCounts {
+    fn counts(&self) -> TelemetryCounts {
+        TelemetryCounts {
             events_dropped: self.stats.dropped.load(Ordering::Relaxed),
             malformed_lines: self.stats.malformed.load(Ordering::Relaxed),
-        };
-        let live = self.engine.live();
-        self.sinks.tick(&live, &counts);
+        }
+    }
+
+    fn tick_sinks(&mut self) {
+        let (live, counts) = (self.engine.live(), self.counts());
+        self.driver.tick(&live, &counts);
     }
 
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
@@ -240,8 +236,8 @@ impl Worker {
         if self.skew_ms.is_none() {
             // the prover's offsets count from its own epoch: the sinks place spans from it
             // (the run key stays, so trace ids do not change)
-            self.run.epoch_unix_ms = self.run.epoch_unix_ms.saturating_add_signed(skew);
-            self.sinks.start_run(&self.run);
+            let epoch = self.driver.run().epoch_unix_ms.saturating_add_signed(skew);
+            self.driver.set_epoch(epoch);
         }
         self.skew_ms = Some(self.skew_ms.map_or(skew, |s| s.min(skew)));
     }
@@ -257,7 +253,7 @@ impl Worker {
                 self.stats.written.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.engine.ingest(ev, &mut self.sinks);
+        self.engine.ingest(ev, self.driver.sinks());
     }
 
     fn flush(&mut self) {

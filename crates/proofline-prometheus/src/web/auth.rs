@@ -167,7 +167,7 @@ impl WebConfig {
         let (status, body, extra) = match self.auth.authorize(header).await {
             Auth::Allowed => return None,
             Auth::Denied => {
-                metrics.refused("unauthorized");
+                metrics.refused(crate::labels::Refused::Unauthorized);
                 (
                     hyper::StatusCode::UNAUTHORIZED,
                     "Unauthorized\n",
@@ -178,7 +178,7 @@ impl WebConfig {
                 )
             }
             Auth::Busy => {
-                metrics.refused("too_many_checks");
+                metrics.refused(crate::labels::Refused::TooManyChecks);
                 (
                     hyper::StatusCode::TOO_MANY_REQUESTS,
                     "Too many password checks at once; try again\n",

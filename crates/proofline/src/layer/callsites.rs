@@ -6,18 +6,6 @@ use std::sync::{Mutex, OnceLock};
 use tracing::Metadata;
 
 use super::rules::*;
-use crate::fields::Slot;
-
-/// What the layer worked out once for a callsite it wants, so that a span's creation
-/// compares no names: its rules, and which proofline field each of its fields is (by field
-/// index).
-#[derive(Debug)]
-pub(crate) struct CallsiteInfo {
-    pub(crate) rules: RuleMask,
-    /// A whole-proof span (and the kind it synthesizes, if known).
-    pub(crate) whole: Option<Option<std::sync::Arc<crate::fields::Name>>>,
-    pub(crate) slots: Box<[Option<Slot>]>,
-}
 
 /// A lock-free map from callsite (its metadata's address) to whether the layer wants it and,
 /// if so, its [`CallsiteInfo`]: written under a mutex when a callsite is first seen (rare),
@@ -124,6 +112,7 @@ impl CallsiteSet {
 mod tests {
     use super::*;
     use crate::fields::FieldNames;
+    use crate::fields::Slot;
     use proofline_core::EventKind;
 
     /// A span can be created while its callsite is still being registered on another

@@ -11,38 +11,10 @@ use crate::clock::{Clock, Raw};
 use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
 use crate::queued::Queued;
 
-/// What an event of a kind carries besides its time, job id and partition, as cuzk prints
-/// it. Decided here only: the layer's queue entries ([`Queued::span_edge`], the start an
-/// entry carries along), the events it builds ([`span_event`]) and the worker's GPU_QUEUE
-/// after a SYNTH_END all read it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Carries {
-    /// `worker=` and `gpu=` (GPU events).
-    pub worker_gpu: bool,
-    /// `kind=` in the printed line, when the job is whole-proof (no partition): SYNTH_START.
-    /// (Every event carries the span's proof kind to the engine, which names the job by it.)
-    pub proof_kind_if_whole: bool,
-    /// The span's duration: `synth_ms=` on SYNTH_END, `gpu_ms=` on GPU_END.
-    pub duration: bool,
-    /// The bare word `monolithic`, when the job is whole-proof: GPU_QUEUE.
-    pub monolithic_if_whole: bool,
-}
-
-/// What an event of `kind` carries.
-#[inline(always)]
-pub(crate) const fn carries(kind: EventKind) -> Carries {
-    Carries {
-        worker_gpu: kind.is_gpu(),
-        proof_kind_if_whole: matches!(kind, EventKind::SynthStart),
-        duration: matches!(kind, EventKind::SynthEnd | EventKind::GpuEnd),
-        monolithic_if_whole: matches!(kind, EventKind::GpuQueue),
-    }
-}
-
 /// The event as cuzk prints it: the proof kind only where cuzk writes `kind=`.
 pub(crate) fn printed<'a>(ev: &EventRef<'a>) -> EventRef<'a> {
     let mut p = ev.clone();
-    if !(carries(ev.kind).proof_kind_if_whole && ev.partition.is_none()) {
+    if !(ev.kind.carries().proof_kind_if_whole && ev.partition.is_none()) {
         p.proof_kind = None;
     }
     p
@@ -52,7 +24,7 @@ pub(crate) fn printed<'a>(ev: &EventRef<'a>) -> EventRef<'a> {
 pub(crate) fn queue_after<'a>(synth_end: &EventRef<'a>) -> EventRef<'a> {
     let mut g = TimelineEvent::new(synth_end.offset_ms, EventKind::GpuQueue, synth_end.job_id);
     g.partition = synth_end.partition;
-    g.monolithic = carries(EventKind::GpuQueue).monolithic_if_whole && g.partition.is_none();
+    g.monolithic = EventKind::GpuQueue.carries().monolithic_if_whole && g.partition.is_none();
     g
 }
 
@@ -83,7 +55,7 @@ pub(crate) fn span_event(
     offset_ms: u64,
     ms: Option<u64>,
 ) -> Option<EventRef<'_>> {
-    let c = carries(kind);
+    let c = kind.carries();
     let mut ev = TimelineEvent::new(offset_ms, kind, f.job_id()?);
     ev.partition = f.partition;
     let whole = ev.partition.is_none();

@@ -24,7 +24,7 @@ mod stats;
 pub(crate) use callsites::CallsiteSet;
 #[cfg(test)]
 pub(crate) use event::span_event;
-pub(crate) use event::{carries, printed, queue_after};
+pub(crate) use event::{printed, queue_after};
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
 pub(crate) use spans::SpanTable;

@@ -3,8 +3,7 @@
 use proofline_core::EventKind;
 use tracing::Metadata;
 
-use super::callsites::*;
-use crate::fields::FieldNames;
+use crate::fields::{FieldNames, Slot};
 
 /// When, in a span's life, a TIMELINE event is emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,6 +122,17 @@ pub fn cuzk_whole_proof_spans() -> Vec<(String, Option<String>)> {
 
 /// Events per edge, one bit per [`EventKind`].
 pub(crate) type RuleMask = [u8; 3];
+
+/// What the layer worked out once for a callsite it wants, so that a span's creation
+/// compares no names: its rules, and which proofline field each of its fields is (by field
+/// index).
+#[derive(Debug)]
+pub(crate) struct CallsiteInfo {
+    pub(crate) rules: RuleMask,
+    /// A whole-proof span (and the kind it synthesizes, if known).
+    pub(crate) whole: Option<Option<std::sync::Arc<crate::fields::Name>>>,
+    pub(crate) slots: Box<[Option<Slot>]>,
+}
 
 /// Settings the layer and its filter share (read-only after `build`).
 #[derive(Debug)]
