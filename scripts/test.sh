@@ -56,6 +56,8 @@ python3 -c 'import yaml' 2>/dev/null || python3 -m pip install -q pyyaml
 python3 -c 'import prometheus_client' 2>/dev/null || python3 -m pip install -q prometheus_client
 
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets --locked -- -D warnings
+# the e2e feature adds the tests that start programs from outside cargo (see
+# crates/proofline-cli/Cargo.toml); without it, `cargo test --workspace` is the quick tier
+cargo clippy --workspace --all-targets --locked --features proofline-cli/e2e -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
-cargo test --workspace --locked
+cargo test --workspace --locked --features proofline-cli/e2e

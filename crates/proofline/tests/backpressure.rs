@@ -1,0 +1,79 @@
+//! The prover is never blocked: a stuck worker fills the queue, and what does not fit is
+//! dropped and counted.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use proofline::TimelineLayer;
+use tracing::info_span;
+use tracing_subscriber::prelude::*;
+
+mod common;
+use common::*;
+
+/// A writer that blocks until released: the worker is stuck, the queue fills.
+struct Blocking(Arc<AtomicBool>, SharedBuf);
+
+impl Write for Blocking {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        while !self.0.load(Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        self.1.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
+    let release = Arc::new(AtomicBool::new(false));
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .channel_capacity(4)
+        .timeline_to_writer(Blocking(release.clone(), buf.clone()))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (done_tx, done_rx) = mpsc::channel();
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let d = dispatch.clone();
+            let done = done_tx.clone();
+            thread::spawn(move || {
+                tracing::dispatcher::with_default(&d, || {
+                    for i in 0..2500u32 {
+                        info_span!("synthesize_partition", job_id = %format!("porep-1-{t}"), partition = i)
+                            .in_scope(|| {});
+                    }
+                });
+                done.send(()).unwrap();
+            })
+        })
+        .collect();
+    // the writer is blocked: if the layer waited for the queue, this would time out
+    for _ in 0..4 {
+        done_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("prover threads blocked by telemetry");
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    release.store(true, Ordering::Release);
+    guard.shutdown(Duration::from_secs(30)).unwrap();
+    let s = guard.stats();
+    let emitted = 4 * 2500 * 3;
+    assert!(s.dropped > 0, "{s:?}");
+    assert_eq!(s.received + s.dropped, emitted);
+    assert_eq!(s.written, s.received, "everything accepted was written");
+    assert_eq!(
+        buf.text().lines().count() as u64 + s.dropped,
+        emitted,
+        "the drop count is what is missing"
+    );
+}

@@ -1,0 +1,142 @@
+//! Which spans and events become which TIMELINE events: `timeline` events, fields from
+//! ancestors, custom names and edges, the prover's own lines logged through `tracing`.
+
+use std::thread;
+use std::time::Duration;
+
+use proofline::{EventKind, TimelineLayer};
+use tracing::info_span;
+use tracing_subscriber::prelude::*;
+
+mod common;
+use common::*;
+
+#[test]
+fn timeline_events_and_ancestor_fields() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .gpu_queue_on_synth_end(false)
+        .timeline_to_writer(buf.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry().with(layer);
+    tracing::subscriber::with_default(subscriber, || {
+        // cuzk's timeline_event() changed from eprintln! to tracing::info!
+        tracing::info!(target: "timeline", event = "GPU_QUEUE", job_id = %"porep-9-1", detail = "partition=4");
+        tracing::info!(target: "timeline", event = "SYNTH_END", job_id = "winpost-9-ab", synth_ms = 895u64);
+        tracing::info!(target: "timeline", event = "GPU_QUEUE", job_id = "winpost-9-ab", detail = "monolithic");
+        // not the timeline target: ignored
+        tracing::info!(event = "GPU_QUEUE", job_id = "porep-9-1", partition = 5u32);
+        // job id and worker from the ancestor gpu_worker span, as in cuzk's sync path
+        let w = info_span!("gpu_worker", worker_id = 3u64, gpu = 1i32, job_id = %"porep-9-1", partition = ?Some(4u32));
+        w.in_scope(|| {
+            // a timeline event inside the span takes the job id and partition from it
+            tracing::info!(target: "timeline", event = "GPU_QUEUE");
+            info_span!("gpu_prove", circuit_id = "c", partition = ?Some(4u32)).in_scope(|| {})
+        });
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let mut f: Vec<&str> = l.split(',').collect();
+            f[1] = "T"; // offsets vary
+            f.join(",")
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![
+            "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
+            "TIMELINE,T,SYNTH_END,winpost-9-ab,synth_ms=895",
+            "TIMELINE,T,GPU_QUEUE,winpost-9-ab,monolithic",
+            "TIMELINE,T,GPU_PICKUP,porep-9-1,worker=3,partition=4,gpu=1",
+            "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
+            "TIMELINE,T,GPU_START,porep-9-1,worker=3,partition=4,gpu=1",
+            &lines[6],
+        ]
+    );
+    assert!(
+        lines[6].starts_with("TIMELINE,T,GPU_END,porep-9-1,worker=3,partition=4,gpu_ms="),
+        "{}",
+        lines[6]
+    );
+    assert!(lines[6].ends_with(",gpu=1"));
+}
+
+#[test]
+fn custom_span_names_and_edges() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .clear_mappings()
+        .map(
+            "build_circuit",
+            EventKind::SynthStart,
+            proofline::Edge::Created,
+        )
+        .map("build_circuit", EventKind::SynthEnd, proofline::Edge::Close)
+        .timeline_to_writer(buf.clone())
+        .build();
+    tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+        info_span!("build_circuit", job_id = "snap-1-1", partition = 15u32).in_scope(|| {});
+        info_span!(
+            "synthesize_partition",
+            job_id = "snap-1-1",
+            partition = 14u32
+        )
+        .in_scope(|| {});
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.contains(",SYNTH_START,snap-1-1,partition=15\n"));
+    assert!(
+        !text.contains("partition=14"),
+        "default mappings were cleared"
+    );
+}
+
+/// TIMELINE lines logged through `tracing` keep the prover's own offsets, and the engine's
+/// clock follows them even when the layer started long before the prover's epoch.
+#[test]
+fn logged_timeline_lines_keep_their_offsets_and_the_clock_follows_them() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .cuzk_timeline_events()
+        .tick(Duration::from_millis(20))
+        .engine_config(engine_cfg())
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    // the prover's epoch comes 1.5 s after the layer's: its offsets are 1.5 s behind
+    thread::sleep(Duration::from_millis(1500));
+    let epoch = std::time::Instant::now();
+    let mut sent = Vec::new();
+    tracing::dispatcher::with_default(&dispatch, || {
+        for (event, detail) in [
+            ("SYNTH_START", "kind=winning-post"),
+            ("SYNTH_END", "synth_ms=40"),
+            ("GPU_QUEUE", "monolithic"),
+            ("GPU_PICKUP", "worker=0"),
+            ("GPU_START", "worker=0"),
+            ("GPU_END", "worker=0,gpu_ms=40"),
+        ] {
+            thread::sleep(Duration::from_millis(40));
+            let ms = epoch.elapsed().as_millis();
+            let line = format!("TIMELINE,{ms},{event},winpost-1-ab,{detail}");
+            // what cuzk's timeline_event() becomes: its eprintln! turned into a log event
+            tracing::info!(target: "timeline", "TIMELINE,{},{},{},{}", ms, event, "winpost-1-ab", detail);
+            sent.push(line);
+        }
+        tracing::info!(target: "timeline", "TIMELINE,oops,GPU_END,x,worker=0");
+    });
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert_eq!(text.lines().collect::<Vec<_>>(), sent, "{text}");
+    assert_eq!(
+        report.events.late, 0,
+        "the engine's clock ran in the prover's time"
+    );
+    assert_eq!(report.summary.jobs_complete, 1);
+    assert_eq!(guard.stats().malformed, 1);
+}
