@@ -6,12 +6,12 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::demo;
+use crate::sim_args::SimArgs;
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct GenerateArgs {
     #[command(flatten)]
-    sim: demo::SimArgs,
+    sim: SimArgs,
     /// Print lines up to this many ms out of time order, as concurrent threads do.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     shuffle_ms: u64,
@@ -38,21 +38,4 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Parses `A:B` flag values.
-pub(crate) fn parse_pair<A: std::str::FromStr, B: std::str::FromStr>(
-    s: &str,
-    flag: &str,
-) -> Result<(A, B)> {
-    let (a, b) = s
-        .split_once(':')
-        .with_context(|| format!("{flag} takes two values as A:B, got `{s}`"))?;
-    let a = a
-        .parse()
-        .map_err(|_| anyhow::anyhow!("{flag}: `{a}` is not a valid number"))?;
-    let b = b
-        .parse()
-        .map_err(|_| anyhow::anyhow!("{flag}: `{b}` is not a valid number"))?;
-    Ok((a, b))
 }

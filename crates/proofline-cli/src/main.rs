@@ -9,6 +9,7 @@ mod generate;
 mod input;
 mod replay;
 mod rfc3339;
+mod sim_args;
 mod timeline;
 mod watch;
 

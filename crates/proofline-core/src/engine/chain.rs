@@ -90,7 +90,7 @@ impl Engine {
                 return;
             }
             chain.jobs.pop_front();
-            job.chain_refs -= 1;
+            job.leave_chain();
             let Some(dj) = job.dev(gpu).copied() else {
                 continue;
             };

@@ -3,7 +3,7 @@
 use super::job::{Part, PartStage};
 
 /// Partitions in each in-flight stage, kept equal to the count of partitions whose
-/// [`Part::stage`] is that stage.
+/// [`Part::stage`] is that stage: every stage change goes through [`Gauges::advance`].
 #[derive(Debug, Default)]
 pub(super) struct Gauges {
     /// Synthesizing, queued, picked up, on the GPU (by [`PartStage::gauge`]).
@@ -23,16 +23,15 @@ impl Gauges {
     /// Moves a partition forward to `to`; a stage at or before the present one changes
     /// nothing. Returns whether it moved.
     pub fn advance(&mut self, part: &mut Part, to: PartStage) -> bool {
-        if to <= part.stage {
+        let Some(was) = part.advance_to(to) else {
             return false;
-        }
-        if let Some(g) = part.stage.gauge() {
+        };
+        if let Some(g) = was.gauge() {
             self.in_stage[g] -= 1;
         }
         if let Some(g) = to.gauge() {
             self.in_stage[g] += 1;
         }
-        part.stage = to;
         if to == PartStage::Queued {
             self.max_queue = self.max_queue.max(self.queue_depth());
         }

@@ -37,28 +37,122 @@ impl PartStage {
     }
 }
 
-/// One partition (or the whole job, for whole-proof jobs: partition slot 0).
+/// One partition (or the whole job, for whole-proof jobs: partition slot 0). Its fields
+/// change here only.
 #[derive(Debug, Default, Clone)]
 pub(super) struct Part {
     /// When each event was recorded, by [`EventKind::index`]; the first record is kept.
-    pub t: [Option<u64>; 6],
+    t: [Option<u64>; 6],
     /// What the recorded events said, for telling duplicates from conflicts.
-    pub sig: [u64; 6],
-    /// The stage, moved forward only by [`super::gauges::Gauges::advance`].
-    pub stage: PartStage,
+    sig: [u64; 6],
+    /// The stage: it only moves forward ([`Part::advance_to`]).
+    stage: PartStage,
     /// The last `worker=` seen.
-    pub worker: Option<u32>,
+    worker: Option<u32>,
     /// The device its GPU interval was placed on (set at GPU_START).
-    pub gpu: Option<u32>,
+    gpu: Option<u32>,
     /// `synth_ms=` as printed.
-    pub synth_reported: Option<u64>,
+    synth_reported: Option<u64>,
     /// `gpu_ms=` as printed.
-    pub gpu_reported: Option<u64>,
+    gpu_reported: Option<u64>,
     /// Where queue time starts: the first GPU_QUEUE, else SYNTH_END.
-    pub queue_start: Option<u64>,
+    queue_start: Option<u64>,
+}
+
+/// What recording an event on a partition found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Recorded {
+    /// The first of its kind: recorded.
+    New,
+    /// The same event again (same time, same fields): dropped.
+    Duplicate,
+    /// A different event of a kind already recorded (at `first`): the first is kept.
+    Conflict {
+        /// When the first was recorded.
+        first: u64,
+    },
 }
 
 impl Part {
+    /// Records an event of `kind` at `t` whose fields hash to `sig`; its `worker=`, if any,
+    /// becomes the partition's.
+    pub fn record(&mut self, kind: EventKind, t: u64, sig: u64, worker: Option<u32>) -> Recorded {
+        if let Some(first) = self.at(kind) {
+            return if first == t && self.sig[kind.index()] == sig {
+                Recorded::Duplicate
+            } else {
+                Recorded::Conflict { first }
+            };
+        }
+        self.t[kind.index()] = Some(t);
+        self.sig[kind.index()] = sig;
+        if worker.is_some() {
+            self.worker = worker;
+        }
+        Recorded::New
+    }
+
+    /// Whether an event of `kind` at `t` with fields `sig` is the one recorded.
+    pub fn is_recorded(&self, kind: EventKind, t: u64, sig: u64) -> bool {
+        self.at(kind) == Some(t) && self.sig[kind.index()] == sig
+    }
+
+    /// Moves the stage forward to `to`; a stage at or before the present one changes
+    /// nothing. Returns the stage it left, if it moved.
+    pub fn advance_to(&mut self, to: PartStage) -> Option<PartStage> {
+        (to > self.stage).then(|| std::mem::replace(&mut self.stage, to))
+    }
+
+    /// Whether any event of it was recorded.
+    pub fn any_recorded(&self) -> bool {
+        self.t.iter().any(Option::is_some)
+    }
+
+    /// Its stage.
+    pub fn stage(&self) -> PartStage {
+        self.stage
+    }
+
+    /// The last `worker=` seen.
+    pub fn worker(&self) -> Option<u32> {
+        self.worker
+    }
+
+    /// The device its GPU interval was placed on.
+    pub fn gpu(&self) -> Option<u32> {
+        self.gpu
+    }
+
+    /// Places its GPU interval on `gpu`.
+    pub fn place_on(&mut self, gpu: u32) {
+        self.gpu = Some(gpu);
+    }
+
+    /// `synth_ms=` as printed.
+    pub fn synth_reported(&self) -> Option<u64> {
+        self.synth_reported
+    }
+
+    /// `gpu_ms=` as printed.
+    pub fn gpu_reported(&self) -> Option<u64> {
+        self.gpu_reported
+    }
+
+    /// Where queue time starts.
+    pub fn queue_start(&self) -> Option<u64> {
+        self.queue_start
+    }
+
+    /// The partition was queued at `t`: by GPU_QUEUE (`explicit`, which wins), or by
+    /// SYNTH_END (only when no GPU_QUEUE set it).
+    pub fn queued_at(&mut self, t: u64, explicit: bool) {
+        if explicit {
+            self.queue_start = Some(t);
+        } else {
+            self.queue_start.get_or_insert(t);
+        }
+    }
+
     /// When `kind` was recorded.
     pub fn at(&self, kind: EventKind) -> Option<u64> {
         self.t[kind.index()]
@@ -110,7 +204,9 @@ pub(super) enum JobState {
     Finished(crate::report::JobStatus),
 }
 
-/// One job instance (a job id's attempt within a run).
+/// One job instance (a job id's attempt within a run). The engine's rooms read its fields;
+/// after its creation they change only through the methods below (process.rs routes an
+/// event to them), so its rules live in this file.
 #[derive(Debug)]
 pub(super) struct Job {
     /// Unique over the engine's life (instances reuse slots, never uids).
@@ -164,7 +260,136 @@ pub(super) struct Job {
     pub retain_until: u64,
 }
 
+impl DevJob {
+    /// An interval of the job on this device closed at `t`: its last two ends move.
+    pub fn closed_at(&mut self, t: u64) {
+        if self.last_end.is_none_or(|l| t >= l) {
+            self.second_last_end = self.last_end;
+            self.last_end = Some(t);
+        } else if self.second_last_end.is_none_or(|s| t > s) {
+            self.second_last_end = Some(t);
+        }
+        self.closed += 1;
+    }
+}
+
 impl Job {
+    /// The partition slot `pidx`, made if it is new.
+    pub fn slot(&mut self, pidx: usize) -> &mut Part {
+        if self.parts.len() <= pidx {
+            self.parts.resize_with(pidx + 1, Part::default);
+        }
+        &mut self.parts[pidx]
+    }
+
+    /// An event of the job at `t`: whole-proof if it has no partition, its proof kind if it
+    /// names one.
+    pub fn saw(&mut self, t: u64, whole: bool, proof_kind: Option<u16>) {
+        self.whole |= whole;
+        if proof_kind.is_some() {
+            self.proof_kind = proof_kind;
+        }
+        self.last_activity = self.last_activity.max(t);
+    }
+
+    /// SYNTH_START of a partition at `t`.
+    pub fn synth_started(&mut self, t: u64) {
+        self.first_synth_start = earliest(self.first_synth_start, t);
+    }
+
+    /// SYNTH_END of partition `pidx` at `t`, `synth_ms` as printed.
+    pub fn synth_ended(&mut self, pidx: usize, t: u64, synth_ms: Option<u64>) {
+        self.first_synth_end = earliest(self.first_synth_end, t);
+        let part = &mut self.parts[pidx];
+        part.synth_reported = synth_ms;
+        if let Some(s) = part.at(EventKind::SynthStart) {
+            self.synth_total += t.saturating_sub(s);
+        }
+        self.synth_reported += synth_ms.unwrap_or(0);
+    }
+
+    /// An interval of `len` known whole at once (GPU_END before GPU_START).
+    pub fn gpu_known_whole(&mut self, len: u64) {
+        self.gpu_total += len;
+    }
+
+    /// GPU_START at `t` on `gpu`: returns whether it is the job's first anywhere, and
+    /// whether its first on `gpu` (it then enters that device's chain).
+    pub fn gpu_started(&mut self, gpu: u32, t: u64) -> (bool, bool) {
+        let first_anywhere = self.first_gpu_start.is_none();
+        self.first_gpu_start = earliest(self.first_gpu_start, t);
+        let new_on_dev = self.dev(gpu).is_none();
+        if new_on_dev {
+            self.devs.push(DevJob {
+                gpu,
+                first_start: t,
+                last_end: None,
+                second_last_end: None,
+                closed: 0,
+            });
+            self.chain_refs += 1;
+        }
+        (first_anywhere, new_on_dev)
+    }
+
+    /// GPU_END of partition `pidx` at `t`, `gpu_ms` as printed. `interval`: the interval's
+    /// start and device when it was open (`None`: no GPU_START was seen, the GPU time is
+    /// unobserved).
+    pub fn gpu_ended(
+        &mut self,
+        pidx: usize,
+        t: u64,
+        gpu_ms: Option<u64>,
+        interval: Option<(u64, u32)>,
+    ) {
+        self.parts[pidx].gpu_reported = gpu_ms;
+        self.done += 1;
+        self.gpu_reported += gpu_ms.unwrap_or(0);
+        self.last_gpu_end = latest(self.last_gpu_end, t);
+        match interval {
+            Some((start, gpu)) => {
+                self.gpu_total += t.saturating_sub(start);
+                if let Some(dj) = self.dev(gpu) {
+                    dj.closed_at(t);
+                }
+            }
+            None if self.parts[pidx].at(EventKind::GpuStart).is_none() => {
+                self.unobserved_gpu = true;
+            }
+            None => {}
+        }
+    }
+
+    /// The job's record was emitted (`status` says how it ended); it is kept until
+    /// `retain_until` at least, for duplicate detection.
+    pub fn finish(&mut self, status: crate::report::JobStatus, retain_until: u64) {
+        self.state = JobState::Finished(status);
+        self.retain_until = retain_until;
+    }
+
+    /// An interval of it was left open when it was given up on: its GPU time there is
+    /// unobserved.
+    pub fn lost_gpu_time(&mut self) {
+        self.unobserved_gpu = true;
+    }
+
+    /// Its first GPU work found the device idle: it started cold, `ms` after its first
+    /// SYNTH_START.
+    pub fn started_cold(&mut self, ms: u64) {
+        self.cold_start = Some(ms);
+    }
+
+    /// A device chain let go of it.
+    pub fn leave_chain(&mut self) {
+        self.chain_refs -= 1;
+    }
+
+    /// Nothing holds it any more (its run ended): it can be removed at once.
+    pub fn release(&mut self) {
+        self.chain_refs = 0;
+        self.retain_until = 0;
+    }
+
     /// Its work on device `gpu`.
     pub fn dev(&mut self, gpu: u32) -> Option<&mut DevJob> {
         self.devs.iter_mut().find(|d| d.gpu == gpu)

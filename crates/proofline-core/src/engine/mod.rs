@@ -311,8 +311,7 @@ impl Engine {
         // every job is finished: drop them all now (a new run never reuses their instances)
         for idx in 0..self.jobs.len() {
             if let Some(job) = &mut self.jobs[idx] {
-                job.chain_refs = 0;
-                job.retain_until = 0;
+                job.release();
                 self.remove_job(idx);
             }
         }

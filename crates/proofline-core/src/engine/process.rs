@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::Engine;
 use super::device::Device;
-use super::job::{DevJob, Job, JobState, Part, PartStage, earliest, latest};
+use super::job::{Job, JobState, Part, PartStage, Recorded};
 use super::reorder::Ev;
 use crate::event::EventKind;
 use crate::report::{JobRecord, JobStatus, PartitionRecord};
@@ -69,8 +69,7 @@ impl Engine {
             return Some(idx);
         }
         let part = job.parts.get(e.partition.unwrap_or(0) as usize);
-        let recorded = part.and_then(|p| p.at(e.kind));
-        if recorded == Some(e.t) && part.map(|p| p.sig[e.kind.index()]) == Some(e.signature()) {
+        if part.is_some_and(|p| p.is_recorded(e.kind, e.t, e.signature())) {
             self.totals.stats.duplicates += 1;
             return None;
         }
@@ -87,75 +86,51 @@ impl Engine {
     /// (event, partition): a duplicate or a conflict, counted, the first kept.
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
         let job = live_mut(&mut self.jobs, idx);
-        if job.parts.len() <= pidx {
-            job.parts.resize_with(pidx + 1, Part::default);
-        }
-        if e.partition.is_none() {
-            job.whole = true;
-        }
-        if let Some(k) = e.proof_kind {
-            job.proof_kind = Some(k);
-        }
-        let sig = e.signature();
-        let part = &mut job.parts[pidx];
-        if let Some(prev) = part.at(e.kind) {
-            if prev == e.t && part.sig[e.kind.index()] == sig {
+        job.saw(e.t, e.partition.is_none(), e.proof_kind);
+        match job.slot(pidx).record(e.kind, e.t, e.signature(), e.worker) {
+            Recorded::New => true,
+            Recorded::Duplicate => {
                 self.totals.stats.duplicates += 1;
-            } else {
+                false
+            }
+            Recorded::Conflict { first } => {
                 self.totals.stats.conflicts += 1;
                 let name = self.names.name(job.name).clone();
-                let (p, kind, t) = (e.partition, e.kind, e.t);
+                let (kind, t) = (e.kind, e.t);
+                let part = match e.partition {
+                    Some(p) => format!("partition {p}"),
+                    None => "(whole job)".to_owned(),
+                };
                 super::push_example(&mut self.totals.stats.conflict_examples, || {
                     format!(
-                        "{name} partition {p:?}: second {kind} at {t} differs from the first at {prev}, first kept"
+                        "{name} {part}: second {kind} at {t} differs from the first at {first}, first kept"
                     )
                 });
+                false
             }
-            return false;
         }
-        part.t[e.kind.index()] = Some(e.t);
-        part.sig[e.kind.index()] = sig;
-        if e.worker.is_some() {
-            part.worker = e.worker;
-        }
-        job.last_activity = job.last_activity.max(e.t);
-        true
-    }
-
-    fn part(&mut self, idx: usize, pidx: usize) -> &mut Part {
-        &mut live_mut(&mut self.jobs, idx).parts[pidx]
     }
 
     fn on_synth_start(&mut self, idx: usize, pidx: usize, t: u64) {
         let job = live_mut(&mut self.jobs, idx);
-        job.first_synth_start = earliest(job.first_synth_start, t);
+        job.synth_started(t);
         self.gauges
             .advance(&mut job.parts[pidx], PartStage::Synthesizing);
     }
 
     fn on_synth_end(&mut self, idx: usize, pidx: usize, e: &Ev) {
-        let job = live_mut(&mut self.jobs, idx);
-        job.first_synth_end = earliest(job.first_synth_end, e.t);
-        let part = &mut job.parts[pidx];
-        part.synth_reported = e.synth_ms;
-        if let Some(s) = part.at(EventKind::SynthStart) {
-            job.synth_total += e.t.saturating_sub(s);
-        }
-        if let Some(ms) = e.synth_ms {
-            job.synth_reported += ms;
-        }
-        self.enqueue(idx, pidx, e.t);
+        live_mut(&mut self.jobs, idx).synth_ended(pidx, e.t, e.synth_ms);
+        self.enqueue(idx, pidx, e.t, false);
     }
 
     fn on_gpu_queue(&mut self, idx: usize, pidx: usize, t: u64) {
         // queue time starts at GPU_QUEUE when present
-        self.part(idx, pidx).queue_start = Some(t);
-        self.enqueue(idx, pidx, t);
+        self.enqueue(idx, pidx, t, true);
     }
 
-    fn enqueue(&mut self, idx: usize, pidx: usize, t: u64) {
+    fn enqueue(&mut self, idx: usize, pidx: usize, t: u64, explicit: bool) {
         let part = &mut live_mut(&mut self.jobs, idx).parts[pidx];
-        part.queue_start.get_or_insert(t);
+        part.queued_at(t, explicit);
         self.gauges.advance(part, PartStage::Queued);
     }
 
@@ -168,8 +143,8 @@ impl Engine {
     fn device_of(&self, e: &Ev, part: &Part) -> u32 {
         let wpd = self.cfg.gpu_workers_per_device;
         e.gpu
-            .or(part.gpu)
-            .or(part.worker.map(|w| w / wpd))
+            .or(part.gpu())
+            .or(part.worker().map(|w| w / wpd))
             .unwrap_or(0)
     }
 
@@ -184,33 +159,21 @@ impl Engine {
         let gpu = self.device_of(e, &live(&self.jobs, idx).parts[pidx]);
         let job = live_mut(&mut self.jobs, idx);
         let part = &mut job.parts[pidx];
-        part.gpu = Some(gpu);
+        part.place_on(gpu);
         if let Some(end) = part.at(EventKind::GpuEnd) {
             // GPU_END came first (late GPU_START): the interval is known whole; it adds to the
             // serial sum (the busy sweep cannot go back for it)
             let len = end.saturating_sub(e.t);
-            job.gpu_total += len;
+            job.gpu_known_whole(len);
             self.devices
                 .entry(gpu)
                 .or_insert_with(|| Device::new(gpu))
                 .interval_known_whole(len);
             return;
         }
-        let worker = part.worker;
+        let worker = part.worker();
         self.gauges.advance(part, PartStage::OnGpu);
-        let first_anywhere = job.first_gpu_start.is_none();
-        job.first_gpu_start = earliest(job.first_gpu_start, e.t);
-        let new_on_dev = job.dev(gpu).is_none();
-        if new_on_dev {
-            job.devs.push(DevJob {
-                gpu,
-                first_start: e.t,
-                last_end: None,
-                second_last_end: None,
-                closed: 0,
-            });
-            job.chain_refs += 1;
-        }
+        let (first_anywhere, new_on_dev) = job.gpu_started(gpu, e.t);
         let (uid, attempt, first_synth_start) = (job.uid, job.attempt, job.first_synth_start);
         let name = self.names.name(job.name).clone();
         let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
@@ -222,7 +185,7 @@ impl Engine {
             if let Some(s) = first_synth_start {
                 let cs = e.t.saturating_sub(s);
                 if let Some(job) = self.jobs[idx].as_mut() {
-                    job.cold_start = Some(cs);
+                    job.started_cold(cs);
                 }
                 if self.totals.first_cold_start.is_none() && self.run == 0 {
                     self.totals.first_cold_start = Some(cs);
@@ -241,45 +204,26 @@ impl Engine {
     fn on_gpu_end(&mut self, idx: usize, pidx: usize, e: &Ev, at: u64, sink: &mut impl UpdateSink) {
         let job = live_mut(&mut self.jobs, idx);
         let part = &mut job.parts[pidx];
-        let was = part.stage;
+        let was = part.stage();
         if !self.gauges.advance(part, PartStage::Done) {
             return;
         }
-        part.gpu_reported = e.gpu_ms;
-        let start = part.at(EventKind::GpuStart);
-        let gpu = part.gpu.unwrap_or(0);
-        job.done += 1;
+        let gpu = part.gpu().unwrap_or(0);
+        let start = part.at(EventKind::GpuStart).unwrap_or(e.t);
+        let open = (was == PartStage::OnGpu).then_some((start, gpu));
+        job.gpu_ended(pidx, e.t, e.gpu_ms, open);
         self.totals.partitions_done += 1;
-        if let Some(ms) = e.gpu_ms {
-            job.gpu_reported += ms;
-        }
-        job.last_gpu_end = latest(job.last_gpu_end, e.t);
-        if was == PartStage::OnGpu {
-            let start = start.unwrap_or(e.t);
-            let len = e.t.saturating_sub(start);
-            job.gpu_total += len;
-            let uid = job.uid;
-            if let Some(dj) = job.dev(gpu) {
-                if dj.last_end.is_none_or(|l| e.t >= l) {
-                    dj.second_last_end = dj.last_end;
-                    dj.last_end = Some(e.t);
-                } else if dj.second_last_end.is_none_or(|s| e.t > s) {
-                    dj.second_last_end = Some(e.t);
-                }
-                dj.closed += 1;
-            }
+        if open.is_some() {
+            let (uid, len) = (job.uid, e.t.saturating_sub(start));
             let dev = self
                 .devices
                 .get_mut(&gpu)
                 .expect("device of an open interval");
             dev.close_interval((start, at, len), uid, self.cfg.busy_window_ms, sink);
-        } else if start.is_none() {
-            // GPU_END without GPU_START: the GPU time is unobserved
-            job.unobserved_gpu = true;
         }
         let part = &job.parts[pidx];
         self.totals
-            .record_stages(part.stages(), part.synth_reported, part.gpu_reported);
+            .record_stages(part.stages(), part.synth_reported(), part.gpu_reported());
         if sink.wants_partitions() {
             let rec = self.partition_record(idx, pidx);
             sink.update(Update::Partition(Arc::new(rec)));
@@ -304,11 +248,11 @@ impl Engine {
             run: job.run,
             proof_kind: job.proof_kind.map(|k| self.kinds.name(k).clone()),
             partition: if job.whole { None } else { Some(pidx as u32) },
-            worker: p.worker,
-            gpu: p.gpu,
+            worker: p.worker(),
+            gpu: p.gpu(),
             synth_start_ms: p.at(EventKind::SynthStart),
             synth_end_ms: p.at(EventKind::SynthEnd),
-            queue_start_ms: p.queue_start,
+            queue_start_ms: p.queue_start(),
             pickup_ms: p.at(EventKind::GpuPickup),
             gpu_start_ms: p.at(EventKind::GpuStart),
             gpu_end_ms: p.at(EventKind::GpuEnd),
@@ -316,8 +260,8 @@ impl Engine {
             queue_ms,
             lock_wait_ms,
             gpu_ms,
-            synth_reported_ms: p.synth_reported,
-            gpu_reported_ms: p.gpu_reported,
+            synth_reported_ms: p.synth_reported(),
+            gpu_reported_ms: p.gpu_reported(),
         }
     }
 
@@ -356,8 +300,10 @@ impl Engine {
     pub(super) fn complete(&mut self, idx: usize, sink: &mut impl UpdateSink) {
         self.finished_one();
         let job = live_mut(&mut self.jobs, idx);
-        job.state = JobState::Finished(JobStatus::Complete);
-        job.retain_until = self.now + self.cfg.reorder_window_ms * 2 + self.cfg.completion_grace_ms;
+        job.finish(
+            JobStatus::Complete,
+            self.now + self.cfg.reorder_window_ms * 2 + self.cfg.completion_grace_ms,
+        );
         let retain = job.retain_until;
         let tc = job.last_gpu_end.unwrap_or(self.now);
         self.due(retain);
@@ -390,27 +336,27 @@ impl Engine {
         let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
         self.forget_open_intervals(key);
         let job = live_mut(&mut self.jobs, idx);
-        job.state = JobState::Finished(status);
-        job.retain_until = now + self.cfg.reorder_window_ms * 2;
+        job.finish(status, now + self.cfg.reorder_window_ms * 2);
         let retain = job.retain_until;
         let uid = job.uid;
         self.next_sweep = self.next_sweep.min(retain.max(now + 1));
         let mut unfinished = Vec::new();
+        let mut lost = false;
         for (pidx, part) in job.parts.iter_mut().enumerate() {
             if part.is_done() {
                 continue;
             }
-            if part.t.iter().any(Option::is_some) {
+            if part.any_recorded() {
                 unfinished.push(pidx);
             }
-            let was = part.stage;
+            let was = part.stage();
             self.gauges.advance(part, PartStage::Abandoned);
             if was != PartStage::OnGpu {
                 continue;
             }
             // close at the latest instant observed on the device: unobserved, not busy
-            job.unobserved_gpu = true;
-            let Some(dev) = self.devices.get_mut(&part.gpu.unwrap_or(0)) else {
+            lost = true;
+            let Some(dev) = self.devices.get_mut(&part.gpu().unwrap_or(0)) else {
                 continue;
             };
             dev.abandon_interval(
@@ -420,6 +366,9 @@ impl Engine {
                 self.cfg.busy_window_ms,
                 sink,
             );
+        }
+        if lost {
+            job.lost_gpu_time();
         }
         // the partitions that never finished, for charts and traces (not in the stage stats)
         if sink.wants_partitions() {

@@ -1,0 +1,99 @@
+//! The simulated prover's shape and faults, as `demo` and `generate` take them.
+
+use anyhow::{Context, Result};
+use proofline_sim::SimConfig;
+
+/// The simulated prover's shape and faults, shared by `demo` and `generate`.
+#[derive(Debug, clap::Args)]
+pub struct SimArgs {
+    /// Jobs (sectors) to prove. Range 1..=1000000.
+    #[arg(long, default_value_t = 8,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+    jobs: usize,
+    /// Mix proof kinds (PoRep, SnapDeals, WindowPoSt, WinningPoSt) instead of PoRep only.
+    #[arg(long)]
+    pub(crate) mixed: bool,
+    /// GPUs. Range 1..=64.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    gpus: u32,
+    /// GPU workers per GPU (cuzk's default is 2). Range 1..=64.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    workers_per_gpu: u32,
+    /// Synthesis workers. Range 1..=1024.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    synth_workers: u32,
+    /// Seed of the random durations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fault: synthesis hangs MS milliseconds (cuzk time) in job N's first partition (0-based).
+    #[arg(long, value_name = "N:MS")]
+    stall: Option<String>,
+    /// Fault: GPU G's kernels take FACTOR times as long.
+    #[arg(long, value_name = "G:FACTOR")]
+    slow_gpu: Option<String>,
+    /// Fault: partition P of job J never finishes its GPU work.
+    #[arg(long, value_name = "J:P")]
+    never_finish: Option<String>,
+    /// Fault: GPU worker W's N-th GPU call (0-based) panics; the worker logs it and goes on,
+    /// the partition never finishes (as in cuzk, whose spawn_blocking catches the panic).
+    #[arg(long, value_name = "W:N")]
+    panic_worker: Option<String>,
+    /// Write cuzk's `CUZK_TIMING:` lines of each GPU call too (`generate` only).
+    #[arg(long)]
+    cuzk_timing: bool,
+    /// CPU work held inside the GPU lock per call (the GPU waiting on prep_msm), cuzk ms
+    /// (`generate --cuzk-timing`): the pipeline looks busy while the kernels idle. Range
+    /// 0..=600000.
+    #[arg(long, default_value_t = 0, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    cpu_in_lock_ms: u64,
+}
+
+impl SimArgs {
+    /// The simulator's configuration.
+    pub fn sim_config(&self) -> Result<SimConfig> {
+        let mut cfg = if self.mixed {
+            SimConfig::mixed(self.jobs)
+        } else {
+            SimConfig::porep(self.jobs)
+        };
+        cfg.gpus = self.gpus.max(1);
+        cfg.workers_per_gpu = self.workers_per_gpu.max(1);
+        cfg.synth_workers = self.synth_workers.max(1);
+        cfg.seed = self.seed;
+        if let Some(s) = &self.stall {
+            cfg.faults.stall_before_job = Some(parse_pair(s, "--stall")?);
+        }
+        if let Some(s) = &self.slow_gpu {
+            cfg.faults.slow_gpu = Some(parse_pair(s, "--slow-gpu")?);
+        }
+        if let Some(s) = &self.never_finish {
+            cfg.faults.never_finish = Some(parse_pair(s, "--never-finish")?);
+        }
+        if let Some(s) = &self.panic_worker {
+            cfg.faults.panic_worker = Some(parse_pair(s, "--panic-worker")?);
+        }
+        cfg.timing = proofline_sim::TimingLines {
+            emit: self.cuzk_timing,
+            cpu_in_lock_ms: self.cpu_in_lock_ms as f64,
+        };
+        Ok(cfg)
+    }
+}
+
+/// Parses `A:B` flag values.
+pub(crate) fn parse_pair<A: std::str::FromStr, B: std::str::FromStr>(
+    s: &str,
+    flag: &str,
+) -> Result<(A, B)> {
+    let (a, b) = s
+        .split_once(':')
+        .with_context(|| format!("{flag} takes two values as A:B, got `{s}`"))?;
+    let a = a
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{a}` is not a valid number"))?;
+    let b = b
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{flag}: `{b}` is not a valid number"))?;
+    Ok((a, b))
+}
