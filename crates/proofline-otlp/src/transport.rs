@@ -286,6 +286,7 @@ fn grpc_client(
         let value = MetadataValue::try_from(v.as_str()).map_err(|_| bad())?;
         metadata.insert(key, value);
     }
+    #[cfg_attr(not(feature = "grpc-tls"), allow(unused_mut))]
     let mut ep = tonic::transport::Endpoint::from_shared(endpoint.export_url.clone())
         .map_err(|e| OtlpError::Build(format!("endpoint `{}`: {e}", endpoint.url)))?
         .timeout(timeout)

@@ -1,0 +1,197 @@
+//! `proofline watch` following a log as logrotate and operators change it: rotation,
+//! truncation, a truncate and regrow, malformed lines named (a few) and counted (all), read
+//! from its `/metrics`.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+mod common;
+use common::{
+    Proc, free_port, fresh_dir, http_get, proofline, stderr_lines, wait_completed, wait_line,
+};
+
+fn tmp(name: &str) -> PathBuf {
+    fresh_dir("watch", name)
+}
+
+#[test]
+fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
+    let dir = tmp("rotate");
+    let log = dir.join("cuzk.log");
+    let sample = dir.join("sample.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "2", "-o"])
+            .arg(&sample)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let text = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(&log, "daemon starting\n").unwrap();
+
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--poll-ms",
+            "50",
+            "--reorder-window-ms",
+            "0",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+
+    // appended lines, one of them malformed (line 3 of the file)
+    let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+    writeln!(f, "some log line\nTIMELINE,x,GPU_START,j,worker=1").unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    drop(f);
+    let bad = wait_line(&rx, "not an unsigned integer");
+    assert!(bad.contains("cuzk.log:3:"), "{bad}");
+    wait_completed(&addr, 2.0);
+
+    // rotation: the log is moved away and a new one started (the daemon restarted: offsets from 0)
+    std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
+    std::fs::write(&log, text.replace("porep-1000-", "porep-2000-")).unwrap();
+    wait_line(&rx, "was rotated");
+    wait_completed(&addr, 4.0);
+
+    // truncation in place
+    std::fs::write(&log, "").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    std::fs::write(&log, text.replace("porep-1000-", "porep-3000-")).unwrap();
+    wait_line(&rx, "was truncated");
+    wait_completed(&addr, 6.0);
+
+    let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+    assert!(body.contains("proofline_malformed_lines_total 1"), "{body}");
+}
+
+/// 5,000 malformed lines: `watch` names ten of them on stderr, sums the rest up once its
+/// 10 s window ends, and `/metrics` counts every one.
+#[test]
+fn watch_names_a_few_malformed_lines_and_counts_them_all() {
+    let dir = tmp("bad");
+    let log = dir.join("cuzk.log");
+    let mut text = String::new();
+    for i in 0..5000 {
+        text.push_str(&format!("TIMELINE,{i},GPU_START,porep-1-1,partition=0\n"));
+    }
+    std::fs::write(&log, text).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    let mut named = 0;
+    let summary = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("no summary of the malformed lines");
+        if l.contains("more malformed lines") {
+            break l;
+        }
+        named += usize::from(l.contains("cuzk.log:") && l.contains("without `worker=`"));
+    };
+    assert_eq!(named, 10, "ten named in the window");
+    assert!(summary.contains("4990 more malformed lines"), "{summary}");
+    let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+    assert!(
+        body.contains("proofline_malformed_lines_total 5000"),
+        "{}",
+        body.lines()
+            .filter(|l| l.contains("malformed"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let after = std::iter::from_fn(|| rx.try_recv().ok()).count();
+    assert_eq!(after, 0, "nothing after the summary while the log is quiet");
+}
+
+/// `watch` follows files like `tail -F` at its best: a truncation followed by a regrowth past
+/// the old size between two polls is seen (the first bytes differ), and lines a writer
+/// appends to the rotated file after `watch` moved on are still read.
+#[test]
+fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
+    let dir = tmp("regrow");
+    let log = dir.join("cuzk.log");
+    let generated = |jobs: &str, name: &str| {
+        let p = dir.join(name);
+        assert!(
+            proofline()
+                .args(["generate", "--jobs", jobs, "-o"])
+                .arg(&p)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::read_to_string(p).unwrap()
+    };
+    let two = generated("2", "two.log");
+    let four = generated("4", "four.log");
+    std::fs::write(&log, format!("daemon started\n{two}")).unwrap();
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "1000",
+            "--reorder-window-ms",
+            "0",
+        ])
+        .args(["--metrics-addr", &addr])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    wait_completed(&addr, 2.0);
+    // truncated and written anew, longer than before, within one poll
+    std::fs::write(
+        &log,
+        format!(
+            "daemon restarted\n{}",
+            four.replace("porep-1000-", "porep-3000-")
+        ),
+    )
+    .unwrap();
+    wait_line(&rx, "was truncated");
+    wait_completed(&addr, 6.0);
+    // rotated; the old writer appends two more sectors to the rotated file afterwards
+    let old = dir.join("cuzk.log.1");
+    std::fs::rename(&log, &old).unwrap();
+    std::fs::write(&log, "daemon started again\n").unwrap();
+    wait_line(&rx, "was rotated");
+    let mut f = std::fs::OpenOptions::new().append(true).open(&old).unwrap();
+    f.write_all(two.replace("porep-1000-", "porep-4000-").as_bytes())
+        .unwrap();
+    drop(f);
+    wait_completed(&addr, 8.0);
+}

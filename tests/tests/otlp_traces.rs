@@ -1,0 +1,136 @@
+//! The traces real receivers get: one per job, its stages, attributes and links, over HTTP
+//! and gRPC; a job that finishes first linked from the one before it; the live layer and a
+//! replay of its log send the same traces.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use opentelemetry_proto::tonic::common::v1::any_value::Value;
+use proofline_core::EngineConfig;
+use proofline_core::sink::UpdateSink;
+use proofline_otlp::Transport;
+
+mod common;
+use common::*;
+
+#[test]
+fn http_receiver_gets_one_trace_per_job_with_stages_attributes_and_links() {
+    let rx = HttpReceiver::start(Mode::Answer);
+    let (mut sink, mut handle) = proofline_otlp::start(cfg(rx.endpoint())).unwrap();
+    replay(LOG, engine_cfg(), &mut sink);
+    drop(sink);
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    let spans = rx.got.wait_for(39, 10);
+    check_known_log(&spans);
+    let c = handle.counters();
+    assert_eq!(c.spans_exported.load(Ordering::Relaxed), 39);
+    assert_eq!(c.traces_dropped.load(Ordering::Relaxed), 0);
+    // service.name defaults to cuzk
+    assert!(
+        rx.got
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|(svc, _)| svc == "cuzk")
+    );
+}
+
+#[test]
+fn grpc_receiver_gets_the_same_traces() {
+    let (addr, got) = grpc_receiver();
+    let mut c = cfg(format!("http://{addr}"));
+    c.transport = Transport::Grpc;
+    let (mut sink, mut handle) = proofline_otlp::start(c).unwrap();
+    replay(LOG, engine_cfg(), &mut sink);
+    drop(sink);
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    check_known_log(&got.wait_for(39, 10));
+}
+
+#[test]
+fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
+    let rx = HttpReceiver::start(Mode::Answer);
+    let (mut sink, mut handle) = proofline_otlp::start(cfg(rx.endpoint())).unwrap();
+    let mut ecfg = engine_cfg();
+    // every job completes when its last partition ends, so q and r go out before p
+    ecfg.completion_grace_ms = 0;
+    replay(OVERTAKEN_LOG, ecfg, &mut sink);
+    drop(sink);
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    // 3 jobs x (1 root + 2 partitions x (1 + 3 stages)), and p's `next sector` span
+    let spans = rx.got.wait_for(28, 10);
+    assert_eq!(spans.len(), 28);
+    let root = |job: &str| root_of(&spans, job).clone();
+    let (p, q, r) = (root("p"), root("q"), root("r"));
+    // q went out first, before p -> q was known: the link is in p's trace, pointing forward
+    assert!(child(&spans, &q, "previous sector").is_none());
+    assert_eq!(int(&q, "transition.gap_ms"), None);
+    let next = child(&spans, &p, "next sector").expect("p's forward link");
+    assert_eq!(next.links.len(), 1, "{:?}", next.links);
+    let link = &next.links[0];
+    assert_eq!(
+        (link.trace_id.clone(), link.span_id.clone()),
+        (q.trace_id.clone(), q.span_id.clone())
+    );
+    let link_attr = |key: &str| {
+        link.attributes
+            .iter()
+            .find(|a| a.key == key)
+            .and_then(|a| a.value.as_ref()?.value.clone())
+    };
+    assert_eq!(
+        link_attr("link.kind"),
+        Some(Value::StringValue("next_sector".into()))
+    );
+    // q's first GPU_START (2000) - p's last GPU_END (5000)
+    assert_eq!(link_attr("transition.gap_ms"), Some(Value::IntValue(-3000)));
+    assert_eq!(
+        link_attr("transition.overlap_ms"),
+        Some(Value::IntValue(3000))
+    );
+    // q -> r: both were sent before it was known; counted, not lost silently
+    assert!(child(&spans, &r, "previous sector").is_none());
+    assert!(child(&spans, &q, "next sector").is_none());
+    assert_eq!(handle.counters().links_unplaced.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
+    use proofline::TimelineLayer;
+
+    let live_rx = HttpReceiver::start(Mode::Answer);
+    let (otlp, mut handle) = proofline_otlp::start(cfg(live_rx.endpoint())).unwrap();
+    let buf = proofline_tests::SharedBuf::default();
+    let ecfg = EngineConfig {
+        reorder_window_ms: 1000,
+        completion_grace_ms: 1000,
+        ..EngineConfig::default()
+    };
+    let (layer, mut guard) = TimelineLayer::builder()
+        .engine_config(ecfg.clone())
+        .timeline_to_writer(buf.clone())
+        .sink(otlp)
+        .build();
+    run_three_sectors_with_a_stall(layer);
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    let live = live_rx.got.spans();
+    // 3 jobs x (1 + 10 x 5), and a `previous sector` span in the 2 after the first
+    assert_eq!(live.len(), 155);
+
+    let log = buf.text();
+    let replay_rx = HttpReceiver::start(Mode::Answer);
+    let (mut sink, mut h2) = proofline_otlp::start(cfg(replay_rx.endpoint())).unwrap();
+    // the run the layer gave its sinks (what `replay --instance --epoch` is told)
+    sink.start_run(guard.run());
+    replay(&log, ecfg, &mut sink);
+    drop(sink);
+    h2.shutdown(Duration::from_secs(10)).unwrap();
+    let replayed = replay_rx.got.wait_for(155, 10);
+    let mut a: Vec<_> = live.iter().map(key).collect();
+    let mut b: Vec<_> = replayed.iter().map(key).collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+}
