@@ -55,8 +55,6 @@ struct Tail {
     cur: Option<Followed>,
     /// The file rotated away, still read until the deadline.
     old: Option<(Followed, Instant)>,
-    /// Lines longer than `MAX_LINE_BYTES` skipped so far, all files.
-    oversized: u64,
 }
 
 /// One open file and where its reading stands.
@@ -107,7 +105,6 @@ impl Tail {
             path: path.to_owned(),
             cur: None,
             old: None,
-            oversized: 0,
         }
     }
 
@@ -165,11 +162,11 @@ impl Tail {
     /// size between two polls (the first bytes differ: start over), and rotation (the old
     /// file is read to its end, and again for [`ROTATED_GRACE`] in case its writer still
     /// appends; the new one from its start).
-    fn poll(&mut self, mut line: impl FnMut(&[u8], u64)) -> io::Result<Event> {
+    fn poll(&mut self, mut line: impl FnMut(Got<'_>, u64)) -> io::Result<Event> {
         let mut event = Event::None;
         // the rotated file first: its lines came before the new file's
         if let Some((old, until)) = &mut self.old {
-            old.read_available(&mut self.oversized, &mut line)?;
+            old.read_available(&mut line)?;
             if Instant::now() >= *until {
                 self.old = None;
             }
@@ -197,10 +194,13 @@ impl Tail {
                 cur.line = 0;
                 cur.partial.clear();
                 cur.skipping = false;
+                // the old first bytes are gone: the new ones are taken once read (keeping
+                // the old made every later poll see a truncation, and read it all again)
+                cur.head.clear();
                 event = Event::Truncated;
             }
         }
-        cur.read_available(&mut self.oversized, &mut line)?;
+        cur.read_available(&mut line)?;
         if cur.head.len() < FINGERPRINT_BYTES && (cur.head.len() as u64) < cur.pos {
             cur.head = first_bytes(&mut cur.file, FINGERPRINT_BYTES)?;
         }
@@ -212,7 +212,7 @@ impl Tail {
             }
             self.open(true)?;
             if let Some(cur) = &mut self.cur {
-                cur.read_available(&mut self.oversized, &mut line)?;
+                cur.read_available(&mut line)?;
             }
             event = Event::Rotated { cut };
         }
@@ -221,11 +221,7 @@ impl Tail {
 }
 
 impl Followed {
-    fn read_available(
-        &mut self,
-        oversized: &mut u64,
-        line: &mut impl FnMut(&[u8], u64),
-    ) -> io::Result<()> {
+    fn read_available(&mut self, line: &mut impl FnMut(Got<'_>, u64)) -> io::Result<()> {
         let mut buf = vec![0u8; 256 * 1024];
         loop {
             let n = self.file.read(&mut buf)?;
@@ -238,17 +234,22 @@ impl Followed {
                 self.line += 1;
                 let number = self.line;
                 if std::mem::take(&mut self.skipping) {
-                    *oversized += 1;
+                    line(Got::Skipped, number);
                 } else if self.partial.is_empty() {
-                    line(&chunk[..=i], number);
+                    line(Got::Line(without_hole(&chunk[..=i])), number);
                 } else {
                     self.partial.extend_from_slice(&chunk[..=i]);
                     let whole = std::mem::take(&mut self.partial);
-                    line(&whole, number);
+                    line(Got::Line(&whole), number);
                 }
                 chunk = &chunk[i + 1..];
             }
             if !self.skipping {
+                // a hole of NUL bytes before a line (copytruncate with a writer that does
+                // not append: it writes on at its old offset) is no part of the line
+                if self.partial.is_empty() {
+                    chunk = without_hole(chunk);
+                }
                 self.partial.extend_from_slice(chunk);
                 if self.partial.len() > MAX_LINE_BYTES {
                     // memory stays flat whatever the writer does: skip to the newline
@@ -258,6 +259,19 @@ impl Followed {
             }
         }
     }
+}
+
+/// What reading found: a complete line, or a line over [`MAX_LINE_BYTES`] skipped.
+#[derive(Debug, Clone, Copy)]
+enum Got<'a> {
+    Line(&'a [u8]),
+    Skipped,
+}
+
+/// `b` without the NUL bytes it starts with.
+fn without_hole(b: &[u8]) -> &[u8] {
+    let n = b.iter().take_while(|&&c| c == 0).count();
+    &b[n..]
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -376,10 +390,21 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                 }
             }
             let event = tail
-                .poll(|line, number| {
-                    if let Some(e) = feeder.feed_line(line, &mut engine, driver.sinks()) {
+                .poll(|got, number| match got {
+                    Got::Line(line) => {
+                        if let Some(e) = feeder.feed_line(line, &mut engine, driver.sinks()) {
+                            if bad_lines.allow() {
+                                eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                            }
+                        }
+                    }
+                    Got::Skipped => {
+                        feeder.stats.oversized += 1;
                         if bad_lines.allow() {
-                            eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                            eprintln!(
+                                "proofline watch: {path}:{number}: longer than {} MiB, skipped to its end (counted in proofline_malformed_lines_total)",
+                                MAX_LINE_BYTES >> 20
+                            );
                         }
                     }
                 })
@@ -421,10 +446,9 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             if let Some((offset, at, _)) = newest {
                 engine.advance(offset + at.elapsed().as_millis() as u64, driver.sinks());
             }
-            feeder.stats.oversized = tail.oversized;
             let counts = TelemetryCounts {
                 events_dropped: 0,
-                malformed_lines: feeder.stats.malformed,
+                malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
             };
             driver.tick(&engine.live(), &counts);
             std::thread::sleep(poll);
@@ -434,7 +458,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     // watch ends only when reading fails: what the sinks hold is still delivered
     let counts = TelemetryCounts {
         events_dropped: 0,
-        malformed_lines: feeder.stats.malformed,
+        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
     };
     let deadline = Instant::now() + proofline_otlp::DEFAULT_SHUTDOWN_TIMEOUT;
     if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {

@@ -195,3 +195,94 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
     drop(f);
     wait_completed(&addr, 8.0);
 }
+
+/// Each way a log is truncated under a running `watch`: `: > log` and a writer appending on;
+/// logrotate's copytruncate with a writer that appends (`O_APPEND`) and with one that does
+/// not (it writes on at its old offset, leaving a hole of NUL bytes, here over 1 MiB, before
+/// its next line); and a truncate and regrow within one poll. Each is said once, and every
+/// proof is counted once: the new content's four, the old content's two, no more however
+/// long `watch` goes on polling.
+#[test]
+fn every_kind_of_truncation_is_read_once_and_said_once() {
+    let dir = tmp("truncations");
+    let generated = |jobs: &str, name: &str, prefix: &str| {
+        let p = dir.join(name);
+        assert!(
+            proofline()
+                .args(["generate", "--jobs", jobs, "-o"])
+                .arg(&p)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::read_to_string(p)
+            .unwrap()
+            .replace("porep-1000-", prefix)
+    };
+    // over 1 MiB before the first sector, so that a hole left where it was is longer than
+    // the longest line watch reads
+    let filler: String = (0..12_000)
+        .map(|i| format!("2026-12-01T00:00:00Z INFO cuzk: filler line {i:>8} of the old log\n"))
+        .collect();
+    let old = format!("{filler}{}", generated("2", "two.log", "porep-1000-"));
+    let new = generated("4", "four.log", "porep-3000-");
+    for form in [
+        "truncate",
+        "copytruncate",
+        "copytruncate-no-append",
+        "regrow",
+    ] {
+        let log = dir.join(format!("{form}.log"));
+        std::fs::write(&log, &old).unwrap();
+        let addr = format!("127.0.0.1:{}", free_port());
+        let mut child = proofline()
+            .args(["watch", "--from-start", "--poll-ms", "100"])
+            .args(["--reorder-window-ms", "0", "--metrics-addr", &addr])
+            .arg(&log)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        let _watch = Proc(child);
+        wait_line(&rx, "metrics on");
+        wait_completed(&addr, 2.0);
+        let old_len = old.len() as u64;
+        match form {
+            "truncate" | "copytruncate" => {
+                if form == "copytruncate" {
+                    std::fs::copy(&log, dir.join(format!("{form}.log.1"))).unwrap();
+                }
+                let f = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+                f.set_len(0).unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                let mut w = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+                w.write_all(new.as_bytes()).unwrap();
+            }
+            "copytruncate-no-append" => {
+                use std::io::{Seek, SeekFrom};
+                // the writer's handle, opened before the rotation, without O_APPEND
+                let mut w = std::fs::OpenOptions::new().write(true).open(&log).unwrap();
+                w.seek(SeekFrom::Start(old_len)).unwrap();
+                std::fs::copy(&log, dir.join(format!("{form}.log.1"))).unwrap();
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&log)
+                    .unwrap()
+                    .set_len(0)
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(300));
+                w.write_all(new.as_bytes()).unwrap();
+            }
+            _ => std::fs::write(&log, format!("daemon restarted\n{new}{filler}")).unwrap(),
+        }
+        wait_completed(&addr, 6.0);
+        // ten polls more: nothing is read again
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(common::completed(&addr), 6.0, "{form}: counted again");
+        let said: Vec<String> = rx
+            .try_iter()
+            .filter(|l| l.contains("was truncated"))
+            .collect();
+        assert_eq!(said.len(), 1, "{form}: {said:?}");
+    }
+}
