@@ -157,9 +157,20 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let unsent = traces.saturating_sub(delivered + failed + dropped);
     let jobs_read = run.report.summary.jobs_complete + run.report.summary.jobs_incomplete;
     let spans = counters.spans_exported.load(Relaxed);
-    if delivered == traces {
+    let failures = handle.failures();
+    // spans a collector took the request of, and rejected (an OTLP partial success)
+    let rejection = failures
+        .iter()
+        .find(|f| f.kind == proofline_otlp::FailureKind::Rejected);
+    let rejected = rejection.map_or(0, |f| f.spans);
+    if delivered == traces && rejected == 0 {
         eprintln!(
             "proofline replay: {jobs_read} jobs -> {traces} traces, all delivered ({spans} spans)"
+        );
+    } else if delivered == traces {
+        eprintln!(
+            "proofline replay: {jobs_read} jobs -> {traces} traces delivered, but the collector rejected {rejected} of their {} spans",
+            spans + rejected
         );
     } else {
         eprintln!(
@@ -182,7 +193,6 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             "proofline replay: {unplaced} sector-to-sector links had no trace to carry them (both sectors finished before the one ahead of them on their GPU)"
         );
     }
-    let failures = handle.failures();
     for f in &failures {
         eprintln!(
             "proofline replay: {} trace(s) ({} spans) failed: {}; first: {}",
@@ -213,6 +223,14 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             "{} of {traces} traces not delivered within {:.1} s: {cause}",
             traces - delivered,
             elapsed.as_secs_f64()
+        );
+    }
+    if let Some(r) = rejection {
+        run.result()?;
+        bail!(
+            "the collector rejected {rejected} of {} spans: {}",
+            spans + rejected,
+            r.first
         );
     }
     run.result()

@@ -348,6 +348,72 @@ fn bad_collector(status: Option<u16>) -> String {
     format!("http://{addr}")
 }
 
+/// A collector that takes every request and answers it with an OTLP partial success:
+/// `rejected` spans rejected, for a reason it names.
+fn partial_collector(rejected: i64) -> String {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTracePartialSuccess, ExportTraceServiceResponse,
+    };
+    let body = ExportTraceServiceResponse {
+        partial_success: Some(ExportTracePartialSuccess {
+            rejected_spans: rejected,
+            error_message: "spans older than the retention".into(),
+        }),
+    }
+    .encode_to_vec();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in l.incoming() {
+            let Ok(stream) = stream else { continue };
+            let body = body.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(stream.try_clone().unwrap());
+                let mut w = stream;
+                loop {
+                    let mut len = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if r.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            len = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut req = vec![0; len];
+                    if r.read_exact(&mut req).is_err() {
+                        return;
+                    }
+                    let _ = write!(
+                        w,
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = w.write_all(&body);
+                }
+            });
+        }
+    });
+    format!("http://{addr}/v1/traces")
+}
+
+#[test]
+fn replay_says_which_spans_the_collector_rejected_and_fails() {
+    let log = generated_log("replay-partial", 2);
+    let (ok, err, _) = replay_timed(&partial_collector(3), &log, 20);
+    assert!(!ok, "replay succeeded though spans were rejected: {err}");
+    assert!(!err.contains("all delivered"), "{err}");
+    assert!(
+        err.contains("rejected 6 of") && err.contains("spans older than the retention"),
+        "{err}"
+    );
+}
+
 /// `proofline replay` of `log` to `endpoint` with `--timeout-s secs`: its status, stderr
 /// and how long it took.
 fn replay_timed(endpoint: &str, log: &std::path::Path, secs: u64) -> (bool, String, Duration) {
