@@ -6,7 +6,6 @@ use std::io::{self, IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -189,7 +188,9 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         args.speed,
         log_path.display()
     );
-    let stop = Arc::new(AtomicBool::new(false));
+    // SIGTERM/SIGINT stop the simulated prover; what it finished is still reported
+    let signals = crate::signals::Stop::install()?;
+    let stop = signals.flag();
     let summary =
         tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
             threaded::run(
@@ -267,6 +268,13 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     );
     // a closed pipe ends the demo quietly (main); the files are written already
     io::stdout().lock().write_all(text.as_bytes())?;
+    if let Some(stopped) = signals.stopped() {
+        eprintln!(
+            "proofline demo: stopped by {}: {} job(s) finished; the report, the log and the chart are written",
+            stopped.name, report.summary.jobs_complete
+        );
+        return Err(stopped.into());
+    }
     if exporters.server.is_some() && args.linger > 0 {
         std::thread::sleep(Duration::from_secs(args.linger));
     }

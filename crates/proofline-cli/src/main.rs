@@ -9,6 +9,7 @@ mod generate;
 mod input;
 mod replay;
 mod rfc3339;
+mod signals;
 mod sim_args;
 mod timeline;
 mod watch;
@@ -54,6 +55,11 @@ fn main() {
         Command::Generate(args) => generate::run(&args),
     };
     if let Err(e) = result {
+        // stopped by a signal, after delivering what it could (it said what it did not)
+        if let Some(s) = e.downcast_ref::<signals::Stopped>() {
+            eprintln!("proofline: {s}");
+            std::process::exit(s.status);
+        }
         // the reader of our output went away (`| head`): end quietly, as Unix tools do when
         // SIGPIPE ends them (and with their status, 128 + 13)
         if e.chain().any(|c| {

@@ -50,6 +50,9 @@ fn parse_protocol(s: &str) -> Result<proofline_otlp::Transport, String> {
     proofline_otlp::Transport::parse(s).map_err(|e| e.to_string())
 }
 
+/// How long a replay stopped by a signal goes on delivering what is queued.
+const STOP_DELIVERY: Duration = Duration::from_secs(5);
+
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.timeout_s);
@@ -105,6 +108,9 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     if let Some(w) = proofline_otlp::cleartext_warning(args.endpoint.as_deref()) {
         eprintln!("proofline replay: warning: {w}");
     }
+    // SIGTERM/SIGINT: reading stops, what is queued is delivered for a few seconds at most
+    let signals = crate::signals::Stop::install()?;
+    cfg.stop_waiting = Some(signals.flag());
     let (mut sink, mut handle) = proofline_otlp::start(cfg)?;
     let counters = sink.counters();
 
@@ -142,10 +148,25 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             }
             sink.update(u);
         },
-        &mut || Instant::now() >= deadline,
+        &mut || Instant::now() >= deadline || signals.requested(),
     )?;
     drop(sink);
-    let result = handle.shutdown(deadline.saturating_duration_since(Instant::now()));
+    // wait for the queue until the deadline; a signal (now or while waiting) leaves
+    // STOP_DELIVERY from then at most
+    let mut until = deadline;
+    let mut signalled = false;
+    loop {
+        let c = counters.snapshot();
+        if c.traces_exported + c.traces_failed >= c.traces_queued || Instant::now() >= until {
+            break;
+        }
+        if !signalled && signals.requested() {
+            signalled = true;
+            until = until.min(Instant::now() + STOP_DELIVERY);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let result = handle.shutdown(until.saturating_duration_since(Instant::now()));
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
@@ -179,7 +200,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             counters.spans_failed.load(Relaxed),
             if run.stopped {
                 format!(
-                    "; reading stopped at the deadline after {} lines",
+                    "; reading stopped {} after {} lines",
+                    signals
+                        .name()
+                        .map_or_else(|| "at the deadline".to_owned(), |s| format!("by {s}")),
                     run.report.lines.lines
                 )
             } else {
@@ -209,6 +233,9 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     let elapsed = started.elapsed();
+    if let Some(stopped) = signals.stopped() {
+        return Err(stopped.into());
+    }
     if traces > delivered {
         let cause = match (failures.first(), hanging) {
             (Some(f), _) => f.first.clone(),

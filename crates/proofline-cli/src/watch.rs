@@ -331,6 +331,10 @@ impl BadLines {
     }
 }
 
+/// How long `watch`, once stopped, goes on delivering what its sinks hold: well inside
+/// systemd's default stop timeout of 90 s.
+const STOP_DELIVERY: Duration = Duration::from_secs(5);
+
 pub fn watch(args: &WatchArgs) -> Result<()> {
     let mut bad_lines = BadLines {
         window_start: Instant::now(),
@@ -361,8 +365,13 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     // in which run); it moves on at wall speed until a newer line comes
     let mut newest: Option<(u64, Instant, u32)> = None;
     let path = args.log.display().to_string();
+    // SIGTERM/SIGINT: stop following, deliver what the sinks hold, exit 0 (a service)
+    let signals = crate::signals::Stop::install()?;
     let mut follow = || -> Result<()> {
         loop {
+            if signals.requested() {
+                return Ok(());
+            }
             if first_open {
                 match tail.open(args.from_start || warned_missing) {
                     Ok(true) => {
@@ -455,15 +464,24 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         }
     };
     let result = follow();
-    // watch ends only when reading fails: what the sinks hold is still delivered
+    if let Some(s) = signals.name() {
+        eprintln!(
+            "proofline watch: {s}: delivering what is queued ({} s at most), then exiting",
+            STOP_DELIVERY.as_secs()
+        );
+    }
+    // whether a signal stopped it or reading failed: what the sinks hold is delivered
     let counts = TelemetryCounts {
         events_dropped: 0,
         malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
     };
-    let deadline = Instant::now() + proofline_otlp::DEFAULT_SHUTDOWN_TIMEOUT;
+    let deadline = Instant::now() + STOP_DELIVERY;
     if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {
         eprintln!("proofline watch: {e}");
     }
-    exporters.finish("proofline watch", proofline_otlp::DEFAULT_SHUTDOWN_TIMEOUT);
+    exporters.finish(
+        "proofline watch",
+        deadline.saturating_duration_since(Instant::now()),
+    );
     result
 }

@@ -4,6 +4,8 @@
 //! A traces variable (`OTEL_EXPORTER_OTLP_TRACES_<X>`) wins over the general one
 //! (`OTEL_EXPORTER_OTLP_<X>`); a setting in [`OtlpConfig`] wins over both.
 
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use opentelemetry_sdk::Resource;
@@ -96,6 +98,9 @@ pub struct OtlpConfig {
     /// With `block_when_full`, wait for room until this instant at most: past it, traces
     /// are dropped and counted (a replay's deadline). `None`: no limit.
     pub block_until: Option<Instant>,
+    /// With `block_when_full`, stop waiting for room once this is set (a replay told to
+    /// stop): traces that do not fit are then dropped and counted.
+    pub stop_waiting: Option<Arc<AtomicBool>>,
     /// TLS trust and client identity for `https://` endpoints; unset fields come from the
     /// `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`, `..._CLIENT_CERTIFICATE` and
     /// `..._CLIENT_KEY` variables. Headers (an API key) come from
@@ -124,6 +129,7 @@ impl OtlpConfig {
             default_service_name: DEFAULT_SERVICE_NAME.to_owned(),
             block_when_full: false,
             block_until: None,
+            stop_waiting: None,
             tls: TlsSettings::default(),
         }
     }

@@ -168,7 +168,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
         },
         tx,
         export.clone(),
-        (cfg.block_when_full, cfg.block_until),
+        (cfg.block_when_full, cfg.block_until, cfg.stop_waiting),
     );
     Ok((sink, OtlpHandle { export }))
 }

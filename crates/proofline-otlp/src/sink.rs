@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
@@ -18,11 +18,18 @@ use crate::endpoint::Probe;
 use crate::export::{ExportThread, lock};
 use crate::trace::{Trace, TraceBuilder, Transitions};
 
-/// Sends `trace`, waiting for room until `until` at most; false when it was not sent.
-fn send_until(tx: &SyncSender<Trace>, mut trace: Trace, until: Option<Instant>) -> bool {
-    let Some(until) = until else {
+/// Sends `trace`, waiting for room until `until` at most, and while `stop` is not set; false
+/// when it was not sent.
+fn send_until(
+    tx: &SyncSender<Trace>,
+    mut trace: Trace,
+    until: Option<Instant>,
+    stop: Option<&AtomicBool>,
+) -> bool {
+    let stopped = || stop.is_some_and(|s| s.load(Ordering::Relaxed));
+    if until.is_none() && stop.is_none() {
         return tx.send(trace).is_ok();
-    };
+    }
     let mut pause = Duration::from_millis(1);
     loop {
         match tx.try_send(trace) {
@@ -31,10 +38,11 @@ fn send_until(tx: &SyncSender<Trace>, mut trace: Trace, until: Option<Instant>) 
             Err(TrySendError::Full(t)) => trace = t,
         }
         let now = Instant::now();
-        if now >= until {
+        if until.is_some_and(|u| now >= u) || stopped() {
             return false;
         }
-        std::thread::sleep(pause.min(until - now));
+        let left = until.map_or(pause, |u| u - now);
+        std::thread::sleep(pause.min(left));
         pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
@@ -53,6 +61,7 @@ pub struct OtlpSink {
     transitions: Vec<Arc<TransitionRecord>>,
     block_when_full: bool,
     block_until: Option<Instant>,
+    stop_waiting: Option<Arc<AtomicBool>>,
 }
 
 /// Controls the exporter thread: keep it until the sink was shut down (the layer's guard
@@ -71,7 +80,11 @@ impl OtlpSink {
         builder: TraceBuilder,
         tx: SyncSender<Trace>,
         export: Arc<ExportThread>,
-        (block_when_full, block_until): (bool, Option<Instant>),
+        (block_when_full, block_until, stop_waiting): (
+            bool,
+            Option<Instant>,
+            Option<Arc<AtomicBool>>,
+        ),
     ) -> Self {
         OtlpSink {
             builder,
@@ -82,6 +95,7 @@ impl OtlpSink {
             transitions: Vec::new(),
             block_when_full,
             block_until,
+            stop_waiting,
         }
     }
 
@@ -145,7 +159,7 @@ impl UpdateSink for OtlpSink {
                     return;
                 };
                 if self.block_when_full {
-                    if !send_until(tx, trace, self.block_until) {
+                    if !send_until(tx, trace, self.block_until, self.stop_waiting.as_deref()) {
                         self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
                         self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
                     }
