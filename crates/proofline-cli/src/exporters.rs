@@ -1,6 +1,6 @@
 //! The exporters `demo` and `watch` run, wired in one place: a Prometheus endpoint, and OTLP
 //! traces when the standard `OTEL_EXPORTER_OTLP_*` variables name a collector. They are fed
-//! through one [`Fanout`], which a layer or a [`Driver`] owns: it gives both the same run (so
+//! through one [`Fanout`], which a layer or a [`Driver`](proofline_core::sink::Driver) owns: it gives both the same run (so
 //! exemplars name the traces the OTLP side sends, and the OTLP exporter's counters are
 //! published with the metrics).
 
@@ -134,7 +134,7 @@ impl Exporters {
         ))
     }
 
-    /// The sinks, for a layer or a [`Driver`] that owns them; the rest (the server, the
+    /// The sinks, for a layer or a [`Driver`](proofline_core::sink::Driver) that owns them; the rest (the server, the
     /// OTLP handle) stays here and must be kept alive.
     pub fn take_sink(&mut self) -> Fanout {
         std::mem::take(&mut self.sink)

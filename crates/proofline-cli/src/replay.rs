@@ -89,14 +89,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     };
     // --endpoint is read like OTEL_EXPORTER_OTLP_ENDPOINT (the base URL; OTLP/HTTP adds the
     // traces path); without it the exporter reads the OTEL_* variables itself
-    cfg.endpoint = args.endpoint.as_ref().map(|e| {
-        let e = e.trim_end_matches('/');
-        if cfg.transport != proofline_otlp::Transport::HttpProtobuf || e.ends_with("/v1/traces") {
-            e.to_owned()
-        } else {
-            format!("{e}/v1/traces")
-        }
-    });
+    cfg.endpoint = args
+        .endpoint
+        .as_ref()
+        .map(|e| proofline_otlp::traces_url(e, cfg.transport));
     // one export never takes longer than the whole replay may
     cfg.timeout = Some(
         proofline_otlp::timeout_from_env()

@@ -141,35 +141,57 @@ impl OtlpConfig {
             .unwrap_or(DEFAULT_EXPORT_TIMEOUT)
     }
 
-    /// Where exports are sent, as the OTLP specification resolves it: the configuration's
-    /// endpoint as it is; else `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` as it is; else
-    /// `OTEL_EXPORTER_OTLP_ENDPOINT` with `/v1/traces` appended for OTLP/HTTP; else the
-    /// transport's default. The second value is the address as given (for messages).
+    /// Where exports are sent, and the address as given (for messages): see
+    /// [`resolve_endpoint`].
     pub(crate) fn export_url(&self) -> (String, String) {
-        let http = self.transport == Transport::HttpProtobuf;
-        let base = |url: &str| {
-            if http {
-                format!("{}{HTTP_TRACES_PATH}", url.trim_end_matches('/'))
-            } else {
-                url.to_owned()
-            }
+        let var = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
         };
-        if let Some(e) = self.endpoint.as_ref().filter(|e| !e.trim().is_empty()) {
-            return (e.trim().to_owned(), e.trim().to_owned());
-        }
-        match otel_var("ENDPOINT") {
-            Some((var, v)) if var.contains("_TRACES_") => (v.clone(), v),
-            Some((_, v)) => (base(&v), v),
-            None => {
-                let d = if http {
-                    DEFAULT_HTTP_ENDPOINT
-                } else {
-                    DEFAULT_GRPC_ENDPOINT
-                };
-                (base(d), d.to_owned())
-            }
-        }
+        resolve_endpoint(
+            self.endpoint.as_deref(),
+            var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").as_deref(),
+            var("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(),
+            self.transport,
+        )
     }
+}
+
+/// The URL traces are sent to under a collector's base address: for OTLP/HTTP the base with
+/// `/v1/traces` appended (once), for gRPC the base itself.
+pub fn traces_url(base: &str, transport: Transport) -> String {
+    let base = base.trim().trim_end_matches('/');
+    if transport == Transport::HttpProtobuf && !base.ends_with(HTTP_TRACES_PATH) {
+        format!("{base}{HTTP_TRACES_PATH}")
+    } else {
+        base.to_owned()
+    }
+}
+
+/// Where exports are sent, as the OTLP specification resolves it: an `explicit` endpoint as it
+/// is; else the traces variable's (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) as it is; else the
+/// general variable's (`OTEL_EXPORTER_OTLP_ENDPOINT`), a base address ([`traces_url`]); else
+/// the transport's default address. The second value is the address as given.
+fn resolve_endpoint(
+    explicit: Option<&str>,
+    traces_var: Option<&str>,
+    general_var: Option<&str>,
+    transport: Transport,
+) -> (String, String) {
+    fn given(e: Option<&str>) -> Option<&str> {
+        e.map(str::trim).filter(|e| !e.is_empty())
+    }
+    if let Some(e) = given(explicit).or(given(traces_var)) {
+        return (e.to_owned(), e.to_owned());
+    }
+    let base = given(general_var).unwrap_or(match transport {
+        Transport::HttpProtobuf => DEFAULT_HTTP_ENDPOINT,
+        #[cfg(feature = "grpc")]
+        Transport::Grpc => DEFAULT_GRPC_ENDPOINT,
+    });
+    (traces_url(base, transport), base.to_owned())
 }
 
 /// The endpoint the standard variables name for traces, if any
@@ -300,11 +322,53 @@ mod tests {
     }
 
     #[test]
-    fn an_explicit_endpoint_is_used_as_it_is() {
-        let cfg = OtlpConfig {
-            endpoint: Some("http://127.0.0.1:9/v1/traces".into()),
-            ..OtlpConfig::default()
-        };
-        assert_eq!(cfg.export_url().0, "http://127.0.0.1:9/v1/traces");
+    fn endpoints_resolve_as_the_specification_says() {
+        let http = Transport::HttpProtobuf;
+        let url = |e, t, g, tr| resolve_endpoint(e, t, g, tr).0;
+        // explicit, then the traces variable, each as it is
+        assert_eq!(
+            url(
+                Some("http://a:1/x"),
+                Some("http://b:2/y"),
+                Some("http://c:3"),
+                http
+            ),
+            "http://a:1/x"
+        );
+        assert_eq!(
+            url(None, Some("http://b:2/y"), Some("http://c:3"), http),
+            "http://b:2/y"
+        );
+        assert_eq!(
+            url(Some("  "), Some("http://b:2/y"), None, http),
+            "http://b:2/y"
+        );
+        // the general variable is a base: the traces path added once
+        assert_eq!(
+            url(None, None, Some("http://c:3"), http),
+            "http://c:3/v1/traces"
+        );
+        assert_eq!(
+            url(None, None, Some("http://c:3/"), http),
+            "http://c:3/v1/traces"
+        );
+        assert_eq!(
+            url(None, None, Some("http://c:3/v1/traces"), http),
+            "http://c:3/v1/traces"
+        );
+        assert_eq!(
+            url(None, None, None, http),
+            "http://localhost:4318/v1/traces"
+        );
+        assert_eq!(
+            resolve_endpoint(None, None, Some("http://c:3"), http).1,
+            "http://c:3"
+        );
+        #[cfg(feature = "grpc")]
+        {
+            let grpc = Transport::Grpc;
+            assert_eq!(url(None, None, Some("http://c:3"), grpc), "http://c:3");
+            assert_eq!(url(None, None, None, grpc), "http://localhost:4317");
+        }
     }
 }

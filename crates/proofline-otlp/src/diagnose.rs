@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::endpoint::{Endpoint, Found, Probe};
+use crate::lock;
 
 /// How often a failing collector is probed at most.
 const PROBE_EVERY: Duration = Duration::from_secs(5);
@@ -139,9 +140,16 @@ pub(crate) fn classify(err: &SendError, probe: impl FnOnce() -> Probe) -> (Failu
                 ),
             )
         }
-        SendError::Network(_) => {
+        SendError::Network(said) => {
             let p = probe();
-            (FailureKind::Network(p.found), p.words)
+            // a collector that takes connections: what the transport itself saw says more
+            // (a connection closed mid-answer, an HTTP/2 reset, the export's own time-out)
+            let words = if p.found == Found::NoAnswer {
+                format!("{} (the exporter saw: {said})", p.words)
+            } else {
+                p.words
+            };
+            (FailureKind::Network(p.found), words)
         }
         SendError::Request(words) => (FailureKind::Request, words.clone()),
     }
@@ -153,10 +161,6 @@ pub(crate) struct Failures {
     kinds: Mutex<Vec<ExportFailure>>,
     /// The last probe and when: a failing collector is probed every few seconds at most.
     probed: Mutex<Option<(Instant, Probe)>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Failures {
@@ -255,6 +259,21 @@ mod tests {
         assert_eq!(k, FailureKind::Network(Found::Refused));
         assert_eq!(k.to_string(), "connection refused");
         assert_eq!(w, "connection refused by 127.0.0.1:9");
+        // a collector that takes the connection: the transport's words come with the probe's
+        let (k, w) = classify(
+            &SendError::Network("connection closed before message completed".into()),
+            || {
+                Probe::new(
+                    Found::NoAnswer,
+                    "accepts connections but did not answer".into(),
+                )
+            },
+        );
+        assert_eq!(k, FailureKind::Network(Found::NoAnswer));
+        assert!(
+            w.contains("did not answer (the exporter saw: connection closed before"),
+            "{w}"
+        );
         assert_eq!(
             classify(&SendError::Request("bad header".into()), never).0,
             FailureKind::Request

@@ -14,11 +14,7 @@ use crate::diagnose::Failures;
 use crate::endpoint::Endpoint;
 use crate::trace::{Trace, TraceBuilder};
 use crate::transport::Client;
-use crate::{OtlpConfig, OtlpError, OtlpHandle, OtlpSink, ShutdownError, endpoint};
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use crate::{OtlpConfig, OtlpError, OtlpHandle, OtlpSink, ShutdownError, endpoint, lock};
 
 /// The exporter thread and what its shutdown found.
 #[derive(Debug)]
@@ -116,7 +112,8 @@ fn run(
                 let rejected = d.rejected.min(n);
                 c.spans_exported.fetch_add(n - rejected, Ordering::Relaxed);
                 c.traces_exported.fetch_add(1, Ordering::Relaxed);
-                if d.rejected > 0 || !d.message.is_empty() {
+                // a partial success with nothing rejected is a warning, not a failure
+                if rejected > 0 {
                     c.spans_failed.fetch_add(rejected, Ordering::Relaxed);
                     failures.rejected(rejected, &d.message);
                 }

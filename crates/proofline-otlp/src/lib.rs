@@ -56,7 +56,7 @@ mod transport;
 pub use config::{
     DEFAULT_EXPORT_TIMEOUT, DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, DEFAULT_QUEUE_CAPACITY,
     DEFAULT_SERVICE_NAME, DEFAULT_SHUTDOWN_TIMEOUT, HTTP_TRACES_PATH, OtlpConfig, Transport,
-    cleartext_warning, endpoint_from_env, resource, timeout_from_env,
+    cleartext_warning, endpoint_from_env, resource, timeout_from_env, traces_url,
 };
 pub use diagnose::{ExportFailure, FailureKind};
 pub use endpoint::{Found, Probe};
@@ -65,3 +65,8 @@ pub use export::start;
 pub use sink::{OtlpHandle, OtlpSink};
 pub use tls::TlsSettings;
 pub use trace::{TraceBuilder, Transitions};
+
+/// A mutex's guard, whether or not a thread panicked holding it (the data here stays valid).
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -15,7 +15,8 @@ use crate::ShutdownError;
 use crate::config::DEFAULT_SHUTDOWN_TIMEOUT;
 use crate::diagnose::{ExportFailure, PROBE_TIMEOUT};
 use crate::endpoint::Probe;
-use crate::export::{ExportThread, lock};
+use crate::export::ExportThread;
+use crate::lock;
 use crate::trace::{Trace, TraceBuilder, Transitions};
 
 /// Sends `trace`, waiting for room until `until` at most, and while `stop` is not set; false

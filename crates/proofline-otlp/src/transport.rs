@@ -24,6 +24,9 @@ use crate::config::{OtlpConfig, Transport, headers_from_env, resource};
 use crate::diagnose::SendError;
 use crate::endpoint::Endpoint;
 
+/// The `User-Agent` of exports, as the OTLP specification asks exporters to send one.
+const USER_AGENT: &str = concat!("proofline-otlp/", env!("CARGO_PKG_VERSION"));
+
 /// Retries after the first attempt, at most (as opentelemetry-otlp's default policy).
 const MAX_RETRIES: u32 = 3;
 /// The first retry's delay; each next one doubles it.
@@ -86,10 +89,13 @@ fn retryable(e: &SendError, retry_after: Option<Duration>) -> Option<Option<Dura
 }
 
 /// A delay with up to 10 % of jitter, so that provers that failed together do not retry
-/// together.
+/// together (std's randomly keyed hasher as the source: no random-number crate for this).
 fn jittered(d: Duration) -> Duration {
-    let nanos = Instant::now().elapsed().subsec_nanos() ^ std::process::id();
-    d + d.mul_f64(f64::from(nanos % 1000) / 10_000.0)
+    use std::hash::{BuildHasher, Hasher};
+    let r = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    d + d.mul_f64((r % 1000) as f64 / 10_000.0)
 }
 
 impl Client {
@@ -117,11 +123,9 @@ impl Client {
             resource_spans: group_spans_by_resource_and_scope(spans, &self.resource),
         };
         let deadline = Instant::now() + self.timeout;
-        let mut delay = FIRST_DELAY;
-        let mut retries = 0;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let (result, retry_after) = match &self.kind {
+        with_retries(
+            deadline,
+            |left| match &self.kind {
                 Kind::Http {
                     client,
                     url,
@@ -133,22 +137,39 @@ impl Client {
                     client,
                     metadata,
                 } => (send_grpc(rt, client, metadata, &request, left), None),
-            };
-            let err = match result {
-                Ok(d) => return Ok(d),
-                Err(e) => e,
-            };
-            let Some(asked) = retryable(&err, retry_after) else {
-                return Err(err);
-            };
-            let wait = asked.unwrap_or_else(|| jittered(delay));
-            retries += 1;
-            if retries > MAX_RETRIES || Instant::now() + wait >= deadline {
-                return Err(err);
-            }
-            std::thread::sleep(wait);
-            delay = (delay * 2).min(MAX_DELAY);
+            },
+            std::thread::sleep,
+        )
+    }
+}
+
+/// The retry loop: `send` (given the time left) until it succeeds, fails for good, has been
+/// retried [`MAX_RETRIES`] times, or the next wait (the collector's `Retry-After`, else a
+/// doubling delay with jitter) would pass `deadline`.
+fn with_retries(
+    deadline: Instant,
+    mut send: impl FnMut(Duration) -> (Result<Delivered, SendError>, Option<Duration>),
+    mut sleep: impl FnMut(Duration),
+) -> Result<Delivered, SendError> {
+    let mut delay = FIRST_DELAY;
+    let mut retries = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let (result, retry_after) = send(left);
+        let err = match result {
+            Ok(d) => return Ok(d),
+            Err(e) => e,
+        };
+        let Some(asked) = retryable(&err, retry_after) else {
+            return Err(err);
+        };
+        let wait = asked.unwrap_or_else(|| jittered(delay));
+        retries += 1;
+        if retries > MAX_RETRIES || Instant::now() + wait >= deadline {
+            return Err(err);
         }
+        sleep(wait);
+        delay = (delay * 2).min(MAX_DELAY);
     }
 }
 
@@ -178,7 +199,9 @@ fn http_client(
     // reqwest's blocking client starts a runtime of its own: build it off any tokio runtime
     let client = std::thread::scope(|s| {
         s.spawn(move || {
-            let b = reqwest::blocking::Client::builder().timeout(timeout);
+            let b = reqwest::blocking::Client::builder()
+                .timeout(timeout)
+                .user_agent(USER_AGENT);
             // with TLS, our rustls configuration (reqwest is built without a crypto
             // provider of its own: it could not build one itself)
             #[cfg(feature = "tls")]
@@ -243,23 +266,28 @@ fn send_http(
             retry_after,
         );
     }
-    let body = match response.bytes() {
-        Ok(b) => b,
-        Err(e) => return (Err(SendError::Network(chain(&e))), None),
-    };
+    // a 2xx took the spans: an answer whose body cannot be read is still a delivery (sending
+    // again would send them twice)
+    let body = response.bytes().unwrap_or_default();
     (Ok(partial_success(&body)), None)
 }
 
 /// What a successful answer says of rejected spans (an empty or unreadable body: none).
 fn partial_success(body: &[u8]) -> Delivered {
     ExportTraceServiceResponse::decode(body)
-        .ok()
-        .and_then(|r| r.partial_success)
-        .map(|p| Delivered {
-            rejected: u64::try_from(p.rejected_spans).unwrap_or(0),
-            message: p.error_message,
-        })
+        .map(Delivered::from)
         .unwrap_or_default()
+}
+
+impl From<ExportTraceServiceResponse> for Delivered {
+    fn from(r: ExportTraceServiceResponse) -> Delivered {
+        r.partial_success
+            .map(|p| Delivered {
+                rejected: u64::try_from(p.rejected_spans).unwrap_or(0),
+                message: p.error_message,
+            })
+            .unwrap_or_default()
+    }
 }
 
 #[cfg(feature = "grpc")]
@@ -290,7 +318,9 @@ fn grpc_client(
     let mut ep = tonic::transport::Endpoint::from_shared(endpoint.export_url.clone())
         .map_err(|e| OtlpError::Build(format!("endpoint `{}`: {e}", endpoint.url)))?
         .timeout(timeout)
-        .connect_timeout(timeout);
+        .connect_timeout(timeout)
+        .user_agent(USER_AGENT)
+        .map_err(|e| OtlpError::Build(format!("the gRPC user agent: {e}")))?;
     #[cfg(feature = "grpc-tls")]
     if let Some(files) = &endpoint.files {
         use tonic::transport::{Certificate, ClientTlsConfig, Identity};
@@ -329,18 +359,13 @@ fn send_grpc(
 ) -> Result<Delivered, SendError> {
     let mut req = tonic::Request::new(request.clone());
     *req.metadata_mut() = metadata.clone();
+    // the collector knows how long we wait (grpc-timeout)
+    req.set_timeout(left);
     let mut client = client.clone();
     let answer = rt.block_on(async { tokio::time::timeout(left, client.export(req)).await });
     match answer {
         Err(_) => Err(SendError::Network(format!("no answer within {left:?}"))),
-        Ok(Ok(r)) => Ok(r
-            .into_inner()
-            .partial_success
-            .map(|p| Delivered {
-                rejected: u64::try_from(p.rejected_spans).unwrap_or(0),
-                message: p.error_message,
-            })
-            .unwrap_or_default()),
+        Ok(Ok(r)) => Ok(Delivered::from(r.into_inner())),
         // a status with a source was made by the client's own transport (no connection, a
         // broken one, a time-out), not sent by the collector
         Ok(Err(status)) if std::error::Error::source(&status).is_some() => {
@@ -373,6 +398,76 @@ mod tests {
         assert!(retryable(&grpc(16), None).is_none());
         assert!(retryable(&SendError::Network("x".into()), None).is_some());
         assert!(retryable(&SendError::Request("x".into()), None).is_none());
+    }
+
+    /// The loop with a scripted `send`: the waits it asked for, the attempts it made.
+    fn scripted(
+        timeout: Duration,
+        answers: Vec<(Result<Delivered, SendError>, Option<Duration>)>,
+    ) -> (Result<Delivered, SendError>, Vec<Duration>, usize) {
+        let mut answers = answers.into_iter();
+        let (mut waits, mut attempts) = (Vec::new(), 0);
+        let r = with_retries(
+            Instant::now() + timeout,
+            |_| {
+                attempts += 1;
+                answers
+                    .next()
+                    .unwrap_or((Err(SendError::Http { status: 503 }), None))
+            },
+            |d| waits.push(d),
+        );
+        (r, waits, attempts)
+    }
+
+    #[test]
+    fn the_retry_loop_keeps_its_bounds() {
+        let busy = || (Err(SendError::Http { status: 503 }), None);
+        // always 503: the first attempt and three retries, with doubling delays
+        let (r, waits, attempts) = scripted(Duration::from_secs(60), vec![]);
+        assert_eq!(r, Err(SendError::Http { status: 503 }));
+        assert_eq!(attempts, 4);
+        assert_eq!(waits.len(), 3);
+        for (w, base) in waits.iter().zip([100, 200, 400]) {
+            let base = Duration::from_millis(base);
+            assert!(*w >= base && *w <= base + base / 10, "{w:?} for {base:?}");
+        }
+        // Retry-After is honoured as asked
+        let asked = Some(Duration::from_secs(2));
+        let (r, waits, _) = scripted(
+            Duration::from_secs(60),
+            vec![
+                (Err(SendError::Http { status: 429 }), asked),
+                (Ok(Delivered::default()), None),
+            ],
+        );
+        assert_eq!(
+            (r, waits),
+            (Ok(Delivered::default()), vec![Duration::from_secs(2)])
+        );
+        // a Retry-After past the deadline: given up at once, no wait
+        let (r, waits, attempts) = scripted(
+            Duration::from_secs(1),
+            vec![(
+                Err(SendError::Http { status: 503 }),
+                Some(Duration::from_secs(30)),
+            )],
+        );
+        assert!(r.is_err() && waits.is_empty() && attempts == 1);
+        // a network failure is retried; a 400 is not
+        let (r, _, attempts) = scripted(
+            Duration::from_secs(60),
+            vec![
+                (Err(SendError::Network("refused".into())), None),
+                (Ok(Delivered::default()), None),
+            ],
+        );
+        assert!(r.is_ok() && attempts == 2);
+        let (_, waits, attempts) = scripted(
+            Duration::from_secs(60),
+            vec![(Err(SendError::Http { status: 400 }), None), busy()],
+        );
+        assert!(waits.is_empty() && attempts == 1);
     }
 
     #[test]

@@ -305,7 +305,6 @@ impl Builder {
             gpu_queue_on_synth_end: self.gpu_queue_on_synth_end,
         });
         let handoff = Arc::new(handoff::Handoff::new(self.channel_capacity));
-        let sinks = self.sinks;
         // one run for every sink: the instance and the instant offsets count from
         let clock = clock::Clock::start();
         let mut run = RunInfo::new(
@@ -314,7 +313,7 @@ impl Builder {
         );
         run.gpu_interval_source
             .clone_from(&engine.gpu_interval_source);
-        let driver = Driver::start(sinks, run.clone(), self.tick);
+        let driver = Driver::start(self.sinks, run.clone(), self.tick);
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let deadline = Arc::new(std::sync::Mutex::new(None));

@@ -282,13 +282,18 @@ impl Job {
         &mut self.parts[pidx]
     }
 
-    /// An event of the job at `t`: whole-proof if it has no partition, its proof kind if it
-    /// names one.
-    pub fn saw(&mut self, t: u64, whole: bool, proof_kind: Option<u16>) {
+    /// An event of the job: whole-proof if it has no partition, its proof kind if it names
+    /// one.
+    pub fn saw(&mut self, whole: bool, proof_kind: Option<u16>) {
         self.whole |= whole;
         if proof_kind.is_some() {
             self.proof_kind = proof_kind;
         }
+    }
+
+    /// An event of it was recorded at `t` (a duplicate or a conflict is not activity: it
+    /// must not put off the job's completion or eviction).
+    pub fn touch(&mut self, t: u64) {
         self.last_activity = self.last_activity.max(t);
     }
 
@@ -418,4 +423,36 @@ pub(super) fn earliest(v: Option<u64>, t: u64) -> Option<u64> {
 /// Latest of an optional instant and `t`.
 pub(super) fn latest(v: Option<u64>, t: u64) -> Option<u64> {
     Some(v.map_or(t, |v| v.max(t)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::report::JobStatus;
+    use crate::sink::Update;
+    use crate::{Engine, EngineConfig, parse_line};
+
+    /// Conflicting lines for a partition (a second SYNTH_START at another time) are counted,
+    /// not taken for activity: the job is evicted a timeout after its last real event.
+    #[test]
+    fn conflicting_lines_do_not_keep_a_stalled_job_alive() {
+        let mut engine = Engine::new(EngineConfig {
+            reorder_window_ms: 0,
+            job_timeout_ms: 10_000,
+            ..EngineConfig::default()
+        });
+        let mut updates: Vec<Update> = Vec::new();
+        for l in [
+            "TIMELINE,0,SYNTH_START,porep-1-1,partition=0",
+            "TIMELINE,5000,SYNTH_START,porep-1-1,partition=0",
+            "TIMELINE,9000,SYNTH_START,porep-1-1,partition=0",
+        ] {
+            engine.ingest(&parse_line(l).unwrap().unwrap(), &mut updates);
+        }
+        engine.advance(12_500, &mut updates);
+        let evicted = updates
+            .iter()
+            .any(|u| matches!(u, Update::Job(j) if j.status == JobStatus::Evicted));
+        assert!(evicted, "{updates:?}");
+        assert_eq!(engine.report().events.conflicts, 2);
+    }
 }

@@ -86,9 +86,12 @@ impl Engine {
     /// (event, partition): a duplicate or a conflict, counted, the first kept.
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
         let job = live_mut(&mut self.jobs, idx);
-        job.saw(e.t, e.partition.is_none(), e.proof_kind);
+        job.saw(e.partition.is_none(), e.proof_kind);
         match job.slot(pidx).record(e.kind, e.t, e.signature(), e.worker) {
-            Recorded::New => true,
+            Recorded::New => {
+                job.touch(e.t);
+                true
+            }
             Recorded::Duplicate => {
                 self.totals.stats.duplicates += 1;
                 false

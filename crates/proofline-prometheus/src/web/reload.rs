@@ -73,8 +73,7 @@ impl Tls {
 
     /// The TLS configuration for a new connection: read again when its files changed.
     pub(super) fn current(&self) -> Arc<rustls::ServerConfig> {
-        let tls = self;
-        let mut loaded = tls.loaded.lock().unwrap_or_else(|e| e.into_inner());
+        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
         if loaded.checked.elapsed() >= RELOAD_EVERY {
             loaded.checked = std::time::Instant::now();
             // taken before reading: a file that changes while it is read is read again
@@ -91,7 +90,8 @@ impl Tls {
                 };
                 // a change that does not load yet keeps the old configuration, and is
                 // tried again at the next check
-                if let Ok((config, _, _)) = server_config(&tls.raw, &tls.base, &field, &self.file) {
+                if let Ok((config, _, _)) = server_config(&self.raw, &self.base, &field, &self.file)
+                {
                     loaded.config = Arc::new(config);
                     loaded.stamps = now;
                 }
