@@ -39,7 +39,8 @@ pub struct DemoArgs {
     #[arg(long, default_value = "out")]
     out: PathBuf,
     /// Where to serve Prometheus /metrics and /healthz (loopback unless told otherwise).
-    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
+    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT",
+        value_parser = crate::exporters::parse_listen_addr)]
     metrics_addr: SocketAddr,
     #[command(flatten)]
     serve: crate::exporters::ServeArgs,

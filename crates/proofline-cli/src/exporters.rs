@@ -15,6 +15,26 @@ use proofline_core::sink::Fanout;
 use proofline_otlp::OtlpHandle;
 use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions, WebConfig};
 
+/// `--metrics-addr`: `IP:PORT`, or `HOST:PORT` resolved now (`localhost:9464`), an IPv4
+/// address preferred (Prometheus' own targets usually name 127.0.0.1).
+pub(crate) fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if let Ok(a) = s.parse() {
+        return Ok(a);
+    }
+    let hint = "expected IP:PORT (127.0.0.1:9464, [::1]:9464, 0.0.0.0:9464) or HOST:PORT";
+    let addrs: Vec<SocketAddr> = s
+        .to_socket_addrs()
+        .map_err(|e| format!("`{s}`: {e}; {hint}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("`{s}` resolves to no address; {hint}"))
+}
+
 /// The `/metrics` endpoint's limits, as `demo` and `watch` take them.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {

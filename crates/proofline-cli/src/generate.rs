@@ -28,8 +28,18 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
             let mut w = io::BufWriter::new(
                 File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
             );
-            proofline_sim::instant::write_log(&cfg, &mut w)?;
-            w.flush()?;
+            let written = proofline_sim::instant::write_log(&cfg, &mut w)
+                .map_err(anyhow::Error::from)
+                .and_then(|_| Ok(w.flush()?));
+            if let Err(e) = written {
+                // no truncated log left behind to be taken for a whole one (a regular file
+                // only: never a device or a pipe named as the output)
+                if std::fs::symlink_metadata(p).is_ok_and(|m| m.is_file()) {
+                    let _ = std::fs::remove_file(p);
+                    return Err(e.context(format!("cannot write {} (removed)", p.display())));
+                }
+                return Err(e.context(format!("cannot write {}", p.display())));
+            }
         }
         None => {
             let mut w = io::BufWriter::new(io::stdout().lock());

@@ -82,6 +82,13 @@ pub(crate) fn open_log(
         Box::new(io::stdin())
     } else {
         let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        // a directory opens, and fails only when read: say so before any report is made
+        if f.metadata().is_ok_and(|m| m.is_dir()) {
+            anyhow::bail!(
+                "{} is a directory: name a log file in it (or `-` for standard input)",
+                path.display()
+            );
+        }
         if let Some(pb) = progress {
             if let Ok(meta) = f.metadata() {
                 pb.set_length(meta.len());

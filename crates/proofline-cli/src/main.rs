@@ -62,9 +62,12 @@ fn main() {
         }
         // the reader of our output went away (`| head`): end quietly, as Unix tools do when
         // SIGPIPE ends them (and with their status, 128 + 13)
+        let broken_pipe =
+            |kind: Option<std::io::ErrorKind>| kind == Some(std::io::ErrorKind::BrokenPipe);
         if e.chain().any(|c| {
-            c.downcast_ref::<std::io::Error>()
-                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            broken_pipe(c.downcast_ref::<std::io::Error>().map(std::io::Error::kind))
+                // the JSON writer wraps the error of the stream it writes to
+                || broken_pipe(c.downcast_ref::<serde_json::Error>().and_then(serde_json::Error::io_error_kind))
         }) {
             std::process::exit(141);
         }

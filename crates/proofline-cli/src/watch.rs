@@ -25,7 +25,8 @@ pub struct WatchArgs {
     #[arg(long)]
     from_start: bool,
     /// Where to serve /metrics and /healthz (loopback unless told otherwise).
-    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT")]
+    #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT",
+        value_parser = crate::exporters::parse_listen_addr)]
     metrics_addr: SocketAddr,
     #[command(flatten)]
     serve: crate::exporters::ServeArgs,

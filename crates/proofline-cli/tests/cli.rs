@@ -450,14 +450,16 @@ fn a_closed_pipe_ends_quietly_and_os_errors_are_said_once() {
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("cuzk.log");
     generate(&["--jobs", "200"], &log);
+    generate(&["--jobs", "3000", "--mixed"], &dir.join("big.log"));
     for args in [
         vec!["analyze", "--format", "csv"],
+        vec!["analyze", "--format", "json", "big.log"],
         vec!["export"],
         vec!["generate", "--jobs", "2000"],
     ] {
         let mut cmd = proofline();
-        cmd.args(&args);
-        if args[0] != "generate" {
+        cmd.current_dir(&dir).args(&args);
+        if args[0] != "generate" && args.last() != Some(&"big.log") {
             cmd.arg(&log);
         }
         let mut child = cmd
@@ -476,6 +478,12 @@ fn a_closed_pipe_ends_quietly_and_os_errors_are_said_once() {
             !err.contains("Broken pipe") && !err.contains("panicked"),
             "{args:?}: {err}"
         );
+        // the status of a process SIGPIPE ended, as Unix tools end
+        assert!(
+            matches!(o.status.code(), Some(141) | Some(0)),
+            "{args:?}: {:?}",
+            o.status
+        );
     }
     let o = proofline()
         .args(["analyze", "/nonexistent/x.log"])
@@ -483,4 +491,57 @@ fn a_closed_pipe_ends_quietly_and_os_errors_are_said_once() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
+
+/// `analyze DIR` is an error said before any report; `generate -o` that cannot write (here
+/// a file-size limit) leaves no truncated log; `--metrics-addr` takes a host name and says
+/// what it expects when it cannot resolve one.
+#[test]
+fn small_operator_mistakes_are_said_plainly() {
+    let dir = tmp("mistakes");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = proofline().arg("analyze").arg(&dir).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(o.stdout.is_empty(), "a report was printed");
+    assert!(err.contains("is a directory"), "{err}");
+
+    // writes past 64 KiB fail (EFBIG; SIGXFSZ ignored, as a shell's trap does)
+    let out = dir.join("cut.log");
+    let o = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "trap '' XFSZ; exec prlimit --fsize=65536 {} generate --jobs 200 -o {}",
+            env!("CARGO_BIN_EXE_proofline"),
+            out.display()
+        ))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("(removed)"), "{err}");
+    assert!(!out.exists(), "a cut log was left behind");
+
+    let o = proofline()
+        .args(["watch", "--metrics-addr", "no-such-host.invalid:9464"])
+        .arg(dir.join("x.log"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("expected IP:PORT"),
+        "{err}"
+    );
+    std::fs::write(dir.join("x.log"), "").unwrap();
+    let mut child = proofline()
+        .args(["watch", "--metrics-addr", "localhost:0"])
+        .arg(dir.join("x.log"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = common::stderr_lines(&mut child);
+    let _watch = common::Proc(child);
+    let line = common::wait_line(&rx, "metrics on");
+    assert!(line.contains("http://127.0.0.1:"), "{line}");
 }
