@@ -342,3 +342,43 @@ fn absurd_timing_values_saturate_instead_of_overflowing() {
     assert_eq!(r["kernel"]["kernel_ms"], u64::MAX);
     assert_eq!(r["kernel"]["lock_held_ms"], u64::MAX);
 }
+
+/// A few `CUZK_TIMING:` lines with one bad value each: their other keys are kept, each is
+/// named and counted as malformed, a partial GPU thread does not count in coverage, and the
+/// verdict stays the clean log's (dropping whole lines made the lock look held by CPU work).
+#[test]
+fn a_bad_value_in_a_timing_line_loses_only_that_value() {
+    let log = generate("clean.log", &["--jobs", "12", "--cuzk-timing"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut spoiled = 0;
+    let bad: String = text
+        .lines()
+        .map(|l| {
+            if spoiled < 6 && l.contains("tail_msm_ms=") {
+                spoiled += 1;
+                let (head, rest) = l.split_once("tail_msm_ms=").unwrap();
+                let value_end = rest.find(' ').unwrap_or(rest.len());
+                format!("{head}tail_msm_ms=4O1{}\n", &rest[value_end..])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_eq!(spoiled, 6);
+    let bad_log = log.with_file_name("spoiled.log");
+    std::fs::write(&bad_log, bad).unwrap();
+    let (clean, spoilt) = (analyze(&log), analyze(&bad_log));
+    assert_eq!(spoilt["verdict"]["bound"], clean["verdict"]["bound"]);
+    assert_eq!(spoilt["lines"]["malformed"], 6, "{}", spoilt["lines"]);
+    let examples = spoilt["lines"]["malformed_examples"].to_string();
+    assert!(examples.contains("tail_msm_ms=4O1"), "{examples}");
+    // the six lines' gpu_total_ms are kept (their threads' other figures), their threads are
+    // not whole: coverage falls by six threads
+    let (k, kc) = (&spoilt["kernel"], &clean["kernel"]);
+    assert_eq!(k["timing_lines"], kc["timing_lines"]);
+    assert_eq!(k["calls"], kc["calls"]);
+    assert_eq!(
+        k["gpu_threads"].as_u64().unwrap() + 6,
+        kc["gpu_threads"].as_u64().unwrap()
+    );
+}

@@ -97,6 +97,12 @@ impl LineFeeder {
                 None => Ok(None),
                 Some(Ok(t)) => {
                     self.stats.timing_lines += 1;
+                    // a partial line is used, and counted and named as malformed too
+                    if let TimingLine::Timing(timing) = &t {
+                        if timing.is_partial() {
+                            let _ = self.malformed(timing.bad_pairs());
+                        }
+                    }
                     Ok(Some(Parsed::Timing(t)))
                 }
                 Some(Err(e)) => {

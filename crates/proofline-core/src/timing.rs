@@ -17,6 +17,9 @@
 
 use std::fmt;
 
+/// Bad pairs listed per line, at most (a line of garbage costs no more).
+const MAX_BAD_PAIRS: usize = 4;
+
 /// What marks a timing line.
 pub const TIMING_MARKER: &str = "CUZK_TIMING:";
 
@@ -111,6 +114,9 @@ pub struct Timing {
     pub gpu_tid: Option<u32>,
     /// Keys this version does not know, with their values.
     pub unknown: Vec<(String, u64)>,
+    /// Pairs whose value is no whole number (`key=value` as printed): the line's other keys
+    /// are kept, and the line counts as partial.
+    pub bad: Vec<String>,
 }
 
 impl Timing {
@@ -122,6 +128,23 @@ impl Timing {
     /// Sets `key`.
     pub fn set(&mut self, key: TimingKey, v: u64) {
         self.values[key as usize] = Some(v);
+    }
+
+    /// Whether a pair of the line could not be read (its other keys were kept).
+    pub fn is_partial(&self) -> bool {
+        !self.bad.is_empty()
+    }
+
+    /// What is wrong with a partial line, in words.
+    pub fn bad_pairs(&self) -> String {
+        format!(
+            "CUZK_TIMING: {}: not a whole number of milliseconds; the line's other keys are kept",
+            self.bad
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 
     /// The kernel time this line holds (see the module docs): its `ntt_msm_h_ms`,
@@ -163,8 +186,9 @@ pub enum TimingLine {
     Note,
 }
 
-/// Parses a line: `None` when it is no `CUZK_TIMING:` line, else what it is, or an error
-/// naming the pair that is wrong (a value that is not a number of milliseconds).
+/// Parses a line: `None` when it is no `CUZK_TIMING:` line, else what it is. A pair whose
+/// value is not a number of milliseconds does not lose the line: the other pairs are kept and
+/// the bad ones listed ([`Timing::bad`]); the line is an error only when no pair is good.
 pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
     let at = line.find(TIMING_MARKER)?;
     let rest = line[at + TIMING_MARKER.len()..].trim();
@@ -174,12 +198,13 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
         let Some((key, value)) = token.split_once('=') else {
             continue;
         };
-        pairs += 1;
         let Ok(v) = value.parse::<u64>() else {
-            return Some(Err(format!(
-                "CUZK_TIMING: `{token}`: the value of {key} is not a whole number"
-            )));
+            if t.bad.len() < MAX_BAD_PAIRS {
+                t.bad.push(token.chars().take(80).collect());
+            }
+            continue;
         };
+        pairs += 1;
         if key == "gpu_tid" {
             t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
         } else if let Some(k) = TimingKey::from_name(key) {
@@ -188,11 +213,15 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
             t.unknown.push((key.to_owned(), v));
         }
     }
-    Some(Ok(if pairs == 0 {
-        TimingLine::Note
+    Some(if pairs > 0 {
+        Ok(TimingLine::Timing(Box::new(t)))
+    } else if !t.bad.is_empty() {
+        Err(t
+            .bad_pairs()
+            .replace("; the line's other keys are kept", ""))
     } else {
-        TimingLine::Timing(Box::new(t))
-    }))
+        Ok(TimingLine::Note)
+    })
 }
 
 #[cfg(test)]
@@ -250,7 +279,12 @@ mod tests {
         let err = parse_timing("CUZK_TIMING: mutex_held_ms=lots")
             .unwrap()
             .unwrap_err();
-        assert!(err.contains("mutex_held_ms"), "{err}");
+        assert!(err.contains("mutex_held_ms=lots"), "{err}");
+        // one bad value: the good keys are kept, the line is partial
+        let t = timing("CUZK_TIMING: gpu_tid=0 tail_msm_ms=4x1 gpu_total_ms=3300");
+        assert_eq!(t.get(TimingKey::GpuTotal), Some(3300));
+        assert_eq!(t.get(TimingKey::TailMsm), None);
+        assert!(t.is_partial() && t.bad_pairs().contains("`tail_msm_ms=4x1`"));
         assert_eq!(parse_timing("TIMELINE,1,GPU_END,j,worker=0"), None);
     }
 }

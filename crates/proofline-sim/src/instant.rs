@@ -218,7 +218,7 @@ impl<'a> Sim<'a> {
                 emit(SimLine::Timing(proofline_core::timing::Timing {
                     values: line.values,
                     gpu_tid: line.gpu_tid,
-                    unknown: Vec::new(),
+                    ..Default::default()
                 }));
             } else {
                 let Some(Reverse((key, _, _))) = self.out.peek() else {

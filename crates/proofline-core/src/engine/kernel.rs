@@ -96,7 +96,8 @@ impl KernelTotals {
                 dist.record(i64::try_from(v).unwrap_or(i64::MAX));
             }
         }
-        if t.get(TimingKey::GpuTotal).is_some() {
+        // a partial line's thread is not a whole one: it does not count in coverage
+        if t.get(TimingKey::GpuTotal).is_some() && !t.is_partial() {
             self.threads += 1;
         }
         if let Some(k) = t.kernel_ms() {

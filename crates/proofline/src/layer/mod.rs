@@ -363,7 +363,13 @@ where
                 match codec::parse_line(&line) {
                     Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
                     Ok(None) => match proofline_core::timing::parse_timing(&line) {
-                        Some(Ok(t)) => self.send(Queued::timing(t)),
+                        Some(Ok(t)) => {
+                            if matches!(&t, proofline_core::timing::TimingLine::Timing(x) if x.is_partial())
+                            {
+                                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            self.send(Queued::timing(t));
+                        }
                         Some(Err(_)) => {
                             self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                         }
