@@ -7,6 +7,7 @@ use std::time::Duration;
 mod common;
 use common::tls::*;
 use common::{free_port, proofline};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 #[test]
 fn replay_delivers_over_tls_with_a_private_ca_and_an_api_key_and_names_what_is_wrong() {
@@ -203,4 +204,39 @@ fn the_live_exporter_delivers_over_tls_with_the_otel_variables() {
         assert!(out.status.success(), "{err}");
         assert_eq!(receiver.roots(), 2, "grpc {grpc}: {err}");
     }
+}
+
+/// A collector whose certificate is self-signed and marked CA:TRUE, made the usual way
+/// (`openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -addext
+/// subjectAltName=IP:127.0.0.1`), given as OTEL_EXPORTER_OTLP_CERTIFICATE: the certificate
+/// is pinned, as curl, Go and Python accept it, and the traces are delivered; for another
+/// name than the one it carries it is still refused.
+#[test]
+fn a_self_signed_ca_certificate_given_as_the_trust_is_pinned() {
+    let dir = tmp("pinned");
+    let pki = Pki::new(&dir);
+    let mut p = CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    p.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    p.distinguished_name.push(DnType::CommonName, "127.0.0.1");
+    let key = KeyPair::generate().unwrap();
+    let cert = p.self_signed(&key).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), key.serialize_pem()).unwrap();
+    let receiver = https_receiver(&pki);
+    let log = two_gpu_log(&dir, 2);
+    let pinned = dir.join("server.crt");
+    let env: Env<'_> = vec![
+        ("OTEL_EXPORTER_OTLP_CERTIFICATE", pinned.as_os_str()),
+        (
+            "OTEL_EXPORTER_OTLP_HEADERS",
+            "x-api-key=sesame-7f3a".as_ref(),
+        ),
+    ];
+    let by_ip = receiver.endpoint.replace("localhost", "127.0.0.1");
+    let (ok, err, _) = replay(&log, &by_ip, &["--timeout-s", "10"], &env);
+    assert!(ok, "{err}");
+    assert!(err.contains("all delivered"), "{err}");
+    // the name it does not carry: refused, named
+    let (ok, err, _) = replay(&log, &receiver.endpoint, &["--timeout-s", "5"], &env);
+    assert!(!ok && err.contains("not valid for that host name"), "{err}");
 }

@@ -172,9 +172,11 @@ mod with_tls {
         alpn: &[&[u8]],
     ) -> Result<rustls::ClientConfig, OtlpError> {
         let mut roots = rustls::RootCertStore::empty();
+        let mut pinned = Vec::new();
         match &files.ca {
             Some((ca, pem)) => {
                 for c in parse_certs(pem, ca)? {
+                    pinned.push(c.clone());
                     roots.add(c).map_err(|e| {
                         OtlpError::Build(format!(
                             "{} = {}: not a usable CA certificate: {e}",
@@ -200,10 +202,20 @@ mod with_tls {
                 }
             }
         }
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider(),
+        )
+        .build()
+        .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?;
         let builder = rustls::ClientConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
             .map_err(|e| OtlpError::Build(format!("TLS: {e}")))?
-            .with_root_certificates(roots);
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinning {
+                webpki: verifier,
+                pinned,
+            }));
         let mut config = match &files.identity {
             None => builder.with_no_client_auth(),
             Some(((c, chain), (k, key))) => {
@@ -225,6 +237,66 @@ mod with_tls {
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         Ok(config)
+    }
+
+    /// The usual verification, and besides it pinning: a server certificate that is itself
+    /// one of the certificates of the CA file is accepted for the names it carries, as curl,
+    /// Go's and Python's clients accept it. That is what `openssl req -x509 ... -addext
+    /// subjectAltName=IP:127.0.0.1` makes (CA:TRUE, self-signed) and what an operator then
+    /// passes as `OTEL_EXPORTER_OTLP_CERTIFICATE`; rustls alone refuses it
+    /// (`CaUsedAsEndEntity`). Its validity dates are not checked: the file was trusted as it is.
+    #[derive(Debug)]
+    struct Pinning {
+        webpki: Arc<rustls::client::WebPkiServerVerifier>,
+        pinned: Vec<CertificateDer<'static>>,
+    }
+
+    impl rustls::client::danger::ServerCertVerifier for Pinning {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            server_name: &rustls::pki_types::ServerName<'_>,
+            ocsp: &[u8],
+            now: rustls::pki_types::UnixTime,
+        ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+            let verified =
+                self.webpki
+                    .verify_server_cert(end_entity, intermediates, server_name, ocsp, now);
+            if verified.is_ok()
+                || !self
+                    .pinned
+                    .iter()
+                    .any(|c| c.as_ref() == end_entity.as_ref())
+            {
+                return verified;
+            }
+            let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+            rustls::client::verify_server_name(&parsed, server_name)?;
+            Ok(rustls::client::danger::ServerCertVerified::assertion())
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+            self.webpki.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.webpki.supported_verify_schemes()
+        }
     }
 
     /// A configuration for plain-HTTP endpoints: reqwest wants one even when it never
