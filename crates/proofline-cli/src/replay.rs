@@ -94,11 +94,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         .as_ref()
         .map(|e| proofline_otlp::traces_url(e, cfg.transport));
     // one export never takes longer than the whole replay may
-    cfg.timeout = Some(
-        proofline_otlp::timeout_from_env()
-            .unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT)
-            .min(Duration::from_secs(args.timeout_s)),
-    );
+    let export_timeout = proofline_otlp::timeout_from_env()
+        .unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT)
+        .min(Duration::from_secs(args.timeout_s));
+    cfg.timeout = Some(export_timeout);
     cfg.block_when_full = true;
     cfg.block_until = Some(deadline);
     if let Some(w) = proofline_otlp::cleartext_warning(args.endpoint.as_deref()) {
@@ -221,12 +220,23 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     }
     // an export still waiting is the cause only when nothing failed outright
     let hanging = handle.in_flight_for().filter(|_| failures.is_empty());
+    // an export cut by the replay's own deadline before its timeout is not the collector's
+    // fault: the collector may have been answering
+    let cut_short = hanging.is_some_and(|w| w + Duration::from_millis(500) < export_timeout);
     if let Some(waited) = hanging {
-        eprintln!(
-            "proofline replay: an export was still waiting for the collector after {:.1} s: {}",
-            waited.as_secs_f64(),
-            handle.probe()
-        );
+        if cut_short {
+            eprintln!(
+                "proofline replay: an export had waited {:.1} s for the collector when the deadline came (its timeout: {:.1} s)",
+                waited.as_secs_f64(),
+                export_timeout.as_secs_f64()
+            );
+        } else {
+            eprintln!(
+                "proofline replay: an export was still waiting for the collector after {:.1} s: {}",
+                waited.as_secs_f64(),
+                handle.probe()
+            );
+        }
     }
     let elapsed = started.elapsed();
     if let Some(stopped) = signals.stopped() {
@@ -235,7 +245,14 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     if traces > delivered {
         let cause = match (failures.first(), hanging) {
             (Some(f), _) => f.first.clone(),
-            (None, Some(_)) => "the collector did not answer".to_owned(),
+            (None, Some(_)) if cut_short => format!(
+                "the deadline of {} s came first (--timeout-s), an export under way",
+                args.timeout_s
+            ),
+            (None, Some(_)) => format!(
+                "the collector did not answer within the export timeout of {:.1} s",
+                export_timeout.as_secs_f64()
+            ),
             (None, None) if run.stopped || result.is_err() => {
                 format!("the deadline of {} s came first", args.timeout_s)
             }

@@ -482,3 +482,60 @@ fn replay_refuses_endpoints_it_cannot_speak_to_at_once() {
         assert!(took < Duration::from_secs(5), "{endpoint}: {took:?}");
     }
 }
+
+/// A bad `OTEL_EXPORTER_OTLP_TIMEOUT` is refused at start, named (it was ignored); 0 too,
+/// which would fail every export at once.
+#[test]
+fn a_bad_export_timeout_variable_is_named_at_start() {
+    let log = generated_log("replay-timeout-var", 2);
+    for (value, says) in [
+        ("abc", "not a whole number"),
+        ("0", "would time out at once"),
+    ] {
+        let out = proofline()
+            .args([
+                "replay",
+                "--endpoint",
+                "http://127.0.0.1:9",
+                "--timeout-s",
+                "5",
+            ])
+            .arg(&log)
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
+            .env("OTEL_EXPORTER_OTLP_TIMEOUT", value)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{value}: {err}");
+        assert!(
+            err.contains("OTEL_EXPORTER_OTLP_TIMEOUT") && err.contains(says),
+            "{value}: {err}"
+        );
+    }
+}
+
+/// A `.gz` cut short (its writer died) without `--epoch`: the traces of what was read are
+/// sent, and the cut is said (it was a bare "incomplete deflate stream" and nothing sent).
+#[test]
+fn replay_of_a_cut_gzip_sends_what_was_read() {
+    use std::io::Write as _;
+    let log = generated_log("replay-cut-gz", 20);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&std::fs::read(&log).unwrap()).unwrap();
+    let bytes = gz.finish().unwrap();
+    let cut = log.with_extension("log.gz");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (_, err, _) = replay_timed(&bad_collector(Some(200)), &cut, 20);
+    let delivered: u64 = err
+        .split(" traces")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(delivered > 0, "nothing sent: {err}");
+    assert!(err.contains("all delivered"), "{err}");
+    assert!(
+        err.contains("incomplete") || err.contains("ended early") || err.contains("cut"),
+        "the cut is not said: {err}"
+    );
+}

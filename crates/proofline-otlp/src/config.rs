@@ -215,11 +215,29 @@ pub(crate) fn otel_var(suffix: &str) -> Option<(String, String)> {
 }
 
 /// The export timeout `OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`
-/// (milliseconds), if either is set.
+/// (milliseconds), if either is set and valid ([`check_timeout_env`] says why one is not).
 pub fn timeout_from_env() -> Option<Duration> {
     otel_var("TIMEOUT")
         .and_then(|(_, v)| v.parse::<u64>().ok())
+        .filter(|&ms| ms > 0)
         .map(Duration::from_millis)
+}
+
+/// The timeout variable checked: a value that is no whole number of milliseconds, or 0
+/// (every export would fail at once), is an error naming the variable.
+pub fn check_timeout_env() -> Result<(), OtlpError> {
+    let Some((var, v)) = otel_var("TIMEOUT") else {
+        return Ok(());
+    };
+    match v.parse::<u64>() {
+        Ok(0) => Err(OtlpError::Build(format!(
+            "{var}=0: every export would time out at once; unset it (10 s) or give milliseconds, e.g. 10000"
+        ))),
+        Ok(_) => Ok(()),
+        Err(_) => Err(OtlpError::Build(format!(
+            "{var}=`{v}`: not a whole number of milliseconds, e.g. 10000"
+        ))),
+    }
 }
 
 /// A warning when TLS variables are set but `endpoint` (or, without it, the variables' own)

@@ -19,7 +19,7 @@ pub enum OtlpError {
 /// Why a shutdown did not deliver everything.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the OTLP exporter did not finish within {waited:?}: {queued} traces queued, {exported} spans exported, {failed} spans failed, {dropped} traces dropped; the rest was not delivered"
+    "the OTLP exporter did not finish within {waited:?}: {} of {queued} queued traces not delivered ({exported} spans exported, {failed} spans failed, {dropped} traces dropped before the queue)", queued.saturating_sub(*delivered)
 )]
 pub struct ShutdownError {
     /// How long we waited.
@@ -32,4 +32,6 @@ pub struct ShutdownError {
     pub failed: u64,
     /// Traces dropped, queue full.
     pub dropped: u64,
+    /// Traces the collector accepted.
+    pub delivered: u64,
 }

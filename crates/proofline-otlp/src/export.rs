@@ -69,6 +69,7 @@ impl ExportThread {
                     exported: c.spans_exported.load(Ordering::Relaxed),
                     failed: c.spans_failed.load(Ordering::Relaxed),
                     dropped: c.traces_dropped.load(Ordering::Relaxed),
+                    delivered: c.traces_exported.load(Ordering::Relaxed),
                 };
                 if last {
                     // stop exporting what is left; the thread ends when its current export does

@@ -56,7 +56,8 @@ mod transport;
 pub use config::{
     DEFAULT_EXPORT_TIMEOUT, DEFAULT_GRPC_ENDPOINT, DEFAULT_HTTP_ENDPOINT, DEFAULT_QUEUE_CAPACITY,
     DEFAULT_SERVICE_NAME, DEFAULT_SHUTDOWN_TIMEOUT, HTTP_TRACES_PATH, OtlpConfig, Transport,
-    cleartext_warning, endpoint_from_env, resource, timeout_from_env, traces_url,
+    check_timeout_env, cleartext_warning, endpoint_from_env, resource, timeout_from_env,
+    traces_url,
 };
 pub use diagnose::{ExportFailure, FailureKind};
 pub use endpoint::{Found, Probe};

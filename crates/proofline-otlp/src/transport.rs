@@ -102,6 +102,7 @@ impl Client {
     /// The client for `endpoint`; the headers of `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS` are
     /// checked here.
     pub(crate) fn build(cfg: &OtlpConfig, endpoint: &Endpoint) -> Result<Client, OtlpError> {
+        crate::config::check_timeout_env()?;
         let timeout = cfg.export_timeout();
         let headers = headers_from_env()?;
         let resource = ResourceAttributesWithSchema::from(&resource(&cfg.default_service_name));
