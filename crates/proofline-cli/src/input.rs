@@ -174,6 +174,11 @@ pub(crate) fn run_log_until(
     let mut report = engine.report();
     report.lines = feeder.stats;
     report.lines.from_input = true;
+    if report.lines.timeline_lines == 0 && report.lines.lines > 0 {
+        if let Some(hint) = foreign_format(path) {
+            anyhow::bail!("{} holds no TIMELINE line: {hint}", path.display());
+        }
+    }
     let (stopped, error) = match read {
         Ok(stopped) => (stopped, None),
         Err(e) => {
@@ -188,6 +193,23 @@ pub(crate) fn run_log_until(
         report,
         error,
         stopped,
+    })
+}
+
+/// What a log that held no TIMELINE line looks like, when it is a format we can name: a
+/// Docker json-file log (each line a JSON object whose `log` is the line the program wrote).
+fn foreign_format(path: &Path) -> Option<String> {
+    if path.as_os_str() == "-" {
+        return None;
+    }
+    let mut first = String::new();
+    open_log(path, None).ok()?.read_line(&mut first).ok()?;
+    let docker = first.trim_start().starts_with("{\"log\":") && first.contains("TIMELINE,");
+    docker.then(|| {
+        format!(
+            "it is a Docker json-file log (each line a JSON object holding the program's line in `log`); take the lines out first: jq -j .log {} | proofline ... -",
+            path.display()
+        )
     })
 }
 

@@ -545,3 +545,26 @@ fn small_operator_mistakes_are_said_plainly() {
     let line = common::wait_line(&rx, "metrics on");
     assert!(line.contains("http://127.0.0.1:"), "{line}");
 }
+
+/// A Docker json-file log (`docker logs` writes each line as a JSON object) holds no TIMELINE
+/// line as such: analyze says what the file is and how to take the lines out, and fails (it
+/// read 0 TIMELINE lines and exited 0).
+#[test]
+fn a_docker_json_log_is_named_with_the_way_out() {
+    let dir = tmp("docker");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("container.log");
+    std::fs::write(
+        &log,
+        "{\"log\":\"TIMELINE,1,SYNTH_START,porep-1-1,partition=0\\n\",\"stream\":\"stderr\",\"time\":\"2026-12-01T00:00:00.1Z\"}\n",
+    )
+    .unwrap();
+    let o = proofline().arg("analyze").arg(&log).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("Docker json-file log") && err.contains("jq -j .log"),
+        "{err}"
+    );
+}
