@@ -2,9 +2,10 @@
 //! layer, for provers that are not instrumented yet.
 
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom};
+use std::io::{self, BufRead, Read, Seek, SeekFrom};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
@@ -49,13 +50,97 @@ const ROTATED_GRACE: Duration = Duration::from_secs(5);
 /// (one truncated and written anew between two polls).
 const FINGERPRINT_BYTES: usize = 256;
 
-/// A file followed like `tail -F`.
+/// A file followed like `tail -F`; or a stream (`-` for standard input, or a FIFO: what
+/// `journalctl -f | proofline watch -` and a named pipe give), read as it comes.
 struct Tail {
     path: PathBuf,
     /// The file at the path.
     cur: Option<Followed>,
     /// The file rotated away, still read until the deadline.
     old: Option<(Followed, Instant)>,
+    /// For a stream: its lines, read by a thread of their own (a read there blocks).
+    stream: Option<Stream>,
+}
+
+/// A stream's lines, as its reader thread sends them.
+struct Stream {
+    lines: mpsc::Receiver<StreamLine>,
+    started: bool,
+    /// Lines read (for their numbers).
+    line: u64,
+}
+
+enum StreamLine {
+    Line(Vec<u8>),
+    Skipped,
+    /// Standard input ended (a FIFO is opened again for its next writer).
+    Ended,
+    Failed(io::Error),
+}
+
+/// Whether `path` is read as a stream: `-`, or a FIFO.
+fn is_stream(path: &Path) -> bool {
+    #[cfg(unix)]
+    let fifo = {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    };
+    #[cfg(not(unix))]
+    let fifo = false;
+    path.as_os_str() == "-" || fifo
+}
+
+/// Reads the stream's lines into `tx` (at most [`MAX_LINE_BYTES`] kept of each) until it ends;
+/// a FIFO is opened again when its writer closes it.
+fn read_stream(path: PathBuf, tx: mpsc::SyncSender<StreamLine>) {
+    let stdin = path.as_os_str() == "-";
+    loop {
+        let input: Box<dyn io::Read> = if stdin {
+            Box::new(io::stdin())
+        } else {
+            match File::open(&path) {
+                Ok(f) => Box::new(f),
+                Err(e) => {
+                    let _ = tx.send(StreamLine::Failed(e));
+                    return;
+                }
+            }
+        };
+        let mut r = io::BufReader::with_capacity(256 * 1024, input);
+        loop {
+            let mut line = Vec::new();
+            // at most one byte past the limit is kept: a longer line is skipped to its end
+            match r
+                .by_ref()
+                .take(MAX_LINE_BYTES as u64 + 1)
+                .read_until(b'\n', &mut line)
+            {
+                Ok(0) => break,
+                Ok(_) if line.last() == Some(&b'\n') => {
+                    if tx.send(StreamLine::Line(line)).is_err() {
+                        return;
+                    }
+                }
+                Ok(_) if line.len() > MAX_LINE_BYTES => {
+                    let mut rest = Vec::new();
+                    let _ = r.read_until(b'\n', &mut rest);
+                    if tx.send(StreamLine::Skipped).is_err() {
+                        return;
+                    }
+                }
+                // the stream ended inside a line: a cut line, not used
+                Ok(_) => break,
+                Err(e) => {
+                    let _ = tx.send(StreamLine::Failed(e));
+                    return;
+                }
+            }
+        }
+        if stdin {
+            let _ = tx.send(StreamLine::Ended);
+            return;
+        }
+    }
 }
 
 /// One open file and where its reading stands.
@@ -102,21 +187,46 @@ fn first_bytes(f: &mut File, n: usize) -> io::Result<Vec<u8>> {
 
 impl Tail {
     fn new(path: &Path) -> Self {
+        let stream = is_stream(path).then(|| Stream {
+            lines: mpsc::sync_channel(1).1,
+            started: false,
+            line: 0,
+        });
         Tail {
             path: path.to_owned(),
             cur: None,
             old: None,
+            stream,
         }
     }
 
-    /// Opens the file; at its end (after its last complete line) unless `from_start`.
+    /// Opens the file; at its end (after its last complete line) unless `from_start`. A
+    /// stream starts its reader.
     fn open(&mut self, from_start: bool) -> io::Result<bool> {
+        if let Some(s) = &mut self.stream {
+            if !s.started {
+                let (tx, rx) = mpsc::sync_channel(4096);
+                let path = self.path.clone();
+                std::thread::Builder::new()
+                    .name("proofline-stdin".into())
+                    .spawn(move || read_stream(path, tx))?;
+                s.lines = rx;
+                s.started = true;
+            }
+            return Ok(true);
+        }
         let mut f = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(e),
         };
         let meta = f.metadata()?;
+        if meta.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "it is a directory",
+            ));
+        }
         let mut pos = 0;
         let mut line = 0;
         if !from_start {
@@ -164,6 +274,23 @@ impl Tail {
     /// file is read to its end, and again for [`ROTATED_GRACE`] in case its writer still
     /// appends; the new one from its start).
     fn poll(&mut self, mut line: impl FnMut(Got<'_>, u64)) -> io::Result<Event> {
+        if let Some(s) = &mut self.stream {
+            loop {
+                match s.lines.try_recv() {
+                    Ok(StreamLine::Line(l)) => {
+                        s.line += 1;
+                        line(Got::Line(without_hole(&l)), s.line);
+                    }
+                    Ok(StreamLine::Skipped) => {
+                        s.line += 1;
+                        line(Got::Skipped, s.line);
+                    }
+                    Ok(StreamLine::Ended) => return Ok(Event::Ended),
+                    Ok(StreamLine::Failed(e)) => return Err(e),
+                    Err(_) => return Ok(Event::None),
+                }
+            }
+        }
         let mut event = Event::None;
         // the rotated file first: its lines came before the new file's
         if let Some((old, until)) = &mut self.old {
@@ -173,10 +300,13 @@ impl Tail {
             }
         }
         if self.cur.is_none() {
-            if !self.open(true)? {
-                return Ok(Event::Missing);
+            match self.open(true) {
+                Ok(true) => event = Event::Opened,
+                Ok(false) => return Ok(Event::Missing),
+                // the file rotated in cannot be read (logrotate's `create` window, a
+                // directory): said, and tried again at the next poll
+                Err(e) => return Ok(Event::Unreadable(e)),
             }
-            event = Event::Opened;
         }
         let current = std::fs::metadata(&self.path).ok();
         let Some(cur) = &mut self.cur else {
@@ -211,11 +341,15 @@ impl Tail {
             if let Some(old) = self.cur.take() {
                 self.old = Some((old, Instant::now() + ROTATED_GRACE));
             }
-            self.open(true)?;
-            if let Some(cur) = &mut self.cur {
-                cur.read_available(&mut line)?;
-            }
             event = Event::Rotated { cut };
+            match self.open(true) {
+                Ok(_) => {
+                    if let Some(cur) = &mut self.cur {
+                        cur.read_available(&mut line)?;
+                    }
+                }
+                Err(e) => event = Event::Unreadable(e),
+            }
         }
         Ok(event)
     }
@@ -275,13 +409,19 @@ fn without_hole(b: &[u8]) -> &[u8] {
     &b[n..]
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 enum Event {
     None,
     Missing,
     Opened,
     Truncated,
-    Rotated { cut: bool },
+    Rotated {
+        cut: bool,
+    },
+    /// The file at the path cannot be read (permissions, a directory): tried again.
+    Unreadable(io::Error),
+    /// Standard input ended.
+    Ended,
 }
 
 fn unix_ms() -> u64 {
@@ -362,6 +502,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     let mut tail = Tail::new(&args.log);
     let mut first_open = true;
     let mut warned_missing = false;
+    let mut said_unreadable = false;
     // the engine's clock between lines: the newest offset a line brought, when it came (and
     // in which run); it moves on at wall speed until a newer line comes
     let mut newest: Option<(u64, Instant, u32)> = None;
@@ -380,11 +521,13 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                         // said once the place to read from is fixed, so that what a writer
                         // appends after this line is read
                         eprintln!(
-                            "proofline watch: following {path} from {}; metrics on {metrics_url}",
-                            if args.from_start || warned_missing {
-                                "its start"
+                            "proofline watch: following {path} {}; metrics on {metrics_url}",
+                            if is_stream(&args.log) {
+                                "as its lines come"
+                            } else if args.from_start || warned_missing {
+                                "from its start"
                             } else {
-                                "its end"
+                                "from its end"
                             }
                         );
                     }
@@ -439,7 +582,20 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                         ""
                     }
                 ),
-                Event::Missing | Event::Opened | Event::None => {}
+                Event::Unreadable(e) => {
+                    if !said_unreadable {
+                        said_unreadable = true;
+                        eprintln!(
+                            "proofline watch: {path} cannot be read ({e}); /metrics goes on, and it is tried again each poll"
+                        );
+                    }
+                }
+                Event::Ended => {
+                    eprintln!("proofline watch: {path} ended");
+                    return Ok(());
+                }
+                Event::Opened => said_unreadable = false,
+                Event::Missing | Event::None => {}
             }
             if let Some(o) = engine.newest_offset() {
                 // a newer line (or a new run) restarts the clock from it

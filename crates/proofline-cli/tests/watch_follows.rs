@@ -286,3 +286,124 @@ fn every_kind_of_truncation_is_read_once_and_said_once() {
         assert_eq!(said.len(), 1, "{form}: {said:?}");
     }
 }
+
+/// `journalctl -f | proofline watch -` and a named pipe: read as their lines come (`-`
+/// waited for a file named "-", and a FIFO failed with "Illegal seek"); standard input that
+/// ends ends watch (exit 0); a FIFO is read again for its next writer.
+#[test]
+fn watch_reads_standard_input_and_fifos() {
+    let dir = tmp("streams");
+    let log = |jobs: &str, name: &str, prefix: &str| {
+        let p = dir.join(name);
+        assert!(
+            proofline()
+                .args(["generate", "--jobs", jobs, "-o"])
+                .arg(&p)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::fs::read_to_string(p)
+            .unwrap()
+            .replace("porep-1000-", prefix)
+    };
+    let two = log("2", "two.log", "porep-1000-");
+    // standard input
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = proofline()
+        .args(["watch", "--poll-ms", "50", "--reorder-window-ms", "0"])
+        .args(["--metrics-addr", &addr, "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let rx = stderr_lines(&mut child);
+    wait_line(&rx, "metrics on");
+    stdin.write_all(two.as_bytes()).unwrap();
+    wait_completed(&addr, 2.0);
+    drop(stdin);
+    wait_line(&rx, "- ended");
+    let t = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(t.elapsed() < Duration::from_secs(10), "still running");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    // a FIFO, written by two writers one after the other
+    let fifo = dir.join("cuzk.fifo");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = proofline()
+        .args(["watch", "--poll-ms", "50", "--reorder-window-ms", "0"])
+        .args(["--metrics-addr", &addr])
+        .arg(&fifo)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    for (n, prefix) in [(2.0, "porep-5000-"), (4.0, "porep-6000-")] {
+        let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+        w.write_all(two.replace("porep-1000-", prefix).as_bytes())
+            .unwrap();
+        drop(w);
+        wait_completed(&addr, n);
+    }
+}
+
+/// The file rotated in cannot be read (here a directory where the log was): watch says so
+/// once, keeps serving /metrics and tries again; the log that then appears is read.
+#[test]
+fn an_unreadable_file_rotated_in_keeps_watch_serving() {
+    let dir = tmp("unreadable");
+    let log = dir.join("cuzk.log");
+    let sample = dir.join("sample.log");
+    assert!(
+        proofline()
+            .args(["generate", "--jobs", "2", "-o"])
+            .arg(&sample)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let two = std::fs::read_to_string(&sample).unwrap();
+    std::fs::write(&log, &two).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--reorder-window-ms",
+            "0",
+        ])
+        .args(["--metrics-addr", &addr])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_completed(&addr, 2.0);
+    std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    wait_line(&rx, "cannot be read");
+    std::thread::sleep(Duration::from_millis(300));
+    let (status, _, _) = http_get(&addr, "/healthz", None).unwrap();
+    assert_eq!(status, 200, "/metrics went down with the log");
+    std::fs::remove_dir(&log).unwrap();
+    std::fs::write(&log, two.replace("porep-1000-", "porep-7000-")).unwrap();
+    wait_completed(&addr, 4.0);
+}
