@@ -39,7 +39,8 @@ pub(crate) fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct ServeArgs {
     /// Open /metrics connections at most; past it the connection idle the longest is
-    /// closed. Range 1..=65536.
+    /// closed (between requests, or a request's headers slower than 1 s), else the new one
+    /// is answered 503 with Retry-After. Range 1..=65536.
     #[arg(long, default_value_t = proofline_prometheus::DEFAULT_MAX_CONNECTIONS, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
     pub(crate) metrics_max_connections: usize,

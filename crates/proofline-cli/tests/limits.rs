@@ -172,11 +172,12 @@ fn at_the_cap_the_connection_idle_the_longest_makes_room_even_a_slow_sender() {
             "8",
         ],
     );
-    // the oldest sends half a request's headers and then a byte now and then: it counts as
-    // idle from its first byte, so a flood of such senders cannot lock scrapers out
+    // the oldest sends half a request's headers and then a byte now and then: a request
+    // begun over a second ago counts as idle from its first byte, so a flood of such senders
+    // cannot lock scrapers out
     let mut slow = TcpStream::connect(&addr).unwrap();
     slow.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(1200));
     let mut held: Vec<TcpStream> = (0..7).map(|_| TcpStream::connect(&addr).unwrap()).collect();
     std::thread::sleep(Duration::from_millis(200));
     slow.write_all(b"X").unwrap();

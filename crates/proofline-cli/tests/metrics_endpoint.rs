@@ -1,8 +1,10 @@
 //! The `/metrics` endpoint itself: format negotiation (OpenMetrics, the classic text) and
 //! `/healthz`.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::time::Duration;
 
 mod common;
 use common::{Proc, free_port, fresh_dir, http_get, proofline, stderr_lines, wait_line};
@@ -53,4 +55,66 @@ fn the_endpoint_negotiates_formats_and_answers_health() {
     assert!(!second.status.success());
     let err = String::from_utf8(second.stderr).unwrap();
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}
+
+/// At the connection cap with every connection inside a request, a new connection is
+/// answered 503 with Retry-After (Prometheus reads a failed scrape and tries at the next
+/// interval), and the requests under way are not cut: they were reset before.
+#[test]
+fn over_the_cap_a_new_connection_is_told_to_come_back_and_none_is_cut() {
+    use std::io::Read;
+    use std::net::TcpStream;
+    let dir = tmp("cap");
+    let log = dir.join("cuzk.log");
+    std::fs::write(&log, "").unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--metrics-max-connections",
+            "2",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
+    // two scrapers inside their requests (headers under way)
+    let mut slow: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut third = TcpStream::connect(&addr).unwrap();
+    third
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut answer = String::new();
+    let _ = third.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+    assert!(
+        answer.to_ascii_lowercase().contains("retry-after: 1"),
+        "{answer}"
+    );
+    for s in &mut slow {
+        s.write_all(b"Host: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut got = String::new();
+        let _ = s.read_to_string(&mut got);
+        assert!(
+            got.starts_with("HTTP/1.1 200"),
+            "a request under way was cut: {got:?}"
+        );
+    }
 }

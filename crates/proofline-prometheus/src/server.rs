@@ -253,6 +253,13 @@ impl ConnState {
     }
 }
 
+/// A request whose headers are not all in this long after its first byte makes its
+/// connection closable for room at the cap (ms).
+const SLOW_REQUEST_MS: u64 = 1000;
+
+/// The answer to a connection over the cap while every connection is in a request.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-type: text/plain\r\ncontent-length: 44\r\nconnection: close\r\n\r\ntoo many connections to /metrics; try again\n";
+
 /// The open connections.
 #[derive(Debug, Default)]
 struct Conns {
@@ -261,7 +268,35 @@ struct Conns {
 }
 
 impl Conns {
-    /// Closes the connection idle the longest; false when none is idle.
+    /// Closes, to make room, the connection idle the longest among those that may be: kept
+    /// alive between two requests, or inside a request begun over [`SLOW_REQUEST_MS`] ago (a
+    /// slow sender; a scraper sends its headers at once). False when none may.
+    fn close_for_room(&mut self) -> bool {
+        let oldest = self
+            .open
+            .iter()
+            .filter(
+                |(_, (st, _))| match st.request_from.load(Ordering::Acquire) {
+                    0 => true,
+                    from => st.ms() + 1 >= from + SLOW_REQUEST_MS,
+                },
+            )
+            .filter_map(|(id, (st, _))| {
+                st.idle_since()
+                    .map(|since| (st.origin + Duration::from_millis(since), *id))
+            })
+            .min();
+        match oldest.and_then(|(_, id)| self.open.remove(&id)) {
+            Some((_, task)) => {
+                task.abort();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Closes the connection idle the longest (between requests, or inside one whose bytes
+    /// stopped coming); false when none is idle.
     fn close_oldest_idle(&mut self) -> bool {
         let oldest = self
             .open
@@ -333,6 +368,19 @@ impl Server {
         }
     }
 
+    /// Answers a connection over the cap `503 Service Unavailable` with `Retry-After: 1` (plain
+    /// HTTP only: behind TLS it is closed), reading what the client still sends for a short
+    /// while so that closing does not reset the answer away.
+    fn busy_answer(&self, mut stream: tokio::net::TcpStream) {
+        #[cfg(feature = "web-config")]
+        if self.options.web.as_ref().is_some_and(|w| w.tls()) {
+            return;
+        }
+        tokio::spawn(async move {
+            answer_and_close(&mut stream, BUSY).await;
+        });
+    }
+
     /// Takes a new connection in, within the cap.
     fn admit(&self, stream: tokio::net::TcpStream) {
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
@@ -342,13 +390,16 @@ impl Server {
         let _ = stream.set_nodelay(true);
         let mut conns = lock(&self.conns);
         if conns.open.len() >= self.options.max_connections {
-            if conns.close_oldest_idle() {
+            if conns.close_for_room() {
                 self.stats.closed_for_room.fetch_add(1, Ordering::Relaxed);
                 self.stats.open.fetch_sub(1, Ordering::Relaxed);
             } else {
-                // every connection is in a request: this one waits for none of them
+                // every connection is in a request: none is cut; this one is told to come
+                // back (503 with Retry-After, as a Prometheus scrape reads it: a failed
+                // scrape, retried at the next interval), never reset unanswered
                 self.stats.refused_at_cap.fetch_add(1, Ordering::Relaxed);
-                drop(stream);
+                drop(conns);
+                self.busy_answer(stream);
                 return;
             }
         }
@@ -544,22 +595,27 @@ async fn speaks_plain_http(io: &Watched<tokio::net::TcpStream>) -> bool {
     matches!(io.inner.peek(&mut first).await, Ok(1) if first[0] != 22)
 }
 
-/// Tells a plain-HTTP client it reached a TLS port (as Go's servers do), closes for writing,
-/// then reads what it still sends until it closes, 1 s at most: closing on unread bytes
-/// resets the connection, and the client may lose the answer.
+/// Tells a plain-HTTP client it reached a TLS port (as Go's servers do), and closes.
 #[cfg(feature = "web-config")]
 async fn answer_plain_http(mut io: Watched<tokio::net::TcpStream>) {
-    if io.inner.writable().await.is_ok() {
-        let _ = io.inner.try_write(PLAIN_TO_TLS);
+    answer_and_close(&mut io.inner, PLAIN_TO_TLS).await;
+}
+
+/// Writes `answer`, closes for writing, then reads what the client still sends until it
+/// closes, 1 s at most: closing on unread bytes resets the connection, and the client may
+/// lose the answer.
+async fn answer_and_close(stream: &mut tokio::net::TcpStream, answer: &[u8]) {
+    if stream.writable().await.is_ok() {
+        let _ = stream.try_write(answer);
     }
-    let _ = std::future::poll_fn(|cx| Pin::new(&mut io.inner).poll_shutdown(cx)).await;
+    let _ = std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_shutdown(cx)).await;
     let mut sink = [0u8; 4096];
     let drain = async {
         loop {
-            if io.inner.readable().await.is_err() {
+            if stream.readable().await.is_err() {
                 return;
             }
-            match io.inner.try_read(&mut sink) {
+            match stream.try_read(&mut sink) {
                 Ok(0) => return,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
