@@ -31,9 +31,11 @@ pub(crate) struct ChartArgs {
     #[arg(short, long, default_value = "timeline.svg")]
     output: PathBuf,
     /// Draw at most this many partitions (the first to finish from --from-s on); the
-    /// header's figures always cover the whole log. Range 1..=1000000.
+    /// header's figures always cover the whole log. Range 1..=50000: a chart of 50,000
+    /// partitions is about 13 MB of SVG, what a browser still opens; for more, chart a part
+    /// (--from-s) or export the trace (proofline export) for Perfetto.
     #[arg(long, default_value_t = timeline::DEFAULT_MAX_PARTITIONS, value_name = "N",
-        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=50_000))]
     max_partitions: usize,
     /// Draw from this time of the log on (seconds of its TIMELINE offsets).
     #[arg(long, default_value_t = 0, value_name = "SECONDS")]

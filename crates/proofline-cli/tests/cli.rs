@@ -312,6 +312,12 @@ fn numeric_options_out_of_range_are_refused_by_name() {
             "--poll-ms",
             "10..=60000",
         ),
+        // a chart a browser can open (a million took 2.1 GB and wrote 260 MB)
+        (
+            &["chart", "--max-partitions", "1000000", "x.log"][..],
+            "--max-partitions",
+            "1..=50000",
+        ),
     ] {
         let out = proofline().args(args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
