@@ -396,6 +396,7 @@ fn an_unreadable_file_rotated_in_keeps_watch_serving() {
         .unwrap();
     let rx = stderr_lines(&mut child);
     let _watch = Proc(child);
+    wait_line(&rx, "metrics on");
     wait_completed(&addr, 2.0);
     std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
     std::fs::create_dir(&log).unwrap();

@@ -60,6 +60,9 @@ pub(super) struct Device {
     /// Latest end observed inside the segment in progress (where an abandoned interval
     /// closes it).
     seg_max_end: u64,
+    /// Latest edge (start or end) observed inside the segment in progress (how long an
+    /// abandoned interval counts in the serial sum).
+    seg_max_edge: u64,
     /// Busy time of every closed segment, all runs (the union).
     closed_busy: u64,
     /// Closed segments within the busy history, oldest first.
@@ -161,29 +164,30 @@ impl Device {
     }
 
     /// An interval of job `uid` opened at `start` will never close (its job was given up
-    /// on at `now`): it is closed at the latest instant observed on the device, unobserved,
-    /// not busy. What busy time keeps of it counts in the serial sum too: up to now while
-    /// other workers keep the GPU busy, else up to the segment's last observed end.
+    /// on at `now`): unobserved, not busy past what was observed. It counts in the serial
+    /// sum up to the latest edge observed on the device (so that the union, which other
+    /// workers may carry on, never exceeds the sum, and the sum holds no time nothing was
+    /// seen in: a jump of the offsets made a 2-worker GPU read 47 workers busy). The last
+    /// interval of the segment closes it at that edge; the time from there to
+    /// `now` is idle time, split by `waiting` (partitions were queued) as any idle time is,
+    /// so that the split adds up to the gaps.
     pub fn abandon_interval(
         &mut self,
         start: Option<u64>,
-        now: u64,
+        (now, waiting): (u64, bool),
         uid: u64,
         history_ms: u64,
         sink: &mut impl UpdateSink,
     ) {
         let start = start.unwrap_or(now).max(self.seg_start);
-        let kept_until = if self.active > 1 {
-            now
-        } else {
-            self.seg_max_end
-        };
-        self.serial += kept_until.saturating_sub(start);
+        self.serial += self.seg_max_edge.max(start) - start;
         self.active -= 1;
         if self.active == 0 {
-            let end = self.seg_max_end;
+            // the latest instant the device was seen working (an end, or a start after it)
+            let end = self.seg_max_edge;
             self.note_ended(end, uid);
             self.close_segment(end, history_ms, sink);
+            self.idle_for(now.saturating_sub(end), waiting);
         }
     }
 
@@ -310,6 +314,7 @@ impl Device {
         sink: &mut impl UpdateSink,
     ) -> bool {
         self.active += 1;
+        self.seg_max_edge = self.seg_max_edge.max(t);
         if self.first_start.is_none() {
             self.first_start = Some(t);
         }
@@ -325,6 +330,7 @@ impl Device {
         }
         self.seg_start = t;
         self.seg_max_end = t;
+        self.seg_max_edge = t;
         sink.update(Update::GpuBusy {
             gpu: self.gpu,
             busy: true,
@@ -359,6 +365,7 @@ impl Device {
     fn end(&mut self, t: u64, uid: u64, history_ms: u64, sink: &mut impl UpdateSink) {
         self.note_ended(t, uid);
         self.seg_max_end = self.seg_max_end.max(t);
+        self.seg_max_edge = self.seg_max_edge.max(t);
         self.active -= 1;
         if self.active == 0 {
             self.close_segment(t, history_ms, sink);

@@ -345,6 +345,7 @@ impl Engine {
         self.next_sweep = self.next_sweep.min(retain.max(now + 1));
         let mut unfinished = Vec::new();
         let mut lost = false;
+        let waiting = self.gauges.queue_depth() > 0;
         for (pidx, part) in job.parts.iter_mut().enumerate() {
             if part.is_done() {
                 continue;
@@ -364,7 +365,7 @@ impl Engine {
             };
             dev.abandon_interval(
                 part.at(EventKind::GpuStart),
-                now,
+                (now, waiting),
                 uid,
                 self.cfg.busy_window_ms,
                 sink,
