@@ -574,3 +574,27 @@ fn a_docker_json_log_is_named_with_the_way_out() {
         "{err}"
     );
 }
+
+/// A job timeout below what the log shows normal is said (it turned 8 sectors into 73
+/// evicted jobs without a word); the JSON counts the events that came after evictions.
+#[test]
+fn a_job_timeout_shorter_than_the_logs_silences_is_warned_about() {
+    let dir = tmp("job-timeout");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cuzk.log");
+    generate(&["--jobs", "8"], &log);
+    let text = |extra: &[&str]| {
+        let o = proofline()
+            .arg("analyze")
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap();
+        String::from_utf8(o.stdout).unwrap()
+    };
+    assert!(text(&["--job-timeout-s", "1"]).contains("after they were evicted for silence"));
+    assert!(!text(&[]).contains("after they were evicted"));
+    let json = common::analyze_json(&log);
+    assert_eq!(json["events"]["after_eviction"], 0);
+}

@@ -276,6 +276,13 @@ pub fn render(r: &Report) -> String {
             e.evicted_over_cap
         );
     }
+    if e.after_eviction > 0 {
+        let _ = writeln!(
+            o,
+            "Warning: {} events came for jobs after they were evicted for silence: the job timeout (--job-timeout-s, 1800 s by default) is shorter than this log's jobs are quiet; the figures split those jobs in attempts",
+            e.after_eviction
+        );
+    }
     if e.stray_late + e.stray_early > 0 {
         let _ = writeln!(
             o,
