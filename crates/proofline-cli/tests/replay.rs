@@ -539,3 +539,29 @@ fn replay_of_a_cut_gzip_sends_what_was_read() {
         "the cut is not said: {err}"
     );
 }
+
+/// A collector that takes each request and closes the connection without an answer is said
+/// to close it, not to time out (it was "did not answer in time").
+#[test]
+fn a_collector_that_closes_mid_answer_is_not_called_a_time_out() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", l.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for stream in l.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 65536];
+            let _ = stream.read(&mut buf);
+            // the status line only, then gone
+            let _ = stream.write_all(b"HTTP/1.1 2");
+            drop(stream);
+        }
+    });
+    let log = generated_log("replay-closing", 2);
+    let (ok, err, _) = replay_timed(&endpoint, &log, 10);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("closed the connection before answering"),
+        "{err}"
+    );
+    assert!(!err.contains("in time"), "{err}");
+}

@@ -33,6 +33,8 @@ pub(crate) enum SendError {
     /// No answer came: the connection failed, broke, or the export's time ran out. The
     /// words are the transport's own; a probe says more.
     Network(String),
+    /// The export's time ran out waiting for the answer.
+    TimedOut(String),
     /// The request could not be made (encoding, a header value).
     Request(String),
 }
@@ -49,6 +51,8 @@ pub enum FailureKind {
     Rejected,
     /// No answer; a probe of the address found this.
     Network(Found),
+    /// The collector takes connections but closed this one before it answered.
+    Closed,
     /// The request could not be made.
     Request,
 }
@@ -90,6 +94,7 @@ impl std::fmt::Display for FailureKind {
             FailureKind::Grpc(code) => write!(f, "gRPC {}", grpc_code_name(*code)),
             FailureKind::Rejected => f.write_str("spans rejected"),
             FailureKind::Network(found) => f.write_str(found.as_str()),
+            FailureKind::Closed => f.write_str("connection closed before the answer"),
             FailureKind::Request => f.write_str("request error"),
         }
     }
@@ -140,16 +145,31 @@ pub(crate) fn classify(err: &SendError, probe: impl FnOnce() -> Probe) -> (Failu
                 ),
             )
         }
-        SendError::Network(said) => {
+        SendError::TimedOut(said) => {
             let p = probe();
             // a collector that takes connections: what the transport itself saw says more
-            // (a connection closed mid-answer, an HTTP/2 reset, the export's own time-out)
             let words = if p.found == Found::NoAnswer {
                 format!("{} (the exporter saw: {said})", p.words)
             } else {
                 p.words
             };
             (FailureKind::Network(p.found), words)
+        }
+        SendError::Network(said) => {
+            let p = probe();
+            // a collector that takes connections and closed this one (mid-answer, an HTTP/2
+            // reset): not a time-out
+            if p.found == Found::NoAnswer {
+                let words = p.words.replace(
+                    "but did not answer the export in time",
+                    "but closed the connection before answering",
+                );
+                return (
+                    FailureKind::Closed,
+                    format!("{words} (the exporter saw: {said})"),
+                );
+            }
+            (FailureKind::Network(p.found), p.words)
         }
         SendError::Request(words) => (FailureKind::Request, words.clone()),
     }
@@ -260,18 +280,27 @@ mod tests {
         assert_eq!(k.to_string(), "connection refused");
         assert_eq!(w, "connection refused by 127.0.0.1:9");
         // a collector that takes the connection: the transport's words come with the probe's
-        let (k, w) = classify(
-            &SendError::Network("connection closed before message completed".into()),
-            || {
-                Probe::new(
-                    Found::NoAnswer,
-                    "accepts connections but did not answer".into(),
-                )
-            },
-        );
+        let probe = || {
+            Probe::new(
+                Found::NoAnswer,
+                "the collector at x accepts connections but did not answer the export in time"
+                    .into(),
+            )
+        };
+        let (k, w) = classify(&SendError::TimedOut("operation timed out".into()), probe);
         assert_eq!(k, FailureKind::Network(Found::NoAnswer));
         assert!(
-            w.contains("did not answer (the exporter saw: connection closed before"),
+            w.contains("did not answer the export in time (the exporter saw: operation timed out)"),
+            "{w}"
+        );
+        // closed, not timed out: said so
+        let (k, w) = classify(
+            &SendError::Network("connection closed before message completed".into()),
+            probe,
+        );
+        assert_eq!(k, FailureKind::Closed);
+        assert!(
+            w.contains("closed the connection before answering") && !w.contains("in time"),
             "{w}"
         );
         assert_eq!(

@@ -82,7 +82,7 @@ fn retryable(e: &SendError, retry_after: Option<Duration>) -> Option<Option<Dura
         SendError::Http { status } => matches!(status, 429 | 502 | 503 | 504),
         // Cancelled, DeadlineExceeded, Aborted, OutOfRange, Unavailable, DataLoss
         SendError::Grpc { code, .. } => matches!(code, 1 | 4 | 10 | 11 | 14 | 15),
-        SendError::Network(_) => true,
+        SendError::Network(_) | SendError::TimedOut(_) => true,
         SendError::Request(_) => false,
     };
     again.then_some(retry_after)
@@ -250,6 +250,7 @@ fn send_http(
     let response = match sent {
         Ok(r) => r,
         Err(e) if e.is_builder() => return (Err(SendError::Request(chain(&e))), None),
+        Err(e) if e.is_timeout() => return (Err(SendError::TimedOut(chain(&e))), None),
         Err(e) => return (Err(SendError::Network(chain(&e))), None),
     };
     let status = response.status();
@@ -365,7 +366,7 @@ fn send_grpc(
     let mut client = client.clone();
     let answer = rt.block_on(async { tokio::time::timeout(left, client.export(req)).await });
     match answer {
-        Err(_) => Err(SendError::Network(format!("no answer within {left:?}"))),
+        Err(_) => Err(SendError::TimedOut(format!("no answer within {left:?}"))),
         Ok(Ok(r)) => Ok(Delivered::from(r.into_inner())),
         // a status with a source was made by the client's own transport (no connection, a
         // broken one, a time-out), not sent by the collector
