@@ -72,8 +72,10 @@ pub fn find_timeline(line: &str) -> Option<&str> {
     if line.starts_with(MARKER) {
         return Some(line);
     }
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(MARKER));
     let mut from = 0;
-    while let Some(pos) = line[from..].find(MARKER) {
+    while let Some(pos) = FINDER.find(&line.as_bytes()[from..]) {
         let at = from + pos;
         if at > 0
             && matches!(
