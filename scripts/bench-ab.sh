@@ -1,38 +1,77 @@
 #!/usr/bin/env bash
-# An interleaved A/B of two revisions: the layer's span cost (criterion, short runs) and
-# `proofline analyze` on a ~100 MB generated log (wall time), each taking turns, ROUNDS times.
-# Usage: scripts/bench-ab.sh OLD_REV [ROUNDS]   (the new side is the working tree)
-# Prints one line per run; the spread of each side is what to compare, not one figure.
+# An interleaved A/B of the working tree against a pinned baseline commit: the layer's span
+# cost (criterion, short runs) and `proofline analyze` (wall time of the whole command) on two
+# generated logs, a ~100 MB TIMELINE-only one and a ~200 MB one shaped like cuzk's (4 GPUs,
+# every proof kind, CUZK_TIMING lines, 50 ms of disorder), each side taking turns, ROUNDS
+# times. It ends with, per figure, each side's median and the new/old ratio: its median and
+# its spread (min..max over the rounds, each ratio taken within one round, so that a slow
+# spell of the machine hits both sides of it).
+#
+# Usage: scripts/bench-ab.sh [BASELINE] [ROUNDS]
+#   BASELINE: a commit (default: the pinned one below, the last before the engine was split
+#   into rooms, where the analyze regression of issue #31 was measured from)
+#   ROUNDS: default 7
+# Run it for each change that touches a hot path (the layer's callbacks, the reader, the
+# engine) and record the summary in the commit message or BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-old_rev=$1
-rounds=${2:-5}
+PINNED=0d746de
+old_rev=${1:-$PINNED}
+rounds=${2:-7}
 old=/tmp/proofline-ab-old
+old_target=/tmp/proofline-ab-old-target
 new_target=$(pwd)/target
-[ -d "$old" ] || git worktree add -q "$old" "$old_rev"
-(cd "$old" && git checkout -q "$old_rev" && CARGO_TARGET_DIR=/tmp/proofline-ab-old-target \
-  cargo build --release --locked -q -p proofline-cli && CARGO_TARGET_DIR=/tmp/proofline-ab-old-target \
+[ -d "$old" ] || git worktree add -q --detach "$old" "$old_rev"
+(cd "$old" && git checkout -q --detach "$old_rev" && CARGO_TARGET_DIR=$old_target \
+  cargo build --release --locked -q -p proofline-cli && CARGO_TARGET_DIR=$old_target \
   cargo bench --locked -q -p proofline --bench layer --no-run 2>/dev/null)
 cargo build --release --locked -q -p proofline-cli
 cargo bench --locked -q -p proofline --bench layer --no-run 2>/dev/null
 bench_bin() { ls -t "$1"/release/deps/layer-* | grep -v '\.d$' | head -1; }
-old_bench=$(bench_bin /tmp/proofline-ab-old-target)
+old_bench=$(bench_bin "$old_target")
 new_bench=$(bench_bin "$new_target")
-log=/tmp/proofline-ab.log
-[ -s "$log" ] || "$new_target/release/proofline" generate --jobs 30000 --mixed --gpus 2 --synth-workers 20 --shuffle-ms 5 -o "$log"
-cat "$log" >/dev/null
+plain=/tmp/proofline-ab.log
+cuzk=/tmp/proofline-ab-cuzk.log
+gen="$new_target/release/proofline generate"
+[ -s "$plain" ] || $gen --jobs 30000 --mixed --gpus 2 --synth-workers 20 --shuffle-ms 5 -o "$plain"
+[ -s "$cuzk" ] || $gen --jobs 30000 --mixed --gpus 4 --cuzk-timing --shuffle-ms 50 -o "$cuzk"
+cat "$plain" "$cuzk" >/dev/null
+out=/tmp/proofline-ab.txt
+: >"$out"
 filter='span_lifecycle/timeline/(mapped|unmapped)$|span_lifecycle/registry/(mapped|unmapped)$'
-layer() { # bench binary, label
-  "$1" --bench "$filter" --warm-up-time 1 --measurement-time 3 --noplot 2>/dev/null |
-    awk -v side="$2" '/^span_lifecycle/ {name=$1} /time:/ {print side, name, $(NF-3), $(NF-2)}'
+layer() { # round, bench binary, side
+  "$2" --bench "$filter" --warm-up-time 1 --measurement-time 3 --noplot 2>/dev/null |
+    awk -v round="$1" -v side="$3" '/^span_lifecycle/ {name=$1} /time:/ {
+      v=$(NF-3); u=$(NF-2); if (u=="µs"||u=="us") v*=1000; print round, side, name"_ns", v }'
 }
-analyze() { # binary, label
+analyze() { # round, binary, side, log, name
   local s e
-  s=$(date +%s.%N); "$1" analyze "$log" >/dev/null; e=$(date +%s.%N)
-  echo "$2 analyze_100mb_s $(echo "$e - $s" | bc -l | cut -c1-6)"
+  s=$(date +%s.%N); "$2" analyze --format json "$4" >/dev/null; e=$(date +%s.%N)
+  echo "$1 $3 $5 $(echo "$e - $s" | bc -l)"
 }
 for i in $(seq "$rounds"); do
-  layer "$old_bench" old; layer "$new_bench" new
-  analyze /tmp/proofline-ab-old-target/release/proofline old
-  analyze "$new_target/release/proofline" new
+  {
+    layer "$i" "$old_bench" old
+    layer "$i" "$new_bench" new
+    analyze "$i" "$old_target/release/proofline" old "$plain" analyze_100mb_s
+    analyze "$i" "$new_target/release/proofline" new "$plain" analyze_100mb_s
+    analyze "$i" "$old_target/release/proofline" old "$cuzk" analyze_cuzk_200mb_s
+    analyze "$i" "$new_target/release/proofline" new "$cuzk" analyze_cuzk_200mb_s
+  } | tee -a "$out"
 done
+echo "baseline $old_rev, $rounds rounds (new/old: median, min..max of the per-round ratios)"
+python3 - "$out" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r, side, name, v = line.split()
+    runs.setdefault(name, {}).setdefault(int(r), {})[side] = float(v)
+for name, by_round in sorted(runs.items()):
+    pairs = [(d["old"], d["new"]) for d in by_round.values() if "old" in d and "new" in d]
+    if not pairs:
+        continue
+    old = statistics.median(o for o, _ in pairs)
+    new = statistics.median(n for _, n in pairs)
+    ratios = [n / o for o, n in pairs if o > 0]
+    print(f"{name:45} old {old:10.4g}  new {new:10.4g}  new/old {statistics.median(ratios):.3f} ({min(ratios):.3f}..{max(ratios):.3f})")
+EOF
