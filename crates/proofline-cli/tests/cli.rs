@@ -598,3 +598,42 @@ fn a_job_timeout_shorter_than_the_logs_silences_is_warned_about() {
     let json = common::analyze_json(&log);
     assert_eq!(json["events"]["after_eviction"], 0);
 }
+
+/// Floors in the report, on logs of known configurations: one GPU and ten synthesis workers
+/// read at the GPU floor (as cuzk's own pw=10 run, where two sectors' synthesis in parallel
+/// could not help); two synthesis workers at the synthesis floor, near cuzk's published
+/// ~152 s/proof for two workers; two GPUs move the floor to synthesis.
+#[test]
+fn floors_name_the_resource_that_bounds_the_pipeline() {
+    let dir = tmp("floors");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (args, at, spp) in [
+        (&["--jobs", "8"][..], "gpu", 36.7),
+        (
+            &["--jobs", "8", "--synth-workers", "2"][..],
+            "synthesis",
+            150.4,
+        ),
+        (&["--jobs", "8", "--gpus", "2"][..], "synthesis", 29.5),
+    ] {
+        let log = dir.join(format!("{}.log", args.join("_")));
+        generate(args, &log);
+        let r = common::analyze_json(&log);
+        let f = &r["floors"];
+        assert_eq!(f["at_floor"], at, "{args:?}: {f}");
+        let measured = f["measured_s_per_proof"].as_f64().unwrap();
+        assert!((measured - spp).abs() / spp < 0.05, "{args:?}: {measured}");
+        let floor = f[if at == "gpu" {
+            "gpu_s_per_proof"
+        } else {
+            "synthesis_s_per_proof"
+        }]
+        .as_f64()
+        .unwrap();
+        assert!(
+            measured <= floor * 1.03,
+            "{args:?}: {measured} above {floor}"
+        );
+    }
+}

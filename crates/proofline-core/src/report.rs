@@ -517,6 +517,30 @@ pub struct Summary {
     pub busy_ratio: Option<f64>,
 }
 
+/// The pipeline's floors: the least seconds per proof each resource allows at the work the
+/// log shows per sector, beside the measured steady state (docs/definitions.md, "Floors").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Floors {
+    /// GPU floor: the GPU work a sector needs that cannot overlap, over the GPUs.
+    pub gpu_s_per_proof: f64,
+    /// What the GPU floor is measured from: `lock_held` (`CUZK_TIMING` mutex_held_ms, the
+    /// GPU lock's held time per call) or `timeline_busy` (the union of the TIMELINE GPU
+    /// intervals, which also holds CPU work done while a worker holds the GPU).
+    pub gpu_basis: String,
+    /// GPUs the log shows.
+    pub gpus: u32,
+    /// Synthesis floor: synthesis time per sector over the synthesis workers.
+    pub synthesis_s_per_proof: f64,
+    /// Synthesis workers: the most partitions the log shows synthesized at once.
+    pub synthesis_workers: u32,
+    /// Measured steady-state seconds per proof, if two jobs completed.
+    pub measured_s_per_proof: Option<f64>,
+    /// Which floor bounds the measured figure (within 3 %): `gpu`, `synthesis`, or `none`.
+    pub at_floor: String,
+    /// The floors and the measured figure, and what would change it, in a sentence.
+    pub sentence: String,
+}
+
 /// What cuzk's `CUZK_TIMING:` lines say about the GPU's own work (`crate::timing`; the
 /// attribution rule is in the engine's `kernel` module docs and docs/definitions.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -603,6 +627,10 @@ pub struct Report {
     pub summary: Summary,
     /// What bounds throughput.
     pub verdict: Verdict,
+    /// The least seconds per proof each resource allows, beside the measured figure
+    /// (absent before a job completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floors: Option<Floors>,
     /// Per GPU.
     pub gpus: Vec<GpuReport>,
     /// What `CUZK_TIMING:` lines say (absent without them: kernel time was not observed).

@@ -75,6 +75,9 @@ pub struct LiveState {
     pub gpus: Vec<GpuLive>,
     /// What the `CUZK_TIMING:` lines read so far add up to (zeros without them).
     pub kernel: KernelLive,
+    /// The floors so far: GPU and synthesis seconds per proof (`None` before a job
+    /// completed; see [`crate::report::Floors`]).
+    pub floors: Option<(f64, f64)>,
 }
 
 /// Totals of the `CUZK_TIMING:` lines read so far (`crate::timing`), ms.

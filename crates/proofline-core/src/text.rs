@@ -326,6 +326,21 @@ pub fn render(r: &Report) -> String {
             .map_or_else(|| "-".to_owned(), |v| format!("{v:.2} s")),
         secs(Some(s.steady_state_ms))
     );
+    if let Some(f) = &r.floors {
+        let _ = writeln!(
+            o,
+            "  floors: GPU {:.2} s/proof ({}), synthesis {:.2} s/proof ({} workers)",
+            f.gpu_s_per_proof,
+            if f.gpu_basis == "lock_held" {
+                "GPU lock held, CUZK_TIMING"
+            } else {
+                "TIMELINE GPU intervals"
+            },
+            f.synthesis_s_per_proof,
+            f.synthesis_workers
+        );
+        let _ = writeln!(o, "  {}", f.sentence);
+    }
     let _ = writeln!(o, "  cold start {} s", secs(s.cold_start_ms));
     let _ = writeln!(
         o,

@@ -114,6 +114,7 @@ fn populated() -> Arc<Metrics> {
         on_gpu: 16,
         jobs_in_flight: 3,
         seconds_per_proof: Some(37.4),
+        floors: Some((37.46, 29.9)),
         gpus: (0..8)
             .map(|gpu| GpuLive {
                 gpu,

@@ -63,6 +63,8 @@ pub struct Metrics {
     pub(crate) sector: ExHist<KindL>,
     pub(crate) proofs_completed: Family<KindL, Counter>,
     pub(crate) seconds_per_proof: FloatGauge,
+    pub(crate) gpu_floor: FloatGauge,
+    pub(crate) synthesis_floor: FloatGauge,
     pub(crate) cold_start: FloatGauge,
     pub(crate) cold_starts: Histogram,
     pub(crate) queue_depth: Gauge,
@@ -109,6 +111,8 @@ impl Metrics {
             sector: Family::new_with_constructor(sector_hist),
             proofs_completed: Family::default(),
             seconds_per_proof: FloatGauge::default(),
+            gpu_floor: FloatGauge::default(),
+            synthesis_floor: FloatGauge::default(),
             cold_start: FloatGauge::default(),
             cold_starts: Histogram::new(COLD_BUCKETS),
             queue_depth: Gauge::default(),
@@ -189,6 +193,16 @@ impl Metrics {
             "proofline_seconds_per_proof",
             "Steady-state seconds per proof over the last 20 completions",
             m.seconds_per_proof.clone(),
+        );
+        r.register(
+            "proofline_gpu_floor_seconds_per_proof",
+            "GPU floor: the GPU work a sector needs that cannot overlap (the GPU lock's held time with CUZK_TIMING, else the TIMELINE GPU intervals' union) over the GPUs; 0 before a job completed",
+            m.gpu_floor.clone(),
+        );
+        r.register(
+            "proofline_synthesis_floor_seconds_per_proof",
+            "Synthesis floor: synthesis time per sector over the synthesis workers (the most partitions synthesized at once); 0 before a job completed",
+            m.synthesis_floor.clone(),
         );
         r.register(
             "proofline_cold_start_seconds",

@@ -199,6 +199,10 @@ impl UpdateSink for PrometheusSink {
         if let Some(spp) = live.seconds_per_proof {
             self.m.seconds_per_proof.set(spp);
         }
+        if let Some((gpu, synthesis)) = live.floors {
+            self.m.gpu_floor.set(gpu);
+            self.m.synthesis_floor.set(synthesis);
+        }
         for g in &live.gpus {
             let l = GpuL {
                 gpu: self.gpu(g.gpu),

@@ -12,6 +12,8 @@ pub(super) struct Gauges {
     pub queue_integral: u128,
     /// Deepest queue seen.
     pub max_queue: u32,
+    /// Most partitions being synthesized at once (the synthesis workers the log shows).
+    pub max_synthesizing: u32,
 }
 
 impl Gauges {
@@ -34,6 +36,9 @@ impl Gauges {
         }
         if to == PartStage::Queued {
             self.max_queue = self.max_queue.max(self.queue_depth());
+        }
+        if to == PartStage::Synthesizing {
+            self.max_synthesizing = self.max_synthesizing.max(self.in_stage[0]);
         }
         true
     }

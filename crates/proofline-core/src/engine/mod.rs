@@ -24,6 +24,7 @@
 mod chain;
 pub mod config;
 mod device;
+mod floors;
 mod gauges;
 mod job;
 mod kernel;

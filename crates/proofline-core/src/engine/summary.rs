@@ -208,6 +208,14 @@ impl Engine {
             seconds_per_proof: self.totals.live_seconds_per_proof(),
             gpus: self.devices.values().map(|d| d.live(now, w)).collect(),
             kernel: self.kernel.live(),
+            floors: self
+                .floors(
+                    self.devices.values().map(|d| d.closed_busy()).sum(),
+                    self.devices.len(),
+                    self.lock_held(),
+                    None,
+                )
+                .map(|f| (f.gpu_s_per_proof, f.synthesis_s_per_proof)),
         }
     }
 
@@ -272,6 +280,8 @@ impl Engine {
                 })
             }),
         });
+        let seconds_per_proof = (sjobs > 0).then(|| span as f64 / sjobs as f64 / 1000.0);
+        let floors = self.floors(busy_all, gpus.len(), self.lock_held(), seconds_per_proof);
         let elapsed_events = self
             .first_t
             .map(|f| self.now.saturating_sub(f))
@@ -295,12 +305,13 @@ impl Engine {
                 first_event_ms: self.first_t,
                 last_event_ms: self.first_t.map(|_| self.now),
                 cold_start_ms: t.first_cold_start,
-                seconds_per_proof: (sjobs > 0).then(|| span as f64 / sjobs as f64 / 1000.0),
+                seconds_per_proof,
                 steady_state_ms: steady_ms,
                 steady_busy_ratio: steady_ratio,
                 busy_ratio,
             },
             verdict,
+            floors,
             gpus,
             kernel,
             stages: StageSummaries {

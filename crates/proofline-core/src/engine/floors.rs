@@ -1,0 +1,199 @@
+//! The pipeline's floors: the least seconds per proof each resource allows at the work the
+//! log shows per sector, set beside the measured steady state, with what would change it.
+//!
+//! - **GPU floor**: the GPU work a sector needs that cannot overlap (per GPU call, the GPU
+//!   lock's held time, `CUZK_TIMING` `mutex_held_ms`, times the calls per sector; without those
+//!   lines, the union of the TIMELINE GPU intervals per sector), over the GPUs.
+//! - **Synthesis floor**: the synthesis time per sector (SYNTH_START..SYNTH_END of its
+//!   partitions) over the synthesis workers (the most partitions synthesized at once).
+//!
+//! The measured seconds per proof is at a floor when within [`AT_FLOOR`] of it: there, only
+//! that resource can make the pipeline faster. (cuzk's engineers once took the *sum* of the
+//! GPU intervals for a floor: an "ideal" of 70 s/proof against a measured 37.4 s/proof.)
+
+use super::Engine;
+use crate::report::Floors;
+
+/// Within this fraction above a floor, the measured figure is at that floor.
+pub const AT_FLOOR: f64 = 0.03;
+
+impl Engine {
+    /// The GPU lock's held time and calls so far (`CUZK_TIMING`), if any.
+    pub(super) fn lock_held(&self) -> Option<(u64, u64)> {
+        let d = &self.kernel.lock_held;
+        let calls = d.count();
+        (calls > 0).then(|| (u64::try_from(d.sum().max(0)).unwrap_or(u64::MAX), calls))
+    }
+
+    /// The floors, from the totals so far; `None` before a job completed.
+    pub(super) fn floors(
+        &self,
+        busy_all_ms: u64,
+        gpus: usize,
+        lock_held: Option<(u64, u64)>,
+        measured: Option<f64>,
+    ) -> Option<Floors> {
+        let t = &self.totals;
+        let jobs = t.jobs_complete;
+        if jobs == 0 || gpus == 0 {
+            return None;
+        }
+        let per_job = |ms: f64| ms / jobs as f64;
+        // the lock's held time per call, times the calls a sector makes (its partitions)
+        let lock = lock_held
+            .filter(|&(held, calls)| calls > 0 && held > 0)
+            .map(|(held, calls)| held as f64 / calls as f64 * t.partitions_done as f64);
+        let (gpu_ms, basis) = match lock {
+            Some(ms) => (per_job(ms), "lock_held"),
+            None => (per_job(busy_all_ms as f64), "timeline_busy"),
+        };
+        let gpu_s = gpu_ms / gpus as f64 / 1000.0;
+        let workers = self.gauges.max_synthesizing.max(1);
+        let synth_ms = u64::try_from(t.stage[0].sum().max(0)).unwrap_or(u64::MAX) as f64;
+        let synth_s = per_job(synth_ms) / f64::from(workers) / 1000.0;
+        let near = |floor: f64| measured.is_some_and(|m| m <= floor * (1.0 + AT_FLOOR));
+        let at_floor = if near(gpu_s) && gpu_s >= synth_s {
+            "gpu"
+        } else if near(synth_s) {
+            "synthesis"
+        } else if near(gpu_s) {
+            "gpu"
+        } else {
+            "none"
+        };
+        let basis_words = if basis == "lock_held" {
+            "the GPU lock's held time"
+        } else {
+            "the TIMELINE GPU intervals"
+        };
+        let floors = format!(
+            "GPU floor of {gpu_s:.2} s/proof ({basis_words} per sector over {gpus} GPU{}) and a synthesis floor of {synth_s:.2} s/proof ({:.1} s per sector over {workers} worker{})",
+            if gpus == 1 { "" } else { "s" },
+            per_job(synth_ms) / 1000.0,
+            if workers == 1 { "" } else { "s" },
+        );
+        let sentence = match (measured, at_floor) {
+            (None, _) => format!(
+                "{floors}; no steady state to set beside them (fewer than two jobs completed)"
+            ),
+            (Some(m), "gpu") => format!(
+                "{m:.2} s/proof against a {floors}: at the GPU floor; more synthesis workers cannot help, another GPU or faster GPU work can"
+            ),
+            (Some(m), "synthesis") => format!(
+                "{m:.2} s/proof against a {floors}: at the synthesis floor; more synthesis workers (or faster synthesis) can help, another GPU cannot"
+            ),
+            (Some(m), _) => {
+                let top = gpu_s.max(synth_s);
+                format!(
+                    "{m:.2} s/proof against a {floors}: {:.0} % above the higher floor; time is lost between the stages (hand-offs, idle GPUs), not in one resource",
+                    (m / top - 1.0) * 100.0
+                )
+            }
+        };
+        Some(Floors {
+            gpu_s_per_proof: gpu_s,
+            gpu_basis: basis.to_owned(),
+            gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
+            synthesis_s_per_proof: synth_s,
+            synthesis_workers: workers,
+            measured_s_per_proof: measured,
+            at_floor: at_floor.to_owned(),
+            sentence,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sink::NoUpdates;
+    use crate::{Engine, EngineConfig, parse_line};
+
+    fn report(lines: &[&str]) -> crate::Report {
+        let mut e = Engine::new(EngineConfig {
+            expected_partitions: Some(2),
+            ..EngineConfig::default()
+        });
+        for l in lines {
+            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
+        }
+        e.finish(&mut NoUpdates);
+        e.report()
+    }
+
+    /// Two jobs of two partitions on one GPU, computed by hand: GPU busy (union) 100 ms a
+    /// job, so a GPU floor of 0.1 s/proof; synthesis 200 + 400 ms over two jobs, two
+    /// partitions at once, so 0.15 s/proof; measured (400 - 200) / 1 = 0.2 s/proof, 33 %
+    /// above the higher floor.
+    #[test]
+    fn floors_are_the_hand_computed_ones() {
+        let r = report(&[
+            "TIMELINE,0,SYNTH_START,a,partition=0",
+            "TIMELINE,0,SYNTH_START,a,partition=1",
+            "TIMELINE,100,SYNTH_END,a,partition=0,synth_ms=100",
+            "TIMELINE,100,SYNTH_END,a,partition=1,synth_ms=100",
+            "TIMELINE,100,SYNTH_START,b,partition=0",
+            "TIMELINE,100,SYNTH_START,b,partition=1",
+            "TIMELINE,100,GPU_START,a,worker=0,partition=0",
+            "TIMELINE,150,GPU_END,a,worker=0,partition=0,gpu_ms=50",
+            "TIMELINE,150,GPU_START,a,worker=1,partition=1",
+            "TIMELINE,200,GPU_END,a,worker=1,partition=1,gpu_ms=50",
+            "TIMELINE,300,SYNTH_END,b,partition=0,synth_ms=200",
+            "TIMELINE,300,SYNTH_END,b,partition=1,synth_ms=200",
+            "TIMELINE,300,GPU_START,b,worker=0,partition=0",
+            "TIMELINE,350,GPU_END,b,worker=0,partition=0,gpu_ms=50",
+            "TIMELINE,350,GPU_START,b,worker=1,partition=1",
+            "TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=50",
+        ]);
+        let f = r.floors.expect("floors");
+        assert!((f.gpu_s_per_proof - 0.1).abs() < 1e-9, "{f:?}");
+        assert_eq!((f.gpu_basis.as_str(), f.gpus), ("timeline_busy", 1));
+        assert_eq!(f.synthesis_workers, 2);
+        assert!((f.synthesis_s_per_proof - 0.15).abs() < 1e-9, "{f:?}");
+        assert_eq!(f.measured_s_per_proof, Some(0.2));
+        assert_eq!(f.at_floor, "none");
+        assert!(
+            f.sentence.contains("33 % above the higher floor"),
+            "{}",
+            f.sentence
+        );
+    }
+
+    /// With CUZK_TIMING lines, the GPU floor is the lock's held time per call, times the
+    /// calls a sector makes, over the GPUs; a measured figure within 3 % of it is at it.
+    #[test]
+    fn the_gpu_floor_is_the_locks_held_time_when_the_prover_prints_it() {
+        let mut lines = Vec::new();
+        let mut t = 0;
+        for job in ["a", "b", "c"] {
+            for p in 0..2 {
+                lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
+                lines.push(format!(
+                    "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
+                ));
+                lines.push(format!(
+                    "TIMELINE,{t},GPU_START,{job},worker=0,partition={p}"
+                ));
+                lines.push("CUZK_TIMING: mutex_held_ms=90 total_start_fn_ms=95".to_owned());
+                t += 100;
+                lines.push(format!(
+                    "TIMELINE,{t},GPU_END,{job},worker=0,partition={p},gpu_ms=100"
+                ));
+            }
+        }
+        let mut e = Engine::new(EngineConfig {
+            expected_partitions: Some(2),
+            ..EngineConfig::default()
+        });
+        let mut feeder = crate::reader::LineFeeder::new();
+        for l in &lines {
+            feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
+        }
+        e.finish(&mut NoUpdates);
+        let f = e.report().floors.expect("floors");
+        // 90 ms a call, 2 calls a sector, 1 GPU
+        assert_eq!(f.gpu_basis, "lock_held");
+        assert!((f.gpu_s_per_proof - 0.18).abs() < 1e-9, "{f:?}");
+        // measured 0.2 s/proof: 11 % above, not at the floor
+        assert_eq!(f.at_floor, "none");
+    }
+}
