@@ -353,7 +353,7 @@ where
             // cuzk's CUZK_TIMING values, as fields or as its line
             if let Some(t) = v.timing.take() {
                 self.send(Queued::timing(proofline_core::timing::TimingLine::Timing(
-                    Box::new(t),
+                    t,
                 )));
                 return;
             }
