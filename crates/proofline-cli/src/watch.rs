@@ -46,6 +46,10 @@ pub struct WatchArgs {
 /// that had it open may append its last lines after the rename.
 const ROTATED_GRACE: Duration = Duration::from_secs(5);
 
+/// Bytes read from a file in one poll at most; past it the poll ends, and the next starts at
+/// once.
+const READ_PER_POLL: usize = 64 << 20;
+
 /// How many of a file's first bytes tell it from another file at the same path and inode
 /// (one truncated and written anew between two polls).
 const FINGERPRINT_BYTES: usize = 256;
@@ -60,6 +64,8 @@ struct Tail {
     old: Option<(Followed, Instant)>,
     /// For a stream: its lines, read by a thread of their own (a read there blocks).
     stream: Option<Stream>,
+    /// The last poll stopped at [`READ_PER_POLL`]: more is waiting, poll again at once.
+    more: bool,
 }
 
 /// A stream's lines, as its reader thread sends them.
@@ -156,6 +162,21 @@ struct Followed {
     skipping: bool,
     /// Lines read (the file's own numbering).
     line: u64,
+    /// The last bytes read, up to [`FINGERPRINT_BYTES`], ending at `pos`: a file truncated
+    /// and written anew with the same first lines (a prover that restarts and retries the
+    /// same jobs) has other bytes there.
+    tail: Vec<u8>,
+}
+
+/// Up to `n` bytes of the file ending at `end`, read without moving its position.
+fn bytes_before(f: &mut File, end: u64, n: usize) -> io::Result<Vec<u8>> {
+    let at = f.stream_position()?;
+    let from = end.saturating_sub(n as u64);
+    f.seek(SeekFrom::Start(from))?;
+    let mut got = Vec::with_capacity(n);
+    f.by_ref().take(end - from).read_to_end(&mut got)?;
+    f.seek(SeekFrom::Start(at))?;
+    Ok(got)
 }
 
 #[cfg(unix)]
@@ -197,6 +218,7 @@ impl Tail {
             cur: None,
             old: None,
             stream,
+            more: false,
         }
     }
 
@@ -256,6 +278,7 @@ impl Tail {
         }
         f.seek(SeekFrom::Start(pos))?;
         let head = first_bytes(&mut f, FINGERPRINT_BYTES)?;
+        let tail = bytes_before(&mut f, pos, FINGERPRINT_BYTES)?;
         self.cur = Some(Followed {
             file: f,
             id: file_id(&meta),
@@ -264,6 +287,7 @@ impl Tail {
             partial: Vec::new(),
             skipping: false,
             line,
+            tail,
         });
         Ok(true)
     }
@@ -317,8 +341,11 @@ impl Tail {
             let shrunk = m.len() < cur.pos;
             // the same inode with other first bytes: truncated and written anew
             let rewritten = !shrunk
-                && !cur.head.is_empty()
-                && first_bytes(&mut cur.file, cur.head.len())? != cur.head;
+                && ((!cur.head.is_empty()
+                    && first_bytes(&mut cur.file, cur.head.len())? != cur.head)
+                    // the same first bytes, other bytes where reading stopped
+                    || (!cur.tail.is_empty()
+                        && bytes_before(&mut cur.file, cur.pos, cur.tail.len())? != cur.tail));
             if shrunk || rewritten {
                 cur.file.seek(SeekFrom::Start(0))?;
                 cur.pos = 0;
@@ -328,10 +355,11 @@ impl Tail {
                 // the old first bytes are gone: the new ones are taken once read (keeping
                 // the old made every later poll see a truncation, and read it all again)
                 cur.head.clear();
+                cur.tail.clear();
                 event = Event::Truncated;
             }
         }
-        cur.read_available(&mut line)?;
+        self.more = cur.read_available(&mut line)?;
         if cur.head.len() < FINGERPRINT_BYTES && (cur.head.len() as u64) < cur.pos {
             cur.head = first_bytes(&mut cur.file, FINGERPRINT_BYTES)?;
         }
@@ -356,14 +384,31 @@ impl Tail {
 }
 
 impl Followed {
-    fn read_available(&mut self, line: &mut impl FnMut(Got<'_>, u64)) -> io::Result<()> {
+    /// Reads what was appended, [`READ_PER_POLL`] at most (a file that never ends, such as
+    /// `/dev/zero`, or a hole of a GiB, must not keep watch from its signals and /metrics):
+    /// returns whether more may be waiting.
+    fn read_available(&mut self, line: &mut impl FnMut(Got<'_>, u64)) -> io::Result<bool> {
         let mut buf = vec![0u8; 256 * 1024];
+        let mut read = 0;
         loop {
+            if read >= READ_PER_POLL {
+                return Ok(true);
+            }
             let n = self.file.read(&mut buf)?;
             if n == 0 {
-                return Ok(());
+                return Ok(false);
             }
+            read += n;
             self.pos += n as u64;
+            // the bytes that end at `pos`, for telling a rewrite from an append
+            if n >= FINGERPRINT_BYTES {
+                self.tail.clear();
+                self.tail.extend_from_slice(&buf[n - FINGERPRINT_BYTES..n]);
+            } else {
+                self.tail.extend_from_slice(&buf[..n]);
+                let over = self.tail.len().saturating_sub(FINGERPRINT_BYTES);
+                self.tail.drain(..over);
+            }
             let mut chunk = &buf[..n];
             while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
                 self.line += 1;
@@ -617,7 +662,9 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                 malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
             };
             driver.tick(&engine.live(), &counts);
-            std::thread::sleep(poll);
+            if !tail.more {
+                std::thread::sleep(poll);
+            }
         }
     };
     let result = follow();

@@ -137,3 +137,25 @@ fn watch_stopped_by_sigterm_exits_0_within_its_bound() {
     assert_eq!(code, Some(0));
     wait_line(&rx, "SIGTERM: delivering what is queued");
 }
+
+/// A log that never ends (a link to /dev/zero; a hole of a GiB left by copytruncate is the
+/// realistic one) is read a bounded amount per poll: watch still stops on SIGTERM (it read
+/// forever, deaf to signals).
+#[test]
+fn watch_of_an_endless_file_still_stops_on_sigterm() {
+    let dir = fresh_dir("signals", "endless");
+    let log = dir.join("cuzk.log");
+    std::os::unix::fs::symlink("/dev/zero", &log).unwrap();
+    let mut child = proofline()
+        .args(["watch", "--from-start", "--metrics-addr", "127.0.0.1:0"])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    wait_line(&rx, "metrics on");
+    std::thread::sleep(Duration::from_millis(500));
+    kill(&child, "-TERM");
+    let (code, _) = exit_within(&mut child, Duration::from_secs(8));
+    assert_eq!(code, Some(0));
+}

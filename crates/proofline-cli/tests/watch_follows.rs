@@ -199,7 +199,8 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
 /// Each way a log is truncated under a running `watch`: `: > log` and a writer appending on;
 /// logrotate's copytruncate with a writer that appends (`O_APPEND`) and with one that does
 /// not (it writes on at its old offset, leaving a hole of NUL bytes, here over 1 MiB, before
-/// its next line); and a truncate and regrow within one poll. Each is said once, and every
+/// its next line); a truncate and regrow within one poll, also one whose first lines are
+/// the old ones. Each is said once, and every
 /// proof is counted once: the new content's four, the old content's two, no more however
 /// long `watch` goes on polling.
 #[test]
@@ -273,6 +274,8 @@ fn every_kind_of_truncation_is_read_once_and_said_once() {
                 std::thread::sleep(Duration::from_millis(300));
                 w.write_all(new.as_bytes()).unwrap();
             }
+            // the same first lines (a restarted prover writes what it wrote before), longer
+            "regrow-same-start" => std::fs::write(&log, format!("{filler}{new}{filler}")).unwrap(),
             _ => std::fs::write(&log, format!("daemon restarted\n{new}{filler}")).unwrap(),
         }
         wait_completed(&addr, 6.0);
