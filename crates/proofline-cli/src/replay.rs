@@ -179,9 +179,17 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         .iter()
         .find(|f| f.kind == proofline_otlp::FailureKind::Rejected);
     let rejected = rejection.map_or(0, |f| f.spans);
-    if delivered == traces && rejected == 0 {
+    // reading cut short by the deadline: what was sent may be all of what was read, but not
+    // of the log (a slow pipe's lines read after the deadline were never sent)
+    let reading_cut = run.stopped && signals.name().is_none();
+    if delivered == traces && rejected == 0 && !reading_cut {
         eprintln!(
             "proofline replay: {jobs_read} jobs -> {traces} traces, all delivered ({spans} spans)"
+        );
+    } else if delivered == traces && rejected == 0 {
+        eprintln!(
+            "proofline replay: {jobs_read} jobs -> {traces} traces, delivered ({spans} spans); reading stopped at the deadline after {} lines: the rest of the log was not read",
+            run.report.lines.lines
         );
     } else if delivered == traces {
         eprintln!(
@@ -263,6 +271,13 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             "{} of {traces} traces not delivered within {:.1} s: {cause}",
             traces - delivered,
             elapsed.as_secs_f64()
+        );
+    }
+    if reading_cut {
+        run.result()?;
+        bail!(
+            "the deadline of {} s came before the log was read to its end (--timeout-s): what was read after it was not sent",
+            args.timeout_s
         );
     }
     if let Some(r) = rejection {

@@ -565,3 +565,36 @@ fn a_collector_that_closes_mid_answer_is_not_called_a_time_out() {
     );
     assert!(!err.contains("in time"), "{err}");
 }
+
+/// Reading from a pipe that stays open past the deadline: replay does not say everything
+/// was delivered, and fails (it said "0 jobs -> 0 traces, all delivered" and exited 0).
+#[test]
+fn a_replay_cut_by_its_deadline_does_not_claim_everything_was_delivered() {
+    let log = generated_log("replay-slow-pipe", 5);
+    let text = std::fs::read(&log).unwrap();
+    let mut child = proofline()
+        .args([
+            "replay",
+            "-",
+            "--endpoint",
+            &bad_collector(Some(200)),
+            "--timeout-s",
+            "2",
+        ])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&text).unwrap();
+    // the writer is slow: the pipe stays open past the deadline
+    std::thread::sleep(Duration::from_secs(4));
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(!err.contains("all delivered"), "{err}");
+    assert!(err.contains("deadline"), "{err}");
+}
