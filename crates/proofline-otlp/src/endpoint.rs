@@ -118,6 +118,8 @@ pub(crate) struct Endpoint {
 /// files it names.
 pub(crate) fn check(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
     let (export_url, url) = cfg.export_url();
+    // the address as messages show it: never a password it carries
+    let url = redacted(&url);
     let no_scheme = || {
         OtlpError::Build(format!(
             "endpoint `{url}` has no scheme: use http://HOST:PORT or https://HOST:PORT"
@@ -177,6 +179,21 @@ pub(crate) fn check(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
         #[cfg(feature = "tls")]
         tls: tls.map(|(c, _)| c),
     })
+}
+
+/// `url` with the password of its user information, if any, hidden.
+fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => {
+            let user = rest[..at].split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
+        }
+        None => url.to_owned(),
+    }
 }
 
 impl Endpoint {
@@ -260,6 +277,21 @@ mod tests {
             ..OtlpConfig::default()
         };
         check(&cfg).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_password_in_the_endpoint_is_never_shown() {
+        assert_eq!(
+            redacted("http://user:s3cret@127.0.0.1:4318/v1/traces"),
+            "http://user:***@127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            redacted("http://127.0.0.1:4318/a@b"),
+            "http://127.0.0.1:4318/a@b"
+        );
+        let e = endpoint("http://user:s3cret@127.0.0.1:9/v1/traces").unwrap();
+        assert!(!e.url.contains("s3cret") && e.export_url.contains("s3cret"));
+        assert!(!e.probe(Duration::from_secs(1)).words.contains("s3cret"));
     }
 
     #[test]

@@ -249,9 +249,15 @@ fn send_http(
         .send();
     let response = match sent {
         Ok(r) => r,
-        Err(e) if e.is_builder() => return (Err(SendError::Request(chain(&e))), None),
-        Err(e) if e.is_timeout() => return (Err(SendError::TimedOut(chain(&e))), None),
-        Err(e) => return (Err(SendError::Network(chain(&e))), None),
+        // the URL left out of the words: it may carry a password (the endpoint is named,
+        // without it, by the messages that quote these words)
+        Err(e) if e.is_builder() => {
+            return (Err(SendError::Request(chain(&e.without_url()))), None);
+        }
+        Err(e) if e.is_timeout() => {
+            return (Err(SendError::TimedOut(chain(&e.without_url()))), None);
+        }
+        Err(e) => return (Err(SendError::Network(chain(&e.without_url()))), None),
     };
     let status = response.status();
     let retry_after = response
