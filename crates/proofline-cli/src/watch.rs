@@ -592,7 +592,10 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                     Got::Line(line) => {
                         if let Some(e) = feeder.feed_line(line, &mut engine, driver.sinks()) {
                             if bad_lines.allow() {
-                                eprintln!("proofline watch: {path}:{number}: {}", e.error);
+                                eprintln!(
+                                    "proofline watch: {path}:{number}: {}",
+                                    proofline_core::text::printable(&e.error)
+                                );
                             }
                         }
                     }

@@ -637,3 +637,25 @@ fn floors_name_the_resource_that_bounds_the_pipeline() {
         );
     }
 }
+
+/// What comes from the log cannot drive the terminal: a job id holding escape sequences (a
+/// window title, a clear screen) or a bidirectional override is printed escaped.
+#[test]
+fn the_text_report_escapes_what_would_drive_a_terminal() {
+    let dir = tmp("escapes");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("evil.log");
+    let id = "porep-\u{1b}]0;pwned\u{7}\u{1b}[2J-\u{202e}1";
+    std::fs::write(
+        &log,
+        format!(
+            "TIMELINE,0,SYNTH_START,{id},partition=0\nTIMELINE,10,SYNTH_END,{id},partition=0,synth_ms=10\n"
+        ),
+    )
+    .unwrap();
+    let o = proofline().arg("analyze").arg(&log).output().unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'));
+    assert!(out.contains("porep-\\u{1b}]0;pwned\\u{7}"), "{out}");
+}

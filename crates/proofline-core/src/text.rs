@@ -216,8 +216,36 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
     t
 }
 
-/// Renders the report as text.
+/// Renders the report as text: for a terminal, so that what came from the log (job ids,
+/// proof kinds, quoted lines) cannot drive it ([`printable`]).
 pub fn render(r: &Report) -> String {
+    printable(&render_raw(r)).into_owned()
+}
+
+/// `s` safe to print on a terminal: control characters other than the newline (escape
+/// sequences that set a window's title or clear the screen), DEL, C1 controls and the
+/// characters that reorder text (bidirectional overrides and isolates) are written as
+/// `\u{..}`; the rest is as it is.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\n')
+            || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !s.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+fn render_raw(r: &Report) -> String {
     let mut o = String::new();
     let l = &r.lines;
     let e = &r.events;
