@@ -84,6 +84,29 @@ enum StreamLine {
     Failed(io::Error),
 }
 
+/// What a followed file looks like when it is no plain log watch can read: compressed, or a
+/// Docker json-file log (analyze reads the first and names the second).
+fn foreign_format(path: &Path) -> Option<&'static str> {
+    if is_stream(path) {
+        return None;
+    }
+    let mut head = Vec::new();
+    File::open(path)
+        .ok()?
+        .take(4096)
+        .read_to_end(&mut head)
+        .ok()?;
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Some(
+            "is gzip-compressed: watch follows plain text (proofline analyze reads .gz logs)",
+        );
+    }
+    let first = head.split(|&b| b == b'\n').next().unwrap_or_default();
+    (first.starts_with(b"{\"log\":")).then_some(
+        "is a Docker json-file log (each line a JSON object): follow the container's output instead, docker logs -f CONTAINER 2>&1 | proofline watch -",
+    )
+}
+
 /// Whether `path` is read as a stream: `-`, or a FIFO.
 fn is_stream(path: &Path) -> bool {
     #[cfg(unix)]
@@ -563,6 +586,9 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                 match tail.open(args.from_start || warned_missing) {
                     Ok(true) => {
                         first_open = false;
+                        if let Some(w) = foreign_format(&args.log) {
+                            eprintln!("proofline watch: warning: {path} {w}");
+                        }
                         // said once the place to read from is fixed, so that what a writer
                         // appends after this line is read
                         eprintln!(

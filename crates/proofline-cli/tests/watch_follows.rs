@@ -411,3 +411,29 @@ fn an_unreadable_file_rotated_in_keeps_watch_serving() {
     std::fs::write(&log, two.replace("porep-1000-", "porep-7000-")).unwrap();
     wait_completed(&addr, 4.0);
 }
+
+/// A compressed log or a Docker json-file log is named with what to do (watch said
+/// nothing and counted nothing).
+#[test]
+fn watch_names_logs_it_cannot_follow() {
+    let dir = tmp("foreign");
+    let gz = dir.join("cuzk.log.gz");
+    std::fs::write(&gz, [0x1f, 0x8b, 8, 0, 0, 0, 0, 0]).unwrap();
+    let docker = dir.join("container-json.log");
+    std::fs::write(
+        &docker,
+        "{\"log\":\"TIMELINE,1,SYNTH_START,j,partition=0\\n\",\"stream\":\"stderr\"}\n",
+    )
+    .unwrap();
+    for (file, says) in [(&gz, "gzip-compressed"), (&docker, "Docker json-file log")] {
+        let mut child = proofline()
+            .args(["watch", "--from-start", "--metrics-addr", "127.0.0.1:0"])
+            .arg(file)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        let _watch = Proc(child);
+        wait_line(&rx, says);
+    }
+}
