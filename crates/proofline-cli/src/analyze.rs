@@ -94,7 +94,11 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             "{} malformed TIMELINE line(s){}",
             lines.malformed,
             first
-                .map(|m| format!(", first at line {}: {}", m.line, m.error))
+                .map(|m| format!(
+                    ", first at line {}: {}",
+                    m.line,
+                    proofline_core::text::printable(&m.error)
+                ))
                 .unwrap_or_default()
         );
         if args.strict {

@@ -203,7 +203,11 @@ fn foreign_format(path: &Path) -> Option<String> {
         return None;
     }
     let mut first = String::new();
-    open_log(path, None).ok()?.read_line(&mut first).ok()?;
+    open_log(path, None)
+        .ok()?
+        .take(4096)
+        .read_line(&mut first)
+        .ok()?;
     let docker = first.trim_start().starts_with("{\"log\":") && first.contains("TIMELINE,");
     docker.then(|| {
         format!(

@@ -46,6 +46,10 @@ pub struct WatchArgs {
 /// that had it open may append its last lines after the rename.
 const ROTATED_GRACE: Duration = Duration::from_secs(5);
 
+/// Lines taken from a stream in one poll at most (a long history piped in at once must not
+/// keep watch from its signals and ticks).
+const STREAM_LINES_PER_POLL: usize = 65_536;
+
 /// Bytes read from a file in one poll at most; past it the poll ends, and the next starts at
 /// once.
 const READ_PER_POLL: usize = 64 << 20;
@@ -151,8 +155,20 @@ fn read_stream(path: PathBuf, tx: mpsc::SyncSender<StreamLine>) {
                     }
                 }
                 Ok(_) if line.len() > MAX_LINE_BYTES => {
-                    let mut rest = Vec::new();
-                    let _ = r.read_until(b'\n', &mut rest);
+                    // skipped to its newline in place: memory stays flat whatever its length
+                    loop {
+                        let (done, used) = match r.fill_buf() {
+                            Ok([]) | Err(_) => (true, 0),
+                            Ok(b) => match memchr::memchr(b'\n', b) {
+                                Some(i) => (true, i + 1),
+                                None => (false, b.len()),
+                            },
+                        };
+                        r.consume(used);
+                        if done {
+                            break;
+                        }
+                    }
                     if tx.send(StreamLine::Skipped).is_err() {
                         return;
                     }
@@ -322,7 +338,8 @@ impl Tail {
     /// appends; the new one from its start).
     fn poll(&mut self, mut line: impl FnMut(Got<'_>, u64)) -> io::Result<Event> {
         if let Some(s) = &mut self.stream {
-            loop {
+            self.more = false;
+            for _ in 0..STREAM_LINES_PER_POLL {
                 match s.lines.try_recv() {
                     Ok(StreamLine::Line(l)) => {
                         s.line += 1;
@@ -337,12 +354,18 @@ impl Tail {
                     Err(_) => return Ok(Event::None),
                 }
             }
+            // a long history coming at once: the rest at the next poll, right away
+            self.more = true;
+            return Ok(Event::None);
         }
+        self.more = false;
         let mut event = Event::None;
-        // the rotated file first: its lines came before the new file's
+        // the rotated file first: its lines came before the new file's; it is let go once
+        // its grace is over and it was read to its end
         if let Some((old, until)) = &mut self.old {
-            old.read_available(&mut line)?;
-            if Instant::now() >= *until {
+            let more = old.read_available(&mut line)?;
+            self.more |= more;
+            if Instant::now() >= *until && !more {
                 self.old = None;
             }
         }
@@ -360,7 +383,9 @@ impl Tail {
             return Ok(event);
         };
         let rotated = current.as_ref().is_some_and(|m| file_id(m) != cur.id);
-        if let (Some(m), false) = (&current, rotated) {
+        // a device or a pipe at the path has no size nor a place to come back to
+        let regular = current.as_ref().is_some_and(std::fs::Metadata::is_file);
+        if let (Some(m), false, true) = (&current, rotated, regular) {
             let shrunk = m.len() < cur.pos;
             // the same inode with other first bytes: truncated and written anew
             let rewritten = !shrunk
@@ -382,7 +407,7 @@ impl Tail {
                 event = Event::Truncated;
             }
         }
-        self.more = cur.read_available(&mut line)?;
+        self.more |= cur.read_available(&mut line)?;
         if cur.head.len() < FINGERPRINT_BYTES && (cur.head.len() as u64) < cur.pos {
             cur.head = first_bytes(&mut cur.file, FINGERPRINT_BYTES)?;
         }
@@ -396,7 +421,7 @@ impl Tail {
             match self.open(true) {
                 Ok(_) => {
                     if let Some(cur) = &mut self.cur {
-                        cur.read_available(&mut line)?;
+                        self.more |= cur.read_available(&mut line)?;
                     }
                 }
                 Err(e) => event = Event::Unreadable(e),

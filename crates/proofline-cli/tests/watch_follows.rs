@@ -232,6 +232,7 @@ fn every_kind_of_truncation_is_read_once_and_said_once() {
         "copytruncate",
         "copytruncate-no-append",
         "regrow",
+        "regrow-same-start",
     ] {
         let log = dir.join(format!("{form}.log"));
         std::fs::write(&log, &old).unwrap();

@@ -340,7 +340,9 @@ impl LineFeeder {
                 }
                 // the reader may be done already: then the block is simply dropped
                 let _ = empty_tx.send(batch);
-                if stop() {
+                // a reader that is done has sent all there is: what is left in the channel
+                // is taken, and the reading was not cut
+                if !handle.is_finished() && stop() {
                     stopped = true;
                     break;
                 }

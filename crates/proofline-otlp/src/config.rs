@@ -245,6 +245,7 @@ pub fn check_timeout_env() -> Result<(), OtlpError> {
 /// go in clear. `None` when there is nothing to say.
 pub fn cleartext_warning(endpoint: Option<&str>) -> Option<String> {
     let url = endpoint.map(str::to_owned).or_else(endpoint_from_env)?;
+    let url = crate::endpoint::redacted(&url);
     if !url.trim().to_ascii_lowercase().starts_with("http://") {
         return None;
     }

@@ -181,16 +181,18 @@ pub(crate) fn check(cfg: &OtlpConfig) -> Result<Endpoint, OtlpError> {
     })
 }
 
-/// `url` with the password of its user information, if any, hidden.
-fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
+/// `url` with the password of its user information, if any, hidden (also in an address
+/// given without a scheme).
+pub(crate) fn redacted(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
     };
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
         Some(at) => {
             let user = rest[..at].split(':').next().unwrap_or_default();
-            format!("{scheme}://{user}:***@{}", &rest[at + 1..])
+            format!("{scheme}{user}:***@{}", &rest[at + 1..])
         }
         None => url.to_owned(),
     }

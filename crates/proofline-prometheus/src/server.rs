@@ -197,6 +197,7 @@ pub fn serve_with(
         },
         stats: stats.clone(),
         conns: Arc::new(Mutex::new(Conns::default())),
+        busy_answers: Arc::default(),
     };
     let thread = std::thread::Builder::new()
         .name("proofline-metrics".into())
@@ -322,6 +323,9 @@ struct Server {
     options: ServeOptions,
     stats: Arc<ConnectionStats>,
     conns: Arc<Mutex<Conns>>,
+    /// 503 answers being written: bounded, so that a flood over the cap holds no more
+    /// descriptors than the cap itself.
+    busy_answers: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 fn lock(m: &Mutex<Conns>) -> std::sync::MutexGuard<'_, Conns> {
@@ -376,8 +380,15 @@ impl Server {
         if self.options.web.as_ref().is_some_and(|w| w.tls()) {
             return;
         }
+        let answering = self.busy_answers.clone();
+        if answering.fetch_add(1, Ordering::AcqRel) >= self.options.max_connections {
+            // as many being told already as the cap allows connections: closed unanswered
+            answering.fetch_sub(1, Ordering::AcqRel);
+            return;
+        }
         tokio::spawn(async move {
-            answer_and_close(&mut stream, BUSY).await;
+            answer_and_close(&mut stream, BUSY, Duration::from_millis(200)).await;
+            answering.fetch_sub(1, Ordering::AcqRel);
         });
     }
 
@@ -598,19 +609,19 @@ async fn speaks_plain_http(io: &Watched<tokio::net::TcpStream>) -> bool {
 /// Tells a plain-HTTP client it reached a TLS port (as Go's servers do), and closes.
 #[cfg(feature = "web-config")]
 async fn answer_plain_http(mut io: Watched<tokio::net::TcpStream>) {
-    answer_and_close(&mut io.inner, PLAIN_TO_TLS).await;
+    answer_and_close(&mut io.inner, PLAIN_TO_TLS, Duration::from_secs(1)).await;
 }
 
 /// Writes `answer`, closes for writing, then reads what the client still sends until it
-/// closes, 1 s at most: closing on unread bytes resets the connection, and the client may
-/// lose the answer.
-async fn answer_and_close(stream: &mut tokio::net::TcpStream, answer: &[u8]) {
+/// closes, `drain` at most: closing on unread bytes resets the connection, and the client
+/// may lose the answer.
+async fn answer_and_close(stream: &mut tokio::net::TcpStream, answer: &[u8], drain_for: Duration) {
     if stream.writable().await.is_ok() {
         let _ = stream.try_write(answer);
     }
     let _ = std::future::poll_fn(|cx| Pin::new(&mut *stream).poll_shutdown(cx)).await;
     let mut sink = [0u8; 4096];
-    let drain = async {
+    let reading = async {
         loop {
             if stream.readable().await.is_err() {
                 return;
@@ -623,7 +634,7 @@ async fn answer_and_close(stream: &mut tokio::net::TcpStream, answer: &[u8]) {
             }
         }
     };
-    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+    let _ = tokio::time::timeout(drain_for, reading).await;
 }
 
 fn handle(

@@ -34,11 +34,15 @@ impl Engine {
         measured: Option<f64>,
     ) -> Option<Floors> {
         let t = &self.totals;
-        let jobs = t.jobs_complete;
-        if jobs == 0 || gpus == 0 {
+        if t.jobs_complete == 0 || t.partitions_complete == 0 || gpus == 0 {
             return None;
         }
-        let per_job = |ms: f64| ms / jobs as f64;
+        // the totals hold the work of every partition that ran (of jobs in flight, evicted
+        // or cut by a restart too): per sector is per the sectors' worth of partitions that
+        // ran, a sector being as many partitions as a completed job had
+        let per_sector = t.partitions_complete as f64 / t.jobs_complete as f64;
+        let sectors = (t.partitions_done as f64 / per_sector).max(1.0);
+        let per_job = |ms: f64| ms / sectors;
         // the lock's held time per call, times the calls a sector makes (its partitions)
         let lock = lock_held
             .filter(|&(held, calls)| calls > 0 && held > 0)

@@ -68,13 +68,13 @@ impl Engine {
         if job.state == JobState::Active {
             return Some(idx);
         }
-        if job.state == JobState::Finished(JobStatus::Evicted) {
-            self.totals.stats.after_eviction += 1;
-        }
         let part = job.parts.get(e.partition.unwrap_or(0) as usize);
         if part.is_some_and(|p| p.is_recorded(e.kind, e.t, e.signature())) {
             self.totals.stats.duplicates += 1;
             return None;
+        }
+        if job.state == JobState::Finished(JobStatus::Evicted) {
+            self.totals.stats.after_eviction += 1;
         }
         if e.kind == EventKind::SynthStart {
             return Some(self.new_job(e, sink));

@@ -187,6 +187,8 @@ mod tests {
             while let Some(e) = r.pop_until(100) {
                 out.push(e.key());
             }
+            // exactly the events at or before the horizon
+            assert_eq!(out.len(), times.iter().filter(|&&t| t <= 100).count());
             assert!(out.iter().all(|&(t, _)| t <= 100));
             while let Some(e) = r.pop() {
                 out.push(e.key());

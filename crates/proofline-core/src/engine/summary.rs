@@ -32,6 +32,8 @@ pub(super) struct Totals {
     pub jobs_seen: u64,
     /// Jobs completed.
     pub jobs_complete: u64,
+    /// Partitions of the completed jobs (how many a sector has, on average).
+    pub partitions_complete: u64,
     /// Jobs given up on.
     pub jobs_incomplete: u64,
     /// Completed jobs by proof kind.
@@ -86,6 +88,7 @@ impl Default for Totals {
             },
             jobs_seen: 0,
             jobs_complete: 0,
+            partitions_complete: 0,
             jobs_incomplete: 0,
             complete_by_kind: BTreeMap::new(),
             partitions_done: 0,
@@ -151,6 +154,7 @@ impl Totals {
     /// A completed job.
     pub fn record_complete(&mut self, rec: &JobRecord, max_rows: usize) {
         self.jobs_complete += 1;
+        self.partitions_complete += u64::from(rec.partitions_done);
         let kind = rec.proof_kind.as_deref().unwrap_or("unknown").to_owned();
         *self.complete_by_kind.entry(kind).or_default() += 1;
         if let Some(w) = rec.wall_ms {
