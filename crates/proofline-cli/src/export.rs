@@ -45,8 +45,9 @@ pub(crate) struct ExportArgs {
     #[arg(short, long)]
     output: Option<PathBuf>,
     /// Export at most this many partitions (the first to finish). Default: all of them
-    /// (the export is written as it is read: memory does not grow with the log).
-    #[arg(long)]
+    /// (the export is written as it is read: memory does not grow with the log). At least 1.
+    #[arg(long, value_name = "N",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_partitions: Option<usize>,
     #[command(flatten)]
     engine: EngineArgs,

@@ -312,6 +312,12 @@ fn numeric_options_out_of_range_are_refused_by_name() {
             "--poll-ms",
             "10..=60000",
         ),
+        // an export of nothing is refused, as chart refuses it
+        (
+            &["export", "--max-partitions", "0", "x.log"][..],
+            "--max-partitions",
+            "1..",
+        ),
         // a chart a browser can open (a million took 2.1 GB and wrote 260 MB)
         (
             &["chart", "--max-partitions", "1000000", "x.log"][..],
