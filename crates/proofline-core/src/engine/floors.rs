@@ -25,14 +25,10 @@ impl Engine {
         (calls > 0).then(|| (u64::try_from(d.sum().max(0)).unwrap_or(u64::MAX), calls))
     }
 
-    /// The floors, from the totals so far; `None` before a job completed.
-    pub(super) fn floors(
-        &self,
-        busy_all_ms: u64,
-        gpus: usize,
-        lock_held: Option<(u64, u64)>,
-        measured: Option<f64>,
-    ) -> Option<Floors> {
+    /// The two floors in seconds per proof, from the totals so far (`busy_all_ms`: the GPUs'
+    /// busy time, `gpus` of them), and what the GPU floor is measured from; `None` before a
+    /// job completed. The live gauges take these; [`Engine::floors`] adds the words.
+    pub(super) fn floor_figures(&self, busy_all_ms: u64, gpus: usize) -> Option<FloorFigures> {
         let t = &self.totals;
         if t.jobs_complete == 0 || t.partitions_complete == 0 || gpus == 0 {
             return None;
@@ -40,32 +36,48 @@ impl Engine {
         // the totals hold the work of every partition that ran (of jobs in flight, evicted
         // or cut by a restart too): per sector is per the sectors' worth of partitions that
         // ran, a sector being as many partitions as a completed job had
-        let per_sector = t.partitions_complete as f64 / t.jobs_complete as f64;
-        let sectors = (t.partitions_done as f64 / per_sector).max(1.0);
-        let per_job = |ms: f64| ms / sectors;
-        // the lock's held time per call, times the calls a sector makes (its partitions)
-        let lock = lock_held
-            .filter(|&(held, calls)| calls > 0 && held > 0)
-            .map(|(held, calls)| held as f64 / calls as f64 * t.partitions_done as f64);
-        let (gpu_ms, basis) = match lock {
-            Some(ms) => (per_job(ms), "lock_held"),
-            None => (per_job(busy_all_ms as f64), "timeline_busy"),
+        let parts_per_sector = t.partitions_complete as f64 / t.jobs_complete as f64;
+        let sectors = (t.partitions_done as f64 / parts_per_sector).max(1.0);
+        // with CUZK_TIMING: the lock's held time per call, times the calls a sector makes
+        let (gpu_ms, lock_held) = match self.lock_held() {
+            Some((held, calls)) if held > 0 => {
+                (held as f64 / calls as f64 * parts_per_sector, true)
+            }
+            _ => (busy_all_ms as f64 / sectors, false),
         };
-        let gpu_s = gpu_ms / gpus as f64 / 1000.0;
         let workers = self.gauges.max_synthesizing.max(1);
-        let synth_ms = u64::try_from(t.stage[0].sum().max(0)).unwrap_or(u64::MAX) as f64;
-        let synth_s = per_job(synth_ms) / f64::from(workers) / 1000.0;
+        let synth_ms = t.stage[0].sum().max(0) as f64 / sectors;
+        Some(FloorFigures {
+            gpu_s: gpu_ms / gpus as f64 / 1000.0,
+            synthesis_s: synth_ms / f64::from(workers) / 1000.0,
+            synthesis_per_sector_s: synth_ms / 1000.0,
+            lock_held,
+            gpus,
+            workers,
+        })
+    }
+
+    /// The floors, with the measured figure beside them and what would change it.
+    pub(super) fn floors(
+        &self,
+        busy_all_ms: u64,
+        gpu_count: usize,
+        measured: Option<f64>,
+    ) -> Option<Floors> {
+        let f = self.floor_figures(busy_all_ms, gpu_count)?;
+        let (gpu_s, synth_s, workers, gpus) = (f.gpu_s, f.synthesis_s, f.workers, f.gpus);
         let near = |floor: f64| measured.is_some_and(|m| m <= floor * (1.0 + AT_FLOOR));
-        let at_floor = if near(gpu_s) && gpu_s >= synth_s {
-            "gpu"
-        } else if near(synth_s) {
-            "synthesis"
-        } else if near(gpu_s) {
-            "gpu"
+        // the higher floor decides when both are near
+        let (higher, lower) = if gpu_s >= synth_s {
+            (("gpu", gpu_s), ("synthesis", synth_s))
         } else {
-            "none"
+            (("synthesis", synth_s), ("gpu", gpu_s))
         };
-        let basis_words = if basis == "lock_held" {
+        let at_floor = [higher, lower]
+            .into_iter()
+            .find(|&(_, floor)| near(floor))
+            .map_or("none", |(name, _)| name);
+        let basis_words = if f.lock_held {
             "the GPU lock's held time"
         } else {
             "the TIMELINE GPU intervals"
@@ -73,7 +85,7 @@ impl Engine {
         let floors = format!(
             "GPU floor of {gpu_s:.2} s/proof ({basis_words} per sector over {gpus} GPU{}) and a synthesis floor of {synth_s:.2} s/proof ({:.1} s per sector over {workers} worker{})",
             if gpus == 1 { "" } else { "s" },
-            per_job(synth_ms) / 1000.0,
+            f.synthesis_per_sector_s,
             if workers == 1 { "" } else { "s" },
         );
         let sentence = match (measured, at_floor) {
@@ -86,17 +98,19 @@ impl Engine {
             (Some(m), "synthesis") => format!(
                 "{m:.2} s/proof against a {floors}: at the synthesis floor; more synthesis workers (or faster synthesis) can help, another GPU cannot"
             ),
-            (Some(m), _) => {
-                let top = gpu_s.max(synth_s);
-                format!(
-                    "{m:.2} s/proof against a {floors}: {:.0} % above the higher floor; time is lost between the stages (hand-offs, idle GPUs), not in one resource",
-                    (m / top - 1.0) * 100.0
-                )
-            }
+            (Some(m), _) => format!(
+                "{m:.2} s/proof against a {floors}: {:.0} % above the higher floor; time is lost between the stages (hand-offs, idle GPUs), not in one resource",
+                (m / higher.1 - 1.0) * 100.0
+            ),
         };
         Some(Floors {
             gpu_s_per_proof: gpu_s,
-            gpu_basis: basis.to_owned(),
+            gpu_basis: if f.lock_held {
+                "lock_held"
+            } else {
+                "timeline_busy"
+            }
+            .to_owned(),
             gpus: u32::try_from(gpus).unwrap_or(u32::MAX),
             synthesis_s_per_proof: synth_s,
             synthesis_workers: workers,
@@ -105,6 +119,18 @@ impl Engine {
             sentence,
         })
     }
+}
+
+/// The floors' figures, before any words.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct FloorFigures {
+    pub gpu_s: f64,
+    pub synthesis_s: f64,
+    pub synthesis_per_sector_s: f64,
+    /// The GPU floor is the lock's held time (`CUZK_TIMING`), not the TIMELINE busy time.
+    pub lock_held: bool,
+    pub gpus: usize,
+    pub workers: u32,
 }
 
 #[cfg(test)]

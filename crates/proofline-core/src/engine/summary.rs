@@ -213,13 +213,11 @@ impl Engine {
             gpus: self.devices.values().map(|d| d.live(now, w)).collect(),
             kernel: self.kernel.live(),
             floors: self
-                .floors(
+                .floor_figures(
                     self.devices.values().map(|d| d.closed_busy()).sum(),
                     self.devices.len(),
-                    self.lock_held(),
-                    None,
                 )
-                .map(|f| (f.gpu_s_per_proof, f.synthesis_s_per_proof)),
+                .map(|f| (f.gpu_s, f.synthesis_s)),
         }
     }
 
@@ -285,7 +283,7 @@ impl Engine {
             }),
         });
         let seconds_per_proof = (sjobs > 0).then(|| span as f64 / sjobs as f64 / 1000.0);
-        let floors = self.floors(busy_all, gpus.len(), self.lock_held(), seconds_per_proof);
+        let floors = self.floors(busy_all, gpus.len(), seconds_per_proof);
         let elapsed_events = self
             .first_t
             .map(|f| self.now.saturating_sub(f))
