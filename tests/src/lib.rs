@@ -108,24 +108,41 @@ pub fn sorted_lines(text: &str) -> Vec<&str> {
 /// An OTLP/HTTP endpoint on 127.0.0.1 that reads each post and answers 200 with an empty
 /// body (or, `answer` false, never answers); its `/v1/traces` URL. For benchmarks and the soak.
 pub fn collector(answer: bool) -> String {
+    collector_with(move |_, _| answer.then(|| ("200 OK", Vec::new()))).0
+}
+
+/// An OTLP/HTTP endpoint on 127.0.0.1 answering the `n`th post (from 0) to `/v1/traces`
+/// with `answer(n, body)`: a status line's status and a protobuf body (`None`: never answer,
+/// holding the connection); a post to any other path gets a 404. Its `/v1/traces` URL and the
+/// count of posts it read. Each answer carries `retry-after: 0`.
+pub fn collector_with(
+    answer: impl Fn(usize, &[u8]) -> Option<(&'static str, Vec<u8>)> + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::TcpListener;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
+    let posts = Arc::new(AtomicUsize::new(0));
+    let (seen, answer) = (posts.clone(), Arc::new(answer));
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
+            let (seen, answer) = (seen.clone(), answer.clone());
             std::thread::spawn(move || {
                 let mut r = BufReader::new(s.try_clone().unwrap());
                 let mut w = s;
                 loop {
                     let mut len = 0usize;
                     let mut line = String::new();
+                    let mut traces = None;
                     loop {
                         line.clear();
                         if r.read_line(&mut line).unwrap_or(0) == 0 {
                             return;
                         }
+                        traces.get_or_insert_with(|| line.starts_with("POST /v1/traces "));
                         if line == "\r\n" {
                             break;
                         }
@@ -137,13 +154,23 @@ pub fn collector(answer: bool) -> String {
                     if r.read_exact(&mut body).is_err() {
                         return;
                     }
-                    if !answer {
+                    let answer = match traces {
+                        Some(true) => answer(seen.fetch_add(1, Ordering::SeqCst), &body),
+                        _ => Some(("404 Not Found", Vec::new())),
+                    };
+                    let Some((status, reply)) = answer else {
                         std::thread::sleep(Duration::from_secs(3600));
-                    }
-                    let _ = w.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\n\r\n");
+                        return;
+                    };
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\ncontent-type: application/x-protobuf\r\nretry-after: 0\r\ncontent-length: {}\r\n\r\n",
+                        reply.len()
+                    );
+                    let _ = w.write_all(head.as_bytes());
+                    let _ = w.write_all(&reply);
                 }
             });
         }
     });
-    format!("http://{addr}/v1/traces")
+    (format!("http://{addr}/v1/traces"), posts)
 }

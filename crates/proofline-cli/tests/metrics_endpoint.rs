@@ -3,11 +3,10 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
 mod common;
-use common::{Proc, free_port, fresh_dir, http_get, proofline, stderr_lines, wait_line};
+use common::{fresh_dir, http_get, proofline, watch};
 
 fn tmp(name: &str) -> PathBuf {
     fresh_dir("watch", name)
@@ -18,17 +17,7 @@ fn the_endpoint_negotiates_formats_and_answers_health() {
     let dir = tmp("negotiate");
     let log = dir.join("empty.log");
     std::fs::write(&log, "").unwrap();
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = proofline()
-        .args(["watch", "--metrics-addr", &addr])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let (_watch, _, addr) = watch(&[], &log);
     let (s, ctype, body) = http_get(
         &addr,
         "/metrics",
@@ -67,22 +56,7 @@ fn over_the_cap_a_new_connection_is_told_to_come_back_and_none_is_cut() {
     let dir = tmp("cap");
     let log = dir.join("cuzk.log");
     std::fs::write(&log, "").unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--metrics-max-connections",
-            "2",
-            "--metrics-addr",
-            &addr,
-        ])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let (_watch, _, addr) = watch(&["--metrics-max-connections", "2"], &log);
     // two scrapers inside their requests (headers under way)
     let mut slow: Vec<TcpStream> = (0..2)
         .map(|_| {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 mod common;
 use common::{
     Proc, analyze_json, cut_where_the_gpus_first_idle, free_port, fresh_dir, http_get, prometheus,
-    proofline, query, scaled_alerts, stderr_lines, wait_completed, wait_line, wait_ready,
+    proofline, query, scaled_alerts, stderr_lines, wait_completed, wait_line, wait_ready, watch,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -88,24 +88,8 @@ fn prometheus_scrapes_watch_and_gets_the_engines_numbers() {
     assert!(st.success());
     let expected = analyze_json(&log);
 
-    let port = free_port();
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--from-start",
-            "--poll-ms",
-            "50",
-            "--metrics-addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on http://127.0.0.1:");
-    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let (_watch, _, addr) = watch(&["--from-start", "--poll-ms", "50"], &log);
+    let prom = Prometheus::start(&dir, &[addr]);
 
     let done = prom.wait_for("sum(proofline_proofs_completed_total)", 40, |v| v >= 6.0);
     assert_eq!(done, expected["summary"]["jobs_complete"].as_f64().unwrap());
@@ -213,26 +197,15 @@ fn watch_idle_gauge_keeps_wall_speed_while_the_log_is_quiet() {
         .status()
         .unwrap();
     assert!(st.success());
-    let port = free_port();
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--from-start",
-            "--poll-ms",
-            "100",
-            "--reorder-window-ms",
-            "500",
-            "--metrics-addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on http://127.0.0.1:");
-    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let opts = [
+        "--from-start",
+        "--poll-ms",
+        "100",
+        "--reorder-window-ms",
+        "500",
+    ];
+    let (_watch, _, addr) = watch(&opts, &log);
+    let prom = Prometheus::start(&dir, &[addr]);
     let gauge = "proofline_gpu_idle_seconds{gpu=\"0\"}";
     prom.wait_for(gauge, 20, |v| v > 0.5);
     let drift = format!("{gauge} - timestamp({gauge})");
@@ -466,24 +439,8 @@ fn watch_exports_the_kernel_seconds_analyze_reports() {
     );
     let expected = analyze_json(&log);
     let k = &expected["kernel"];
-    let port = free_port();
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--from-start",
-            "--poll-ms",
-            "50",
-            "--metrics-addr",
-            &format!("127.0.0.1:{port}"),
-        ])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on http://127.0.0.1:");
-    let prom = Prometheus::start(&dir, &[format!("127.0.0.1:{port}")]);
+    let (_watch, _, addr) = watch(&["--from-start", "--poll-ms", "50"], &log);
+    let prom = Prometheus::start(&dir, &[addr]);
     let calls = k["calls"].as_f64().unwrap();
     assert!(calls > 0.0);
     let got = prom.wait_for("proofline_gpu_calls_total", 40, |v| v >= calls);

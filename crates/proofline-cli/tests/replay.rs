@@ -2,7 +2,7 @@
 //! 127.0.0.1 (a plain socket server here, decoding the protobuf body with
 //! opentelemetry-proto).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::Stdio;
 use std::sync::mpsc;
@@ -22,64 +22,23 @@ fn generated_log(test: &str, jobs: u32) -> std::path::PathBuf {
     common::generated_log(&fresh_dir("replay", test), &["--jobs", &jobs.to_string()])
 }
 
-/// Accepts OTLP/HTTP posts, answers 200, and hands every span over.
+/// Accepts OTLP/HTTP posts to `/v1/traces`, answers 200, and hands every span over; its
+/// base URL (the exporter adds the path).
 fn receiver() -> (String, mpsc::Receiver<Span>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for stream in l.incoming() {
-            let Ok(stream) = stream else { continue };
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(stream.try_clone().unwrap());
-                let mut w = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    let mut first = true;
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if first {
-                            assert!(line.starts_with("POST /v1/traces "), "{line}");
-                            first = false;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap();
-                        }
-                    }
-                    let mut body = vec![0; len];
-                    r.read_exact(&mut body).unwrap();
-                    let req =
-                        ExportTraceServiceRequest::decode(body.as_slice()).expect("OTLP protobuf");
-                    for rs in req.resource_spans {
-                        for ss in rs.scope_spans {
-                            for s in ss.spans {
-                                let _ = tx.send(s);
-                            }
-                        }
-                    }
-                    let resp = ExportTraceServiceResponse {
-                        partial_success: None,
-                    }
-                    .encode_to_vec();
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
-                        resp.len()
-                    );
-                    let _ = w.write_all(&resp);
-                }
-            });
+    let (url, _) = proofline_tests::collector_with(move |_, body| {
+        let req = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+        for s in req.resource_spans.into_iter().flat_map(|rs| rs.scope_spans) {
+            for s in s.spans {
+                let _ = tx.send(s);
+            }
         }
+        let resp = ExportTraceServiceResponse {
+            partial_success: None,
+        };
+        Some(("200 OK", resp.encode_to_vec()))
     });
-    (format!("http://{addr}"), rx)
+    (url.trim_end_matches("/v1/traces").to_string(), rx)
 }
 
 /// Runs `proofline replay` of `log` to `endpoint` (the OTEL variables unset); its stderr.
@@ -361,45 +320,7 @@ fn partial_collector(rejected: i64) -> String {
         }),
     }
     .encode_to_vec();
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for stream in l.incoming() {
-            let Ok(stream) = stream else { continue };
-            let body = body.clone();
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(stream.try_clone().unwrap());
-                let mut w = stream;
-                loop {
-                    let mut len = 0usize;
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if r.read_line(&mut line).unwrap_or(0) == 0 {
-                            return;
-                        }
-                        if line == "\r\n" {
-                            break;
-                        }
-                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                            len = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut req = vec![0; len];
-                    if r.read_exact(&mut req).is_err() {
-                        return;
-                    }
-                    let _ = write!(
-                        w,
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: {}\r\n\r\n",
-                        body.len()
-                    );
-                    let _ = w.write_all(&body);
-                }
-            });
-        }
-    });
-    format!("http://{addr}/v1/traces")
+    proofline_tests::collector_with(move |_, _| Some(("200 OK", body.clone()))).0
 }
 
 #[test]

@@ -9,7 +9,8 @@ use std::time::Duration;
 
 mod common;
 use common::{
-    Proc, free_port, fresh_dir, http_get, proofline, stderr_lines, wait_completed, wait_line,
+    Proc, free_port, fresh_dir, generated_text, http_get, proofline, stderr_lines, wait_completed,
+    wait_line, watch,
 };
 
 fn tmp(name: &str) -> PathBuf {
@@ -20,37 +21,10 @@ fn tmp(name: &str) -> PathBuf {
 fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
     let dir = tmp("rotate");
     let log = dir.join("cuzk.log");
-    let sample = dir.join("sample.log");
-    assert!(
-        proofline()
-            .args(["generate", "--jobs", "2", "-o"])
-            .arg(&sample)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let text = std::fs::read_to_string(&sample).unwrap();
+    let text = generated_text(&dir, 2);
     std::fs::write(&log, "daemon starting\n").unwrap();
 
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--poll-ms",
-            "50",
-            "--reorder-window-ms",
-            "0",
-            "--metrics-addr",
-            &addr,
-        ])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let (_watch, rx, addr) = watch(&["--poll-ms", "50", "--reorder-window-ms", "0"], &log);
 
     // appended lines, one of them malformed (line 3 of the file)
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
@@ -138,40 +112,17 @@ fn watch_names_a_few_malformed_lines_and_counts_them_all() {
 fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
     let dir = tmp("regrow");
     let log = dir.join("cuzk.log");
-    let generated = |jobs: &str, name: &str| {
-        let p = dir.join(name);
-        assert!(
-            proofline()
-                .args(["generate", "--jobs", jobs, "-o"])
-                .arg(&p)
-                .status()
-                .unwrap()
-                .success()
-        );
-        std::fs::read_to_string(p).unwrap()
-    };
-    let two = generated("2", "two.log");
-    let four = generated("4", "four.log");
+    let two = generated_text(&dir, 2);
+    let four = generated_text(&dir, 4);
     std::fs::write(&log, format!("daemon started\n{two}")).unwrap();
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--from-start",
-            "--poll-ms",
-            "1000",
-            "--reorder-window-ms",
-            "0",
-        ])
-        .args(["--metrics-addr", &addr])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let opts = [
+        "--from-start",
+        "--poll-ms",
+        "1000",
+        "--reorder-window-ms",
+        "0",
+    ];
+    let (_watch, rx, addr) = watch(&opts, &log);
     wait_completed(&addr, 2.0);
     // truncated and written anew, longer than before, within one poll
     std::fs::write(
@@ -206,27 +157,13 @@ fn watch_sees_a_truncate_and_regrow_and_reads_a_rotated_file_a_while() {
 #[test]
 fn every_kind_of_truncation_is_read_once_and_said_once() {
     let dir = tmp("truncations");
-    let generated = |jobs: &str, name: &str, prefix: &str| {
-        let p = dir.join(name);
-        assert!(
-            proofline()
-                .args(["generate", "--jobs", jobs, "-o"])
-                .arg(&p)
-                .status()
-                .unwrap()
-                .success()
-        );
-        std::fs::read_to_string(p)
-            .unwrap()
-            .replace("porep-1000-", prefix)
-    };
     // over 1 MiB before the first sector, so that a hole left where it was is longer than
     // the longest line watch reads
     let filler: String = (0..12_000)
         .map(|i| format!("2026-12-01T00:00:00Z INFO cuzk: filler line {i:>8} of the old log\n"))
         .collect();
-    let old = format!("{filler}{}", generated("2", "two.log", "porep-1000-"));
-    let new = generated("4", "four.log", "porep-3000-");
+    let old = format!("{filler}{}", generated_text(&dir, 2));
+    let new = generated_text(&dir, 4).replace("porep-1000-", "porep-3000-");
     for form in [
         "truncate",
         "copytruncate",
@@ -236,17 +173,14 @@ fn every_kind_of_truncation_is_read_once_and_said_once() {
     ] {
         let log = dir.join(format!("{form}.log"));
         std::fs::write(&log, &old).unwrap();
-        let addr = format!("127.0.0.1:{}", free_port());
-        let mut child = proofline()
-            .args(["watch", "--from-start", "--poll-ms", "100"])
-            .args(["--reorder-window-ms", "0", "--metrics-addr", &addr])
-            .arg(&log)
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let rx = stderr_lines(&mut child);
-        let _watch = Proc(child);
-        wait_line(&rx, "metrics on");
+        let opts = [
+            "--from-start",
+            "--poll-ms",
+            "100",
+            "--reorder-window-ms",
+            "0",
+        ];
+        let (_watch, rx, addr) = watch(&opts, &log);
         wait_completed(&addr, 2.0);
         let old_len = old.len() as u64;
         match form {
@@ -297,21 +231,7 @@ fn every_kind_of_truncation_is_read_once_and_said_once() {
 #[test]
 fn watch_reads_standard_input_and_fifos() {
     let dir = tmp("streams");
-    let log = |jobs: &str, name: &str, prefix: &str| {
-        let p = dir.join(name);
-        assert!(
-            proofline()
-                .args(["generate", "--jobs", jobs, "-o"])
-                .arg(&p)
-                .status()
-                .unwrap()
-                .success()
-        );
-        std::fs::read_to_string(p)
-            .unwrap()
-            .replace("porep-1000-", prefix)
-    };
-    let two = log("2", "two.log", "porep-1000-");
+    let two = generated_text(&dir, 2);
     // standard input
     let addr = format!("127.0.0.1:{}", free_port());
     let mut child = proofline()
@@ -346,17 +266,7 @@ fn watch_reads_standard_input_and_fifos() {
             .unwrap()
             .success()
     );
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = proofline()
-        .args(["watch", "--poll-ms", "50", "--reorder-window-ms", "0"])
-        .args(["--metrics-addr", &addr])
-        .arg(&fifo)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let (_watch, _, addr) = watch(&["--poll-ms", "50", "--reorder-window-ms", "0"], &fifo);
     for (n, prefix) in [(2.0, "porep-5000-"), (4.0, "porep-6000-")] {
         let mut w = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
         w.write_all(two.replace("porep-1000-", prefix).as_bytes())
@@ -372,35 +282,16 @@ fn watch_reads_standard_input_and_fifos() {
 fn an_unreadable_file_rotated_in_keeps_watch_serving() {
     let dir = tmp("unreadable");
     let log = dir.join("cuzk.log");
-    let sample = dir.join("sample.log");
-    assert!(
-        proofline()
-            .args(["generate", "--jobs", "2", "-o"])
-            .arg(&sample)
-            .status()
-            .unwrap()
-            .success()
-    );
-    let two = std::fs::read_to_string(&sample).unwrap();
+    let two = generated_text(&dir, 2);
     std::fs::write(&log, &two).unwrap();
-    let addr = format!("127.0.0.1:{}", free_port());
-    let mut child = proofline()
-        .args([
-            "watch",
-            "--from-start",
-            "--poll-ms",
-            "50",
-            "--reorder-window-ms",
-            "0",
-        ])
-        .args(["--metrics-addr", &addr])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let _watch = Proc(child);
-    wait_line(&rx, "metrics on");
+    let opts = [
+        "--from-start",
+        "--poll-ms",
+        "50",
+        "--reorder-window-ms",
+        "0",
+    ];
+    let (_watch, rx, addr) = watch(&opts, &log);
     wait_completed(&addr, 2.0);
     std::fs::rename(&log, dir.join("cuzk.log.1")).unwrap();
     std::fs::create_dir(&log).unwrap();

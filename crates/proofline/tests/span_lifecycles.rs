@@ -4,7 +4,7 @@
 use std::thread;
 use std::time::Duration;
 
-use proofline::{EventKind, TimelineLayer};
+use proofline::{Edge, EventKind, TimelineLayer};
 use proofline_core::parse_line;
 use tracing::{Instrument as _, info_span};
 use tracing_subscriber::prelude::*;
@@ -12,19 +12,18 @@ use tracing_subscriber::prelude::*;
 mod common;
 use common::*;
 
+/// A layer's builder for a prover whose GPU work has a span of its own, `gpu_prove` (cuzk's
+/// has none on its default path).
+fn gpu_prove_mapped() -> proofline::Builder {
+    TimelineLayer::builder()
+        .map("gpu_prove", EventKind::GpuStart, Edge::FirstEnter)
+        .map("gpu_prove", EventKind::GpuEnd, Edge::Close)
+}
+
 #[test]
 fn spans_entered_on_many_threads_closed_elsewhere_never_entered_or_panicking() {
     let buf = SharedBuf::default();
-    // a prover whose GPU work has a span of its own (cuzk's has none on its default path)
-    let (layer, mut guard) = TimelineLayer::builder()
-        .map(
-            "gpu_prove",
-            EventKind::GpuStart,
-            proofline::Edge::FirstEnter,
-        )
-        .map("gpu_prove", EventKind::GpuEnd, proofline::Edge::Close)
-        .timeline_to_writer(buf.clone())
-        .build();
+    let (layer, mut guard) = gpu_prove_mapped().timeline_to_writer(buf.clone()).build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&dispatch, || {
         // entered many times, on several threads (as an async span is): one SYNTH_START
@@ -136,13 +135,7 @@ fn spans_entered_on_many_threads_closed_elsewhere_never_entered_or_panicking() {
 #[test]
 fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     let buf = SharedBuf::default();
-    let (layer, mut guard) = TimelineLayer::builder()
-        .map(
-            "gpu_prove",
-            EventKind::GpuStart,
-            proofline::Edge::FirstEnter,
-        )
-        .map("gpu_prove", EventKind::GpuEnd, proofline::Edge::Close)
+    let (layer, mut guard) = gpu_prove_mapped()
         .poll_interval(Duration::from_millis(5))
         .timeline_to_writer(buf.clone())
         .build();

@@ -37,6 +37,40 @@ pub fn generated_log(dir: &Path, args: &[&str]) -> PathBuf {
     log
 }
 
+/// The text of a log of `jobs` PoRep jobs from `proofline generate`, made in a directory of
+/// its own under `dir` (the test's log may be `dir/cuzk.log`).
+pub fn generated_text(dir: &Path, jobs: u32) -> String {
+    let sub = dir.join(format!("generated-{jobs}"));
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::read_to_string(generated_log(&sub, &["--jobs", &jobs.to_string()])).unwrap()
+}
+
+/// `proofline watch OPTS LOG` serving /metrics on a port of 127.0.0.1 of its choosing, once
+/// it says where: the process, its stderr lines after that one, and the address
+/// (`127.0.0.1:PORT`).
+pub fn watch(
+    opts: &[&str],
+    log: impl AsRef<std::ffi::OsStr>,
+) -> (Proc, mpsc::Receiver<String>, String) {
+    let mut child = proofline()
+        .args(["watch", "--metrics-addr", "127.0.0.1:0"])
+        .args(opts)
+        .arg(log)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = stderr_lines(&mut child);
+    let watch = Proc(child);
+    let line = wait_line(&rx, "metrics on ");
+    let addr = line
+        .split_once("://")
+        .and_then(|(_, r)| r.split_once('/'))
+        .map(|(addr, _)| addr.to_string())
+        .unwrap_or_else(|| panic!("{line}"));
+    (watch, rx, addr)
+}
+
 /// `proofline analyze --format json LOG`, parsed.
 pub fn analyze_json(log: &Path) -> serde_json::Value {
     let out = proofline()

@@ -8,7 +8,6 @@
 use std::convert::Infallible;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
@@ -32,9 +31,7 @@ use rcgen::{
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::{
-    Proc, free_port, fresh_dir, generated_log, http_get, proofline, stderr_lines, wait_line,
-};
+use super::{Proc, free_port, fresh_dir, generated_log, http_get, proofline};
 
 pub fn tmp(name: &str) -> PathBuf {
     fresh_dir("tls", name)
@@ -173,33 +170,13 @@ pub fn leaf(
 /// `proofline watch` of `log` serving /metrics on a port of its choosing (with the web
 /// configuration, if any); the process and the port it says it serves on.
 pub fn watch(log: &Path, web_config: Option<&Path>) -> (Proc, u16) {
-    let mut cmd = proofline();
-    cmd.args([
-        "watch",
-        "--from-start",
-        "--poll-ms",
-        "50",
-        "--metrics-addr",
-        "127.0.0.1:0",
-    ]);
+    let mut opts = vec!["--from-start", "--poll-ms", "50"];
     if let Some(w) = web_config {
-        cmd.arg("--web.config.file").arg(w);
+        opts.extend(["--web.config.file", w.to_str().unwrap()]);
     }
-    let mut child = cmd
-        .arg(log)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    let p = Proc(child);
-    let line = wait_line(&rx, "metrics on ");
-    let port = line
-        .split_once("://127.0.0.1:")
-        .and_then(|(_, r)| r.split_once('/'))
-        .and_then(|(port, _)| port.parse().ok())
-        .unwrap_or_else(|| panic!("{line}"));
-    (p, port)
+    let (p, _, addr) = super::watch(&opts, log);
+    let port = addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok());
+    (p, port.unwrap_or_else(|| panic!("{addr}")))
 }
 
 /// How [`https_get`] connects.

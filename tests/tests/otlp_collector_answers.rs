@@ -2,10 +2,7 @@
 //! 127.0.0.1: a partial success counts its rejected spans as failed and names them; a 503
 //! with `Retry-After` is tried again; a 400 is not.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use opentelemetry_proto::tonic::collector::trace::v1::{
@@ -14,54 +11,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::{
 use proofline_core::sink::UpdateSink;
 use proofline_core::{Engine, RunInfo, parse_line};
 use proofline_otlp::{FailureKind, OtlpConfig};
+use proofline_tests::collector_with as collector;
 use prost::Message;
-
-/// An endpoint answering the `n`th post (from 0) with `answer(n)`: status line and body.
-fn collector(
-    answer: impl Fn(usize) -> (&'static str, Vec<u8>) + Send + 'static,
-) -> (String, Arc<AtomicUsize>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    let posts = Arc::new(AtomicUsize::new(0));
-    let seen = posts.clone();
-    std::thread::spawn(move || {
-        for s in l.incoming().flatten() {
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            let mut w = s;
-            loop {
-                let mut len = 0usize;
-                let mut line = String::new();
-                loop {
-                    line.clear();
-                    if r.read_line(&mut line).unwrap_or(0) == 0 {
-                        break;
-                    }
-                    if line == "\r\n" {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        len = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                if line.is_empty() {
-                    break;
-                }
-                let mut body = vec![0; len];
-                if r.read_exact(&mut body).is_err() {
-                    break;
-                }
-                let (status, reply) = answer(seen.fetch_add(1, Ordering::SeqCst));
-                let head = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: application/x-protobuf\r\nretry-after: 0\r\ncontent-length: {}\r\n\r\n",
-                    reply.len()
-                );
-                let _ = w.write_all(head.as_bytes());
-                let _ = w.write_all(&reply);
-            }
-        }
-    });
-    (format!("http://{addr}/v1/traces"), posts)
-}
 
 /// One complete two-partition job through an engine into the OTLP sink; the handle's
 /// counters and failures after shutdown.
@@ -95,7 +46,7 @@ fn export_one_job(
 
 #[test]
 fn a_partial_success_counts_the_rejected_spans_as_failed_and_names_them() {
-    let (url, _) = collector(|_| {
+    let (url, _) = collector(|_, _| {
         let body = ExportTraceServiceResponse {
             partial_success: Some(ExportTracePartialSuccess {
                 rejected_spans: 2,
@@ -103,7 +54,7 @@ fn a_partial_success_counts_the_rejected_spans_as_failed_and_names_them() {
             }),
         }
         .encode_to_vec();
-        ("200 OK", body)
+        Some(("200 OK", body))
     });
     let (c, failures) = export_one_job(url);
     let spans = c.spans_exported + c.spans_failed;
@@ -121,11 +72,11 @@ fn a_partial_success_counts_the_rejected_spans_as_failed_and_names_them() {
 
 #[test]
 fn a_503_is_tried_again_and_a_400_is_not() {
-    let (url, posts) = collector(|n| {
+    let (url, posts) = collector(|n, _| {
         if n < 2 {
-            ("503 Busy", Vec::new())
+            Some(("503 Busy", Vec::new()))
         } else {
-            ("200 OK", Vec::new())
+            Some(("200 OK", Vec::new()))
         }
     });
     let (c, failures) = export_one_job(url);
@@ -133,7 +84,7 @@ fn a_503_is_tried_again_and_a_400_is_not() {
     assert_eq!(posts.load(Ordering::SeqCst), 3);
     assert!(failures.is_empty());
 
-    let (url, posts) = collector(|_| ("400 Bad Request", Vec::new()));
+    let (url, posts) = collector(|_, _| Some(("400 Bad Request", Vec::new())));
     let (c, failures) = export_one_job(url);
     assert_eq!((c.traces_exported, c.traces_failed), (0, 1));
     assert_eq!(posts.load(Ordering::SeqCst), 1, "a 400 is not retried");
