@@ -614,6 +614,8 @@ fn floors_name_the_resource_that_bounds_the_pipeline() {
     let dir = tmp("floors");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
+    // cuzk's tuning table: ~152 s/proof with two synthesis workers
+    let published = |args: &[&str]| args.ends_with(&["--synth-workers", "2"]).then_some(152.0);
     for (args, at, spp) in [
         (&["--jobs", "8"][..], "gpu", 36.7),
         (
@@ -630,6 +632,12 @@ fn floors_name_the_resource_that_bounds_the_pipeline() {
         assert_eq!(f["at_floor"], at, "{args:?}: {f}");
         let measured = f["measured_s_per_proof"].as_f64().unwrap();
         assert!((measured - spp).abs() / spp < 0.05, "{args:?}: {measured}");
+        if let Some(p) = published(args) {
+            assert!(
+                (measured - p).abs() / p < 0.05,
+                "{args:?}: {measured}, cuzk's {p}"
+            );
+        }
         let floor = f[if at == "gpu" {
             "gpu_s_per_proof"
         } else {
