@@ -3,9 +3,10 @@
 # cost (criterion, short runs) and `proofline analyze` (wall time of the whole command) on two
 # generated logs, a ~100 MB TIMELINE-only one and a ~200 MB one shaped like cuzk's (4 GPUs,
 # every proof kind, CUZK_TIMING lines, 50 ms of disorder), each side taking turns, ROUNDS
-# times. It ends with, per figure, each side's median and the new/old ratio: its median and
-# its spread (min..max over the rounds, each ratio taken within one round, so that a slow
-# spell of the machine hits both sides of it).
+# times, the side that goes first changing each round (after an untimed run of each). It
+# ends with, per figure, each side's median and the new/old ratio: its median and its spread
+# (min..max over the rounds, each ratio taken within one round, so that a slow spell of the
+# machine hits both sides of it).
 #
 # Usage: scripts/bench-ab.sh [BASELINE] [ROUNDS]
 #   BASELINE: a commit (default: the pinned one below, the last before the engine was split
@@ -49,15 +50,30 @@ analyze() { # round, binary, side, log, name
   s=$(date +%s.%N); "$2" analyze --format json "$4" >/dev/null; e=$(date +%s.%N)
   echo "$1 $3 $5 $(echo "$e - $s" | bc -l)"
 }
+# Each pair of analyze runs follows an untimed run of both sides on its log: in a fixed order
+# without it, the first analyze after the criterion benches read 0.1 s (50 %) slower on the
+# 100 MB log, always the old side's, which made the new look 0.93x when it was 1.3x.
+one_round() { # round, first side, second side
+  local side
+  for side in "$2" "$3"; do
+    if [ "$side" = old ]; then layer "$1" "$old_bench" old; else layer "$1" "$new_bench" new; fi
+  done
+  local file name bin
+  for file in "$plain" "$cuzk"; do
+    name=analyze_100mb_s
+    [ "$file" = "$cuzk" ] && name=analyze_cuzk_200mb_s
+    "$old_target/release/proofline" analyze --format json "$file" >/dev/null
+    "$new_target/release/proofline" analyze --format json "$file" >/dev/null
+    for side in "$2" "$3"; do
+      bin=$old_target/release/proofline
+      [ "$side" = new ] && bin=$new_target/release/proofline
+      analyze "$1" "$bin" "$side" "$file" "$name"
+    done
+  done
+}
 for i in $(seq "$rounds"); do
-  {
-    layer "$i" "$old_bench" old
-    layer "$i" "$new_bench" new
-    analyze "$i" "$old_target/release/proofline" old "$plain" analyze_100mb_s
-    analyze "$i" "$new_target/release/proofline" new "$plain" analyze_100mb_s
-    analyze "$i" "$old_target/release/proofline" old "$cuzk" analyze_cuzk_200mb_s
-    analyze "$i" "$new_target/release/proofline" new "$cuzk" analyze_cuzk_200mb_s
-  } | tee -a "$out"
+  # the sides take turns going first, round by round
+  if [ $((i % 2)) = 1 ]; then one_round "$i" old new; else one_round "$i" new old; fi | tee -a "$out"
 done
 echo "baseline $old_rev, $rounds rounds (new/old: median, min..max of the per-round ratios)"
 python3 - "$out" <<'EOF'
