@@ -13,6 +13,7 @@ mod signals;
 mod sim_args;
 mod timeline;
 mod watch;
+mod whatif;
 
 use clap::{Parser, Subcommand};
 
@@ -39,6 +40,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Follow a live log like `tail -F` and serve its metrics (for provers not instrumented yet).
     Watch(watch::WatchArgs),
+    /// Predict the throughput under other settings (synthesis workers, GPUs, speeds) from a
+    /// log's measured work: what would change it.
+    Whatif(whatif::WhatifArgs),
     /// Write a simulated cuzk TIMELINE log (deterministic for a seed), for tests and benchmarks.
     Generate(generate::GenerateArgs),
 }
@@ -53,6 +57,7 @@ fn main() {
         Command::Export(args) => export::run(&args),
         Command::Watch(args) => watch::watch(&args),
         Command::Generate(args) => generate::run(&args),
+        Command::Whatif(args) => whatif::run(&args),
     };
     if let Err(e) = result {
         // stopped by a signal, after delivering what it could (it said what it did not)

@@ -673,3 +673,86 @@ fn the_text_report_escapes_what_would_drive_a_terminal() {
     assert!(!out.contains('\u{1b}') && !out.contains('\u{7}') && !out.contains('\u{202e}'));
     assert!(out.contains("porep-\\u{1b}]0;pwned\\u{7}"), "{out}");
 }
+
+/// `whatif` on a GPU-bound log: the replay beside the measured figure, a sweep over
+/// synthesis workers in text and JSON, the JSON's documented fields; and a log it cannot
+/// learn from says why.
+#[test]
+fn whatif_predicts_and_sweeps_from_a_log() {
+    let dir = common::fresh_dir("cli", "whatif");
+    let log = common::generated_log(&dir, &["--jobs", "12", "--cuzk-timing"]);
+    let o = proofline()
+        .args(["whatif", "--synthesis-workers", "20", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let measured = a["baseline"]["measured"]["seconds_per_proof"]
+        .as_f64()
+        .unwrap();
+    let replayed = a["baseline"]["replayed"]["seconds_per_proof"]
+        .as_f64()
+        .unwrap();
+    let predicted = a["predicted"]["seconds_per_proof"].as_f64().unwrap();
+    assert!((replayed / measured - 1.0).abs() < 0.03, "{a}");
+    // GPU-bound: twice the synthesis workers change nothing
+    assert!((predicted / replayed - 1.0).abs() < 0.01, "{a}");
+    assert_eq!(a["predicted"]["verdict"], "gpu_bound");
+    assert!(a["predicted"]["gpu_busy_ratio"].as_f64().unwrap() > 0.95);
+    assert_eq!(a["predicted"]["pipeline"]["synthesis_workers"], 20);
+    assert_eq!(a["log_pipeline"]["synthesis_workers"], 10);
+    assert_eq!(a["basis"]["gpu_lock"], "lock_held");
+    assert_eq!(a["changes"][0], "synthesis workers 10 -> 20");
+
+    let o = proofline()
+        .args(["whatif", "--sweep", "synthesis-workers=2..6:2"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8(o.stdout).unwrap();
+    for needle in [
+        "measured (the log)",
+        "replayed (the model)",
+        "synthesis_bound",
+        "assumes:",
+    ] {
+        assert!(text.contains(needle), "{needle}:\n{text}");
+    }
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| ["  2 ", "  4 ", "  6 "].iter().any(|p| l.starts_with(p)))
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    // the bars shorten as workers are added: 2 workers is the longest, the full width
+    let bar = |l: &str| l.chars().filter(|&c| c == '#').count();
+    assert_eq!(bar(rows[0]), 30, "{text}");
+    assert!(
+        bar(rows[1]) < bar(rows[0]) && bar(rows[2]) < bar(rows[1]),
+        "{text}"
+    );
+
+    // one job is no steady state; a bad sweep names what it takes
+    let sub = dir.join("one");
+    std::fs::create_dir_all(&sub).unwrap();
+    let one = common::generated_log(&sub, &["--jobs", "1"]);
+    let o = proofline().arg("whatif").arg(&one).output().unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("1 complete job(s)") && err.contains("at least two"),
+        "{err}"
+    );
+    let o = proofline()
+        .args(["whatif", "--sweep", "cores=1..4"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`cores` is no parameter") && err.contains("synthesis-workers"),
+        "{err}"
+    );
+}

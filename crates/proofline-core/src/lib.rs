@@ -11,6 +11,7 @@ pub mod report;
 pub mod sink;
 pub mod text;
 pub mod timing;
+pub mod whatif;
 
 pub use codec::{ParseError, parse_line, write_line};
 pub use engine::{Engine, EngineConfig};

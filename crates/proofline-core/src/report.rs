@@ -291,6 +291,19 @@ pub enum Bound {
     Unknown,
 }
 
+impl Bound {
+    /// Snake-case name, as in the JSON report.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Bound::GpuBound => "gpu_bound",
+            Bound::SynthesisBound => "synthesis_bound",
+            Bound::HandoffBound => "handoff_bound",
+            Bound::LockHeldByCpu => "lock_held_by_cpu",
+            Bound::Unknown => "unknown",
+        }
+    }
+}
+
 /// The verdict and the numbers that decided it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -580,6 +593,10 @@ pub struct KernelReport {
     pub lock_held: DistSummary,
     /// `mutex_wait_ms` per call.
     pub lock_wait: DistSummary,
+    /// `pre_lock_cpu_ms` per call: CPU work before the lock request (what `whatif` takes
+    /// for the work a GPU worker does before it can queue for the lock).
+    #[serde(default)]
+    pub pre_lock_cpu: DistSummary,
     /// `barrier_wait_ms` per GPU thread: the GPU waiting, inside the lock, on `prep_msm`.
     pub barrier_wait: DistSummary,
     /// `prep_msm_ms` per call (CPU, on the critical path: the GPU thread waits for it).

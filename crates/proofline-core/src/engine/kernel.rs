@@ -66,6 +66,8 @@ pub(super) struct KernelTotals {
     pub lock_held: Dist,
     /// `mutex_wait_ms` per call.
     pub lock_wait: Dist,
+    /// `pre_lock_cpu_ms` per call: CPU work between the call's start and its lock request.
+    pub pre_lock_cpu: Dist,
     /// `barrier_wait_ms` per GPU thread.
     pub barrier_wait: Dist,
     /// `prep_msm_ms` and `b_g2_msm_ms` per call.
@@ -88,6 +90,7 @@ impl KernelTotals {
         for (key, dist) in [
             (TimingKey::MutexHeld, &mut self.lock_held),
             (TimingKey::MutexWait, &mut self.lock_wait),
+            (TimingKey::PreLockCpu, &mut self.pre_lock_cpu),
             (TimingKey::BarrierWait, &mut self.barrier_wait),
             (TimingKey::PrepMsm, &mut self.prep_msm),
             (TimingKey::BG2Msm, &mut self.b_g2_msm),
@@ -218,6 +221,7 @@ impl KernelTotals {
             lock_held_not_kernel_ms: total(&self.lock_held).saturating_sub(self.kernel_ms),
             lock_held: self.lock_held.summary(),
             lock_wait: self.lock_wait.summary(),
+            pre_lock_cpu: self.pre_lock_cpu.summary(),
             barrier_wait: self.barrier_wait.summary(),
             prep_msm: self.prep_msm.summary(),
             b_g2_msm: self.b_g2_msm.summary(),
