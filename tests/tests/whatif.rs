@@ -332,3 +332,90 @@ fn a_sweep_over_synthesis_workers_finds_the_gpu_floor() {
         spp[14]
     );
 }
+
+/// cuzk holds synthesis back when too many partitions wait for the GPUs (the simulator:
+/// 20). A GPU-bound log sits at that budget, and a prediction with four GPUs and 40
+/// synthesis workers must keep it (without it the model said 9 s/proof against 14.7); a
+/// log whose budget never binds shows none.
+#[test]
+fn a_memory_budget_the_log_shows_is_kept() {
+    let (learned, _) = learn(&instant::log_string(&base(10, 1, false)));
+    assert_eq!(learned.pipeline.max_ahead, Some(20));
+    let p = Changes {
+        gpus: Some(4),
+        synthesis_workers: Some(40),
+        ..Changes::default()
+    }
+    .apply(&learned.pipeline);
+    let predicted = whatif::predict(&learned.workload, &p, &EngineConfig::default())
+        .seconds_per_proof
+        .unwrap();
+    let mut target = base(40, 4, false);
+    target.max_ahead = 20;
+    let truth = measured(&target);
+    assert!(
+        (predicted / truth - 1.0).abs() < 0.05,
+        "{predicted} vs {truth}"
+    );
+    // synthesis-bound: the budget is never reached
+    let (learned, _) = learn(&instant::log_string(&base(4, 1, false)));
+    assert_eq!(learned.pipeline.max_ahead, None);
+    let mut unbounded = base(16, 1, false);
+    unbounded.max_ahead = 100_000;
+    let (learned, _) = learn(&instant::log_string(&unbounded));
+    assert_eq!(
+        learned.pipeline.max_ahead, None,
+        "{:?}",
+        learned.basis.assumptions
+    );
+}
+
+/// Lines printed out of order (many threads) keep the pipeline's shape: a SYNTH_START
+/// printed before the SYNTH_END of its worker's previous partition, at the same instant,
+/// is not an eleventh worker.
+#[test]
+fn shuffled_lines_keep_the_synthesis_pool() {
+    let mut cfg = base(10, 1, false);
+    cfg.shuffle_ms = 500;
+    let (learned, _) = learn(&instant::log_string(&cfg));
+    assert_eq!(learned.pipeline.synthesis_workers, 10);
+}
+
+/// A pipeline slowed a thousandfold is predicted whole: the replay's engine evicts no job
+/// for being quiet longer than the log's job timeout.
+#[test]
+fn a_slowed_replay_loses_no_job() {
+    let (learned, _) = learn(&instant::log_string(&base(10, 1, false)));
+    let p = Changes {
+        gpu_speed: Some(0.002),
+        ..Changes::default()
+    }
+    .apply(&learned.pipeline);
+    let f = whatif::predict(&learned.workload, &p, &EngineConfig::default());
+    assert_eq!(f.jobs_complete, 20);
+    assert_eq!(f.verdict, "gpu_bound");
+}
+
+/// Lock lines without the kernel lines: the CPU work inside the lock is unknown, so all of
+/// the lock is GPU work, and the model says so.
+#[test]
+fn lock_lines_without_kernel_lines_are_said_to_be_so() {
+    let mut cfg = base(10, 1, true);
+    cfg.timing.cpu_in_lock_ms = 1000.0;
+    let log: String = instant::log_string(&cfg)
+        .lines()
+        .filter(|l| !l.starts_with("CUZK_TIMING") || l.contains("mutex_held"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (learned, _) = learn(&log);
+    assert_eq!(learned.workload.cpu_in_lock_ms, 0.0);
+    assert!(
+        learned
+            .basis
+            .assumptions
+            .iter()
+            .any(|a| a.contains("not the kernels'")),
+        "{:?}",
+        learned.basis.assumptions
+    );
+}

@@ -63,8 +63,9 @@ pub(crate) struct WhatifArgs {
 
 fn positive(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|_| format!("`{s}` is not a number"))?;
-    if !v.is_finite() || v <= 0.0 || v > 1000.0 {
-        return Err(format!("`{s}`: a speed is above 0 and at most 1000"));
+    let (lo, hi) = whatif::Param::GpuSpeed.range();
+    if !v.is_finite() || v < lo || v > hi {
+        return Err(format!("`{s}`: a speed is from {lo} to {hi}"));
     }
     Ok(v)
 }

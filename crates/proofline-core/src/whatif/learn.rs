@@ -160,6 +160,71 @@ struct Interval {
     unit: (usize, usize),
 }
 
+/// Fewer samples than this do not make a figure "seen".
+const MIN_SAMPLES: usize = 5;
+
+/// Share of the dispatch period the pipeline must sit at its peak of partitions ahead of
+/// the GPUs, with a synthesis worker idle, for the peak to be taken as a memory budget.
+const BUDGET_SHARE: f64 = 0.2;
+
+/// The synthesis pool (the most partitions synthesizing at once, a SYNTH_END taken before
+/// a SYNTH_START of the same instant), and a memory budget when the log shows one: the
+/// peak of partitions synthesizing or waiting for a GPU, above the pool, held for at least
+/// [`BUDGET_SHARE`] of the time jobs were being dispatched while a synthesis worker idled.
+fn synthesis_pool(jobs: &[ObservedJob]) -> (u32, Option<(u32, f64)>) {
+    // (t, order at t: ends first, delta synthesizing, delta ahead)
+    let mut edges: Vec<(u64, u8, i64, i64)> = Vec::new();
+    let mut last_start = 0;
+    for j in jobs {
+        for p in &j.parts {
+            let Some(s) = p.synth_start_ms else { continue };
+            last_start = last_start.max(s);
+            edges.push((s, 2, 1, 1));
+            if let Some(e) = p.synth_end_ms {
+                edges.push((e.max(s), 0, -1, 0));
+            }
+            if let Some(k) = p.pickup_ms.or(p.gpu_start_ms) {
+                edges.push((k.max(s), 1, 0, -1));
+            }
+        }
+    }
+    edges.sort_unstable();
+    let (mut syn, mut ahead, mut pool, mut peak) = (0i64, 0i64, 0i64, 0i64);
+    for &(_, _, ds, da) in &edges {
+        syn += ds;
+        ahead += da;
+        pool = pool.max(syn);
+        peak = peak.max(ahead);
+    }
+    let pool = u32::try_from(pool.max(1)).unwrap_or(u32::MAX);
+    if peak <= i64::from(pool) {
+        return (pool, None);
+    }
+    // time at the peak with a synthesis worker idle, while jobs were still dispatched
+    let (mut syn, mut ahead) = (0i64, 0i64);
+    let (mut at_cap, mut prev) = (0u64, None::<u64>);
+    let first = edges.first().map_or(0, |e| e.0);
+    for &(t, _, ds, da) in &edges {
+        if let Some(p) = prev {
+            let (a, b) = (p.min(last_start), t.min(last_start));
+            if ahead == peak && syn < i64::from(pool) && b > a {
+                at_cap += b - a;
+            }
+        }
+        syn += ds;
+        ahead += da;
+        prev = Some(t);
+    }
+    let span = last_start.saturating_sub(first);
+    let share = if span > 0 {
+        at_cap as f64 / span as f64
+    } else {
+        0.0
+    };
+    let cap = u32::try_from(peak).unwrap_or(u32::MAX);
+    (pool, (share >= BUDGET_SHARE).then_some((cap, share)))
+}
+
 fn median(v: &mut [f64]) -> Option<f64> {
     if v.is_empty() {
         return None;
@@ -228,12 +293,7 @@ impl Collector {
         let gpus = u32::try_from(workers.len()).unwrap_or(u32::MAX).max(1);
         let per_gpu = workers.values().map(Vec::len).max().unwrap_or(1).max(1);
         let per_gpu = u32::try_from(per_gpu).unwrap_or(u32::MAX);
-        let synthesis_workers = report
-            .floors
-            .as_ref()
-            .map(|f| f.synthesis_workers)
-            .unwrap_or(1)
-            .max(1);
+        let (synthesis_workers, budget) = synthesis_pool(&self.complete);
 
         let mut assumptions = Vec::new();
         let (queue_order, queue_order_evidence) = queue_order(&self.complete);
@@ -254,8 +314,12 @@ impl Collector {
                 }
             }
         }
-        let fin_seen = median(&mut fin_samples);
-        let fin_guess = fin_seen.unwrap_or(0.0);
+        let fin_guess = median(&mut fin_samples.clone()).unwrap_or(0.0);
+        let fin_seen = if fin_samples.len() >= MIN_SAMPLES {
+            median(&mut fin_samples)
+        } else {
+            None
+        };
 
         // lock time: on a GPU, a call that asked for the lock before the previous holder
         // released it takes the lock at that release; their GPU_ENDs are then one lock time
@@ -316,27 +380,33 @@ impl Collector {
                 around.push(((iv.end - iv.start) as f64 - h).max(0.0));
             }
         }
-        let around_seen = median(&mut around);
+        let around_n = around.len();
+        let around_seen = if around_n >= MIN_SAMPLES {
+            median(&mut around)
+        } else {
+            None
+        };
+        // the CPU work before the lock matters only with one GPU worker per device (with
+        // more it overlaps another worker's lock time): said when it had to be assumed
+        let unseen_prep = format!(
+            "the CPU work before the GPU lock is taken as 0: too few calls ({around_n}, fewer than {MIN_SAMPLES}) took the lock the moment they asked to measure it (a saturated GPU hides it under the other workers' lock time); with one GPU worker per device the prediction is optimistic by that work a call"
+        );
         let (mut prep, mut fin) = match (around_seen, fin_seen) {
-            (Some(o), Some(f)) => ((o - f).max(0.0), f.min(o)),
+            (Some(o), Some(f)) => ((o - f).max(0.0), f),
             (Some(o), None) => {
                 assumptions.push(format!(
-                    "the CPU work around the GPU lock ({o:.0} ms a call) is taken as after the lock (the finalizer): no worker's calls overlapped to show the split; with one GPU worker per device the prediction is optimistic by up to that much a call"
+                    "the CPU work around the GPU lock ({o:.0} ms a call) is taken as after the lock (the finalizer): too few of a worker's calls overlapped to show the split; with one GPU worker per device the prediction is optimistic by up to that much a call"
                 ));
                 (0.0, o)
             }
             (None, Some(f)) => {
-                assumptions.push(
-                    "no call took the GPU lock the moment it asked, so the CPU work before the lock is unseen: taken as 0 (it matters only with one GPU worker per device)"
-                        .to_owned(),
-                );
+                assumptions.push(unseen_prep.clone());
                 (0.0, f)
             }
             (None, None) => {
-                assumptions.push(
-                    "the CPU work around the GPU lock is unseen (no call took the lock the moment it asked, no worker's calls overlapped): taken as 0, every GPU interval as lock time"
-                        .to_owned(),
-                );
+                assumptions.push(format!(
+                    "{unseen_prep}; the finalizer after the lock is taken as 0 too (too few of a worker's calls overlapped): every GPU interval is lock time"
+                ));
                 (0.0, 0.0)
             }
         };
@@ -442,7 +512,19 @@ impl Collector {
                     u.held_ms *= scale;
                 }
                 gpu_lock = "lock_held".to_owned();
-                cpu_in_lock = k.lock_held_not_kernel_ms as f64 / calls;
+                // the CPU work inside the lock is the lock's time less the kernels', known
+                // only where the kernel lines cover the calls
+                let covered = k.kernel_ms > 0
+                    && k.coverage
+                        .is_some_and(|c| c >= crate::engine::KERNEL_COVERAGE_MIN);
+                if covered {
+                    cpu_in_lock = k.lock_held_not_kernel_ms as f64 / calls;
+                } else {
+                    assumptions.push(format!(
+                        "the CUZK_TIMING lines give the lock's time but not the kernels' for {} of the calls: all the lock time is taken as GPU work (a faster GPU shortens all of it)",
+                        k.coverage.map_or("most".to_owned(), |c| format!("{:.0} %", (1.0 - c.min(1.0)) * 100.0))
+                    ));
+                }
                 if let Some(p) = k.pre_lock_cpu.mean_ms.filter(|_| k.pre_lock_cpu.count > 0) {
                     prep = p;
                     // the GPU interval is prep + wait + lock + finalizer: the finalizer is
@@ -465,9 +547,30 @@ impl Collector {
         assumptions.push(
             "a partition's synthesis time does not depend on how many synthesize at once (CPU contention, memory bandwidth): more synthesis workers than cores, or than memory allows, will be slower than predicted".to_owned(),
         );
-        assumptions.push(
-            "no memory budget holds synthesis back (cuzk's partitions ahead of the GPUs), unless one is given".to_owned(),
-        );
+        match budget {
+            Some((cap, share)) => assumptions.push(format!(
+                "a memory budget holds synthesis back: at most {cap} partitions synthesizing or waiting for a GPU (the log sat there with synthesis workers idle {:.0} % of the time); every prediction keeps it (--max-ahead changes it)",
+                share * 100.0
+            )),
+            None => assumptions.push(
+                "no memory budget was seen holding synthesis back (partitions ahead of the GPUs): none is modelled unless --max-ahead gives one".to_owned(),
+            ),
+        }
+        assumptions.push(format!(
+            "GPU workers were given to GPUs as the engine read the log: by gpu= where a line carries it, else worker / {} (--log-gpu-workers-per-device): a wrong mapping makes one device's workers look like two devices",
+            report.gpu_workers_per_device
+        ));
+        if runs > 1 {
+            assumptions.push(format!(
+                "the log holds {runs} runs (daemon restarts): their jobs are replayed as one backlog through one pipeline, the largest shape the log shows"
+            ));
+        }
+        if self.complete.len() < 5 {
+            assumptions.push(format!(
+                "only {} complete jobs: the steady state is short, and every figure is noisy",
+                self.complete.len()
+            ));
+        }
 
         Ok(Learned {
             workload: Workload {
@@ -483,7 +586,7 @@ impl Collector {
                 gpu_speed: 1.0,
                 synthesis_speed: 1.0,
                 queue_order,
-                max_ahead: None,
+                max_ahead: budget.map(|(cap, _)| cap),
             },
             basis: Basis {
                 gpu_lock,

@@ -23,6 +23,9 @@ use crate::engine::{Engine, EngineConfig};
 use crate::report::Report;
 use crate::sink::NoUpdates;
 
+/// The job timeout of the engine that analyzes a replay: a year.
+const REPLAY_JOB_TIMEOUT_MS: u64 = 365 * 24 * 3600 * 1000;
+
 /// Version of the `whatif --format json` document.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -54,7 +57,12 @@ impl Figures {
 /// Runs `w` through `p` and analyzes the run with `cfg` (the settings the log was read
 /// with): the figures a prover so configured would show.
 pub fn predict(w: &Workload, p: &Pipeline, cfg: &EngineConfig) -> Figures {
-    let mut e = Engine::new(cfg.clone());
+    let mut cfg = cfg.clone();
+    // every job of the replay is the model's own: none is evicted for silence (a slowed
+    // pipeline's jobs are quiet for long) and none is over the cap of jobs in flight
+    cfg.job_timeout_ms = REPLAY_JOB_TIMEOUT_MS;
+    cfg.max_jobs_in_flight = cfg.max_jobs_in_flight.max(w.jobs.len() + 1);
+    let mut e = Engine::new(cfg);
     for ev in simulate(w, p) {
         e.ingest(&ev.as_event_ref(), &mut NoUpdates);
     }
@@ -143,8 +151,11 @@ impl Changes {
         if (to.synthesis_speed - 1.0).abs() > 1e-12 {
             v.push(format!("synthesis {}x as fast", to.synthesis_speed));
         }
-        if let Some(m) = to.max_ahead {
-            v.push(format!("at most {m} partitions ahead of the GPUs"));
+        if to.max_ahead != log.max_ahead {
+            v.push(match to.max_ahead {
+                Some(m) => format!("at most {m} partitions ahead of the GPUs"),
+                None => "no memory budget".to_owned(),
+            });
         }
         v
     }
@@ -188,6 +199,17 @@ impl Param {
 
     fn integer(self) -> bool {
         !matches!(self, Param::GpuSpeed | Param::SynthesisSpeed)
+    }
+
+    /// The values it takes, as its flag does: (least, most).
+    pub fn range(self) -> (f64, f64) {
+        match self {
+            Param::SynthesisWorkers => (1.0, 4096.0),
+            Param::Gpus => (1.0, 1024.0),
+            Param::GpuWorkersPerDevice => (1.0, 64.0),
+            Param::GpuSpeed | Param::SynthesisSpeed => (0.001, 1000.0),
+            Param::MaxAhead => (1.0, 1_000_000.0),
+        }
     }
 }
 
@@ -236,8 +258,12 @@ impl std::str::FromStr for Sweep {
                 .trim()
                 .parse()
                 .map_err(|_| format!("`{t}` in `{s}` is not a number"))?;
-            if !v.is_finite() || v <= 0.0 {
-                return Err(format!("`{t}` in `{s}`: values must be above 0"));
+            let (lo, hi) = param.range();
+            if !v.is_finite() || v <= 0.0 || v < lo || v > hi {
+                return Err(format!(
+                    "`{t}` in `{s}`: {} takes values from {lo} to {hi}",
+                    param.name()
+                ));
             }
             if param.integer() && v.fract() != 0.0 {
                 return Err(format!(
@@ -444,9 +470,12 @@ mod tests {
             ("cores=1..2", "no parameter"),
             ("gpus=2..1", "ends (1) before it starts (2)"),
             ("gpus=1.5..3", "whole numbers"),
-            ("gpu-speed=0,1", "above 0"),
+            ("gpu-speed=0,1", "from 0.001 to 1000"),
+            ("gpu-speed=1e-300", "from 0.001 to 1000"),
+            ("gpus=2000", "from 1 to 1024"),
+            ("gpu-workers-per-device=100", "from 1 to 64"),
             ("gpus=x", "`x`"),
-            ("gpus=1..100000", "at most 1000"),
+            ("synthesis-workers=1..4000:1", "at most 1000"),
         ] {
             let e = bad.parse::<Sweep>().unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
