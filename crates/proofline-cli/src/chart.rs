@@ -117,7 +117,15 @@ fn nice_step(span_s: f64, px: f64) -> f64 {
 /// Builds the SVG document.
 pub fn svg(t: &Timeline, title: &str) -> Document {
     let (t0, t1) = t.span();
-    let width = plot_width(t1 - t0);
+    svg_on_scale(t, title, t1 - t0)
+}
+
+/// [`svg`] on the time scale of a run `scale_ms` long: charts drawn with the same
+/// `scale_ms` have the same pixels per second (`compare` stacks two on one scale).
+pub fn svg_on_scale(t: &Timeline, title: &str, scale_ms: u64) -> Document {
+    let (t0, t1) = t.span();
+    let scale_ms = scale_ms.max(t1 - t0).max(1);
+    let width = plot_width(scale_ms) * (t1 - t0) as f64 / scale_ms as f64;
     let x = |ms: u64| LEFT + (ms.saturating_sub(t0)) as f64 / (t1 - t0) as f64 * width;
     let w = |a: u64, b: u64| ((b.saturating_sub(a)) as f64 / (t1 - t0) as f64 * width).max(0.6);
     let colour = t.job_index();

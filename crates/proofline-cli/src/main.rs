@@ -2,6 +2,7 @@
 
 mod analyze;
 mod chart;
+mod compare;
 mod demo;
 mod export;
 mod exporters;
@@ -40,6 +41,9 @@ enum Command {
     Replay(replay::ReplayArgs),
     /// Follow a live log like `tail -F` and serve its metrics (for provers not instrumented yet).
     Watch(watch::WatchArgs),
+    /// Compare two runs (logs or JSON reports): every figure with its noise band, and a call
+    /// (better, worse, same); `--fail-if` for CI.
+    Compare(compare::CompareArgs),
     /// Predict the throughput under other settings (synthesis workers, GPUs, speeds) from a
     /// log's measured work: what would change it.
     Whatif(whatif::WhatifArgs),
@@ -58,6 +62,7 @@ fn main() {
         Command::Watch(args) => watch::watch(&args),
         Command::Generate(args) => generate::run(&args),
         Command::Whatif(args) => whatif::run(&args),
+        Command::Compare(args) => compare::run(&args),
     };
     if let Err(e) = result {
         // stopped by a signal, after delivering what it could (it said what it did not)

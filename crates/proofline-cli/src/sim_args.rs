@@ -38,6 +38,15 @@ pub struct SimArgs {
     /// the partition never finishes (as in cuzk, whose spawn_blocking catches the panic).
     #[arg(long, value_name = "W:N")]
     panic_worker: Option<String>,
+    /// Kernel time of a partition's GPU call, inside the GPU lock, cuzk ms (cuzk measured
+    /// ~3700; its Phase 9 ~1800). Range 1..=600000.
+    #[arg(long, default_value_t = 3700, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    kernel_ms: u64,
+    /// Synthesis time of a partition, cuzk ms (~30000). Range 1..=3600000.
+    #[arg(long, default_value_t = 30_000, value_name = "MS",
+        value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+    synth_ms: u64,
     /// Write cuzk's `CUZK_TIMING:` lines of each GPU call too (`generate` only).
     #[arg(long)]
     cuzk_timing: bool,
@@ -61,6 +70,8 @@ impl SimArgs {
         cfg.workers_per_gpu = self.workers_per_gpu.max(1);
         cfg.synth_workers = self.synth_workers.max(1);
         cfg.seed = self.seed;
+        cfg.timings.kernel_ms = self.kernel_ms as f64;
+        cfg.timings.synth_ms = self.synth_ms as f64;
         if let Some(s) = &self.stall {
             cfg.faults.stall_before_job = Some(parse_pair(s, "--stall")?);
         }

@@ -756,3 +756,121 @@ fn whatif_predicts_and_sweeps_from_a_log() {
         "{err}"
     );
 }
+
+/// `compare`: a log against itself as a JSON report is `same` everywhere and exits 0; a
+/// log with kernels 8 % slower is worse, names the kernel first, and `--fail-if
+/// worse:seconds_per_proof` turns that into exit status 3 with the reason on stderr;
+/// markdown is a table for a pull request; a bad condition names the figures it knows.
+#[test]
+fn compare_calls_a_regression_and_fails_ci_on_it() {
+    let dir = common::fresh_dir("cli", "compare");
+    let a = dir.join("a.log");
+    let b = dir.join("b.log");
+    generate(&["--jobs", "16", "--cuzk-timing", "--seed", "1"], &a);
+    generate(
+        &[
+            "--jobs",
+            "16",
+            "--cuzk-timing",
+            "--seed",
+            "2",
+            "--kernel-ms",
+            "3996",
+        ],
+        &b,
+    );
+    // a kept baseline: the JSON report of A
+    let base = dir.join("a.json");
+    let o = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&a)
+        .output()
+        .unwrap();
+    std::fs::write(&base, &o.stdout).unwrap();
+
+    let o = proofline()
+        .args(["compare", "--format", "json", "--fail-if", "changed:any"])
+        .arg(&base)
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for f in c["figures"].as_array().unwrap() {
+        assert!(f["change"] == "same" || f["change"] == "not_called", "{f}");
+        assert!(f.get("band").is_some() && f.get("delta").is_some(), "{f}");
+    }
+
+    let o = proofline()
+        .args([
+            "compare",
+            "--format",
+            "json",
+            "--fail-if",
+            "worse:seconds_per_proof",
+        ])
+        .arg(&base)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--fail-if worse:seconds_per_proof: seconds_per_proof worse (+"),
+        "{err}"
+    );
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let figs = c["figures"].as_array().unwrap();
+    assert_eq!(figs[0]["name"], "seconds_per_proof");
+    assert_eq!(figs[0]["change"], "worse");
+    assert_eq!(figs[1]["name"], "kernel_per_call_ms");
+    let d = figs[1]["delta_ratio"].as_f64().unwrap();
+    assert!((0.05..0.11).contains(&d), "{d}");
+    // better is not worse: this condition does not hold
+    let o = proofline()
+        .args(["compare", "--format", "markdown", "--fail-if", "better:any"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let md = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        md.contains("| figure | A | B | delta | band | call |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| seconds_per_proof (s) |") && md.contains("**worse**"),
+        "{md}"
+    );
+
+    let o = proofline()
+        .args(["compare", "--fail-if", "worse:speed"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("`speed` in `worse:speed` is no figure") && err.contains("kernel_per_call_ms"),
+        "{err}"
+    );
+    // JSON that is no report is said to be so
+    let bogus = dir.join("bogus.json");
+    std::fs::write(&bogus, "{\"hello\": 1}\n").unwrap();
+    let o = proofline()
+        .arg("compare")
+        .arg(&bogus)
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("holds JSON that is no report"), "{err}");
+}

@@ -250,6 +250,84 @@ fn chromium_renders_the_html_chart_without_console_errors() {
     assert_not_blank(&png);
 }
 
+/// `compare --format html`: the table and both timelines on one time scale, rendered by
+/// Chromium with every bar of both runs and no console error; the shorter run's chart is
+/// narrower by its share of the longer one's time.
+#[test]
+fn chromium_renders_the_compare_page_with_both_timelines() {
+    let dir = tmp("compare");
+    let a = dir.join("a.log");
+    let b = dir.join("b.log");
+    for (path, extra) in [(&a, "3700"), (&b, "1824")] {
+        let st = proofline()
+            .args(["generate", "--jobs", "4", "--kernel-ms", extra, "-o"])
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
+    let html = dir.join("compare.html");
+    let out = proofline()
+        .args(["compare", "--format", "html"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&html, &out.stdout).unwrap();
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains("id=\"figures\"") && page.contains("seconds_per_proof"));
+    // one time scale: each chart's width is its run's share of the longer run's
+    let widths: Vec<f64> = page
+        .match_indices("<svg")
+        .map(|(i, _)| {
+            let tag = &page[i..i + page[i..].find('>').unwrap()];
+            let w = tag.split("width=\"").nth(1).unwrap();
+            w[..w.find('"').unwrap()].parse().unwrap()
+        })
+        .collect();
+    assert_eq!(widths.len(), 2, "{widths:?}");
+    assert!(widths[1] < widths[0], "B ran faster: {widths:?}");
+    let png = dir.join("shot.png");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1400,900",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium not found: install Debian's chromium (scripts/test.sh does)");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    // 4 stages x 40 partitions x 2 runs
+    assert!(
+        console
+            .iter()
+            .any(|l| l.contains("proofline-compare-ready 320 bars")),
+        "the page's script did not run:\n{log}"
+    );
+    let errors: Vec<&&str> = console
+        .iter()
+        .filter(|l| l.contains("Uncaught") || l.contains("Error"))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    assert_not_blank(&png);
+}
+
 #[test]
 fn the_partition_cap_bounds_what_is_drawn() {
     let dir = tmp("cap");

@@ -2,6 +2,7 @@
 #![warn(missing_docs)]
 
 pub mod codec;
+pub mod compare;
 pub mod dist;
 pub mod engine;
 pub mod event;
