@@ -27,6 +27,19 @@ if ! command -v chromium >/dev/null; then
   fi
 fi
 
+# Real journal files for the journal input's tests: journalctl reads them, Debian's
+# systemd-journal-remote writes them from journald's export format (no journald needed).
+if ! command -v journalctl >/dev/null || [ ! -x /lib/systemd/systemd-journal-remote ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      systemd systemd-journal-remote >/dev/null
+  else
+    echo "scripts/test.sh: install Debian's systemd and systemd-journal-remote first" >&2
+    exit 1
+  fi
+fi
+
 # otlp-embedded (the Jaeger test's collector and UI) compiles its protobufs with protoc.
 if ! command -v protoc >/dev/null; then
   if [ "$(id -u)" = 0 ]; then

@@ -8,7 +8,10 @@ use clap::ValueEnum;
 use proofline_core::report::PartitionRecord;
 use proofline_core::sink::{NoUpdates, Update};
 
-use crate::input::{EngineArgs, run_log, run_log_until};
+use proofline_core::sink::UpdateSink;
+
+use crate::input::{EngineArgs, LogRun, run_log_until};
+use crate::journal::{JournalArgs, run_journal};
 
 /// Output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -23,9 +26,12 @@ enum Format {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct AnalyzeArgs {
-    /// The log: a file (plain or gzip, detected by content) or `-` for stdin.
-    #[arg(value_name = "FILE|-")]
-    input: PathBuf,
+    /// The log: a file (plain or gzip, detected by content) or `-` for stdin; or the
+    /// journal, with --journal-unit, --journal-file or --journal-dir.
+    #[arg(value_name = "FILE|-",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    input: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -33,7 +39,54 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long)]
     strict: bool,
     #[command(flatten)]
+    journal: JournalArgs,
+    #[command(flatten)]
     engine: EngineArgs,
+}
+
+impl AnalyzeArgs {
+    /// What is read, in words.
+    fn source(&self) -> String {
+        match &self.input {
+            Some(p) => p.display().to_string(),
+            None => self.journal.describe(),
+        }
+    }
+
+    /// Reads the input through the engine.
+    fn read(&self, sink: impl UpdateSink, stop: &mut dyn FnMut() -> bool) -> Result<LogRun> {
+        match &self.input {
+            Some(p) => run_log_until(p, self.engine.config(), sink, stop),
+            None => {
+                let (run, processes) = run_journal(&self.journal, self.engine.config(), sink)?;
+                say_processes(&self.journal, &processes);
+                Ok(run)
+            }
+        }
+    }
+}
+
+/// The processes (runs) the journal's entries came from, on stderr.
+pub(crate) fn say_processes(j: &JournalArgs, processes: &[crate::journal::Process]) {
+    let list: Vec<String> = processes
+        .iter()
+        .map(|p| {
+            format!(
+                "pid {}{}",
+                p.pid,
+                p.first_unix_ms
+                    .map(|t| format!(" from {}", crate::rfc3339::format_rfc3339(t)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    eprintln!(
+        "proofline: {}: {} process{} (each a run): {}",
+        j.describe(),
+        processes.len(),
+        if processes.len() == 1 { "" } else { "es" },
+        list.join(", ")
+    );
 }
 
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
@@ -49,9 +102,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             let mut err = None;
             // a write error (the reader went away) stops the reading too
             let failed = std::cell::Cell::new(false);
-            let run = run_log_until(
-                &args.input,
-                args.engine.config(),
+            let run = args.read(
                 |u: Update| {
                     if let (Update::Partition(p), None) = (&u, &err) {
                         if let Err(e) = w.serialize(CsvRow::from(&**p)) {
@@ -70,7 +121,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             run
         }
         Format::Text | Format::Json => {
-            let run = run_log(&args.input, args.engine.config(), NoUpdates)?;
+            let run = args.read(NoUpdates, &mut || false)?;
             if args.format == Format::Json {
                 serde_json::to_writer_pretty(&mut out, &run.report)?;
                 writeln!(out)?;
@@ -85,7 +136,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     if lines.lines == 0 && run.error.is_none() {
         eprintln!(
             "proofline: warning: {} is empty: there is nothing to analyze",
-            args.input.display()
+            args.source()
         );
     }
     if lines.malformed > 0 {

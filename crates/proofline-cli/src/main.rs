@@ -8,6 +8,7 @@ mod export;
 mod exporters;
 mod generate;
 mod input;
+mod journal;
 mod replay;
 mod rfc3339;
 mod signals;

@@ -56,9 +56,44 @@ pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
     u64::try_from(total * 1000 + ms).ok()
 }
 
+/// Unix ms as an RFC 3339 timestamp in UTC, to the millisecond (`2026-12-01T03:00:00.250Z`).
+pub(crate) fn format_rfc3339(unix_ms: u64) -> String {
+    let secs = (unix_ms / 1000) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // civil from days (Howard Hinnant)
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        unix_ms % 1000
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formatting_is_parsing_backwards() {
+        for s in [
+            "1970-01-01T00:00:00.000Z",
+            "2026-12-01T03:04:05.250Z",
+            "2000-02-29T23:59:59.999Z",
+            "2100-03-01T00:00:00.001Z",
+        ] {
+            assert_eq!(format_rfc3339(parse_rfc3339(s).unwrap()), s);
+        }
+    }
 
     #[test]
     fn rfc3339() {

@@ -9,6 +9,7 @@ use clap::ValueEnum;
 use proofline_core::whatif::{self, Answer, Changes, Collector, Figures, Prediction, Sweep};
 
 use crate::input::{EngineArgs, run_log};
+use crate::journal::{JournalArgs, run_journal};
 
 /// Output formats of `whatif`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -24,9 +25,12 @@ enum Format {
 // flag of that name) is `--log-gpu-workers-per-device` here
 #[command(mut_arg("gpu_workers_per_device", |a| a.long("log-gpu-workers-per-device")))]
 pub(crate) struct WhatifArgs {
-    /// The log: a file (plain or gzip, detected by content) or `-` for stdin.
-    #[arg(value_name = "FILE|-")]
-    input: PathBuf,
+    /// The log: a file (plain or gzip, detected by content) or `-` for stdin; or the
+    /// journal, with --journal-unit, --journal-file or --journal-dir.
+    #[arg(value_name = "FILE|-",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    input: Option<PathBuf>,
     /// Synthesis workers (partitions synthesized at once). Range 1..=4096.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     synthesis_workers: Option<u32>,
@@ -58,6 +62,8 @@ pub(crate) struct WhatifArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     #[command(flatten)]
+    journal: JournalArgs,
+    #[command(flatten)]
     engine: EngineArgs,
 }
 
@@ -73,18 +79,23 @@ fn positive(s: &str) -> Result<f64, String> {
 pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     let cfg = args.engine.config();
     let mut collector = Collector::default();
-    let log = run_log(&args.input, cfg.clone(), |u| {
-        proofline_core::UpdateSink::update(&mut collector, u)
-    })?;
+    let sink = |u| proofline_core::UpdateSink::update(&mut collector, u);
+    let (log, source) = match &args.input {
+        Some(p) => (run_log(p, cfg.clone(), sink)?, p.display().to_string()),
+        None => {
+            let (run, processes) = run_journal(&args.journal, cfg.clone(), sink)?;
+            crate::analyze::say_processes(&args.journal, &processes);
+            (run, args.journal.describe())
+        }
+    };
     if let Some(e) = &log.error {
         bail!(
-            "{}: the input ended early ({e:#}); a prediction from part of a log is not made",
-            args.input.display()
+            "{source}: the input ended early ({e:#}); a prediction from part of a log is not made"
         );
     }
     let learned = collector
         .learn(&log.report)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", args.input.display()))?;
+        .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     let changes = Changes {
         synthesis_workers: args.synthesis_workers,
         gpus: args.gpus,

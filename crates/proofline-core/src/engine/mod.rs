@@ -245,6 +245,19 @@ impl Engine {
         }
     }
 
+    /// The prover restarted, as the source knows for certain (the journal's entries name
+    /// another process): what is buffered is processed, the jobs in flight end as
+    /// `restarted`, and the next event starts a new run at offset 0 (no heuristic is
+    /// needed: a restart seconds after the start is one). Nothing happens before the
+    /// current run's first event.
+    pub fn restart(&mut self, sink: &mut impl UpdateSink) {
+        if self.max_event_offset.is_none() && self.held.events.is_empty() {
+            return;
+        }
+        self.settle_held_at_end(sink);
+        self.new_run(sink);
+    }
+
     /// Processes everything buffered and closes every job still in flight as incomplete.
     /// The engine can take more events afterwards (they start a fresh run).
     pub fn finish(&mut self, sink: &mut impl UpdateSink) {

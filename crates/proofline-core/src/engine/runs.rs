@@ -165,3 +165,39 @@ impl Engine {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::sink::NoUpdates;
+    use crate::{Engine, EngineConfig, parse_line};
+
+    /// A restart the source knows (a new process in the journal) ends the run there, even
+    /// 4 ms after the start, where no heuristic could see one: the same lines again are a
+    /// second run, not duplicates, and the first run's job is `restarted`.
+    #[test]
+    fn a_known_restart_is_a_new_run_however_soon() {
+        let mut e = Engine::new(EngineConfig {
+            expected_partitions: Some(1),
+            ..EngineConfig::default()
+        });
+        let lines = [
+            "TIMELINE,0,SYNTH_START,a,partition=0",
+            "TIMELINE,4,SYNTH_END,a,partition=0,synth_ms=4",
+        ];
+        // a restart before any event is no run
+        e.restart(&mut NoUpdates);
+        for l in lines {
+            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
+        }
+        e.restart(&mut NoUpdates);
+        for l in lines {
+            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
+        }
+        e.finish(&mut NoUpdates);
+        let r = e.report();
+        assert_eq!(r.events.runs, 2, "{:?}", r.events);
+        assert_eq!((r.events.duplicates, r.events.conflicts), (0, 0));
+        assert_eq!(r.incomplete.len(), 2);
+        assert_eq!(r.incomplete[0].status, crate::report::JobStatus::Restarted);
+    }
+}

@@ -1,0 +1,253 @@
+//! The systemd journal as an input: cuzk's documented deployment is a systemd unit whose
+//! stderr (TIMELINE, `CUZK_TIMING`) and stdout (`tracing`) lines go to the journal.
+//!
+//! Read by spawning `journalctl --output=json`, as Vector's journald source does, rather
+//! than linking libsystemd as promtail does: no C library to build against or to match at
+//! run time, it reads copied journal files on a machine without systemd running, and its
+//! JSON output is stable and documented (systemd.journal-fields(7)). Each entry's
+//! `MESSAGE` is one line; `_BOOT_ID` and `_PID` say which process wrote it, so a restart
+//! is known, not guessed (a new process is a new run, however soon after the last); and
+//! `__REALTIME_TIMESTAMP` says when on the wall clock.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use proofline_core::reader::LineFeeder;
+use proofline_core::sink::UpdateSink;
+use proofline_core::{Engine, EngineConfig};
+use serde::Deserialize;
+
+use crate::input::LogRun;
+
+/// Where the journal is read from (any one of these makes a command read the journal).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct JournalArgs {
+    /// Read the journal (the system's, or --journal-file/--journal-dir) for this systemd
+    /// unit's entries, e.g. cuzk.service, instead of a log file.
+    #[arg(long, value_name = "UNIT")]
+    pub(crate) journal_unit: Option<String>,
+    /// Read this journal file (repeatable), e.g. a copied system.journal.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) journal_file: Vec<PathBuf>,
+    /// Read the journal files in this directory.
+    #[arg(long, value_name = "DIR", conflicts_with = "journal_file")]
+    pub(crate) journal_dir: Option<PathBuf>,
+    /// With the journal: its entries from this time on, as journalctl takes it
+    /// ("2026-12-01 03:00:00", "yesterday", "-2h").
+    #[arg(long, value_name = "TIME")]
+    pub(crate) since: Option<String>,
+    /// With the journal: its entries up to this time.
+    #[arg(long, value_name = "TIME")]
+    pub(crate) until: Option<String>,
+}
+
+impl JournalArgs {
+    /// What is read, in words.
+    pub(crate) fn describe(&self) -> String {
+        let mut s = String::from("the journal");
+        if let Some(u) = &self.journal_unit {
+            s.push_str(&format!(" of {u}"));
+        }
+        if let Some(d) = &self.journal_dir {
+            s.push_str(&format!(" in {}", d.display()));
+        }
+        if !self.journal_file.is_empty() {
+            let files: Vec<String> = self
+                .journal_file
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            s.push_str(&format!(" in {}", files.join(", ")));
+        }
+        s
+    }
+
+    fn command(&self) -> Command {
+        let mut c = Command::new("journalctl");
+        c.args([
+            "--output=json",
+            "--no-pager",
+            "--quiet",
+            // the fields used; journalctl adds the cursor and the timestamps
+            "--output-fields=MESSAGE,_PID,_BOOT_ID",
+        ]);
+        if let Some(u) = &self.journal_unit {
+            c.arg("--unit").arg(u);
+        }
+        for f in &self.journal_file {
+            c.arg("--file").arg(f);
+        }
+        if let Some(d) = &self.journal_dir {
+            c.arg("--directory").arg(d);
+        }
+        if let Some(s) = &self.since {
+            c.arg("--since").arg(s);
+        }
+        if let Some(u) = &self.until {
+            c.arg("--until").arg(u);
+        }
+        c
+    }
+}
+
+/// One journal entry, the fields used.
+#[derive(Debug, Deserialize)]
+struct Entry {
+    #[serde(rename = "MESSAGE")]
+    message: Option<Message>,
+    #[serde(rename = "_PID")]
+    pid: Option<String>,
+    #[serde(rename = "_BOOT_ID")]
+    boot: Option<String>,
+    #[serde(rename = "__REALTIME_TIMESTAMP")]
+    realtime_us: Option<String>,
+}
+
+/// `MESSAGE` is a string, or an array of bytes when it is not valid UTF-8 (or null when
+/// too large for journalctl's limit).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Message {
+    Text(String),
+    Bytes(Vec<u8>),
+    Other(serde::de::IgnoredAny),
+}
+
+/// A process the journal's entries came from: one run of the prover.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Process {
+    pub(crate) boot: String,
+    pub(crate) pid: String,
+    /// Wall-clock time of its first entry, ms since the Unix epoch.
+    pub(crate) first_unix_ms: Option<u64>,
+    pub(crate) entries: u64,
+}
+
+/// Reads the journal through the engine: every entry's message is a line; a new process
+/// (`_BOOT_ID`, `_PID`) is a new run.
+pub(crate) fn run_journal(
+    j: &JournalArgs,
+    cfg: EngineConfig,
+    mut sink: impl UpdateSink,
+) -> Result<(LogRun, Vec<Process>)> {
+    let mut child = j
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run journalctl, which reads the journal (Debian's systemd package)")?;
+    let stdout = child.stdout.take().context("journalctl's output")?;
+    let mut stderr = child.stderr.take().context("journalctl's errors")?;
+    // its errors are read beside its output, so that neither pipe fills and blocks it
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let mut engine = Engine::new(cfg);
+    let mut feeder = LineFeeder::new();
+    let mut processes: Vec<Process> = Vec::new();
+    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut bad_entries = 0u64;
+    let mut line = Vec::with_capacity(256);
+    let mut raw = Vec::with_capacity(1024);
+    let mut reader = BufReader::with_capacity(256 * 1024, stdout);
+    let mut read_error = None;
+    loop {
+        raw.clear();
+        match reader.read_until(b'\n', &mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                read_error = Some(e);
+                break;
+            }
+        }
+        let Ok(entry) = serde_json::from_slice::<Entry>(&raw) else {
+            bad_entries += 1;
+            continue;
+        };
+        let key = (
+            entry.boot.unwrap_or_default(),
+            entry.pid.unwrap_or_default(),
+        );
+        let is_new = processes
+            .last()
+            .is_none_or(|p| (p.boot.as_str(), p.pid.as_str()) != (key.0.as_str(), key.1.as_str()));
+        if is_new {
+            if !seen.insert(key.clone()) {
+                // an old process's late entry among a newer one's: the journal interleaves
+                // processes only at a restart's seam; it goes with the run in progress
+            } else {
+                if !processes.is_empty() {
+                    engine.restart(&mut sink);
+                }
+                processes.push(Process {
+                    boot: key.0.clone(),
+                    pid: key.1.clone(),
+                    first_unix_ms: entry
+                        .realtime_us
+                        .as_deref()
+                        .and_then(|t| t.parse::<u64>().ok())
+                        .map(|us| us / 1000),
+                    entries: 0,
+                });
+            }
+        }
+        if let Some(p) = processes.last_mut() {
+            p.entries += 1;
+        }
+        line.clear();
+        match entry.message {
+            Some(Message::Text(t)) => line.extend_from_slice(t.as_bytes()),
+            Some(Message::Bytes(b)) => line.extend_from_slice(&b),
+            _ => continue,
+        }
+        line.push(b'\n');
+        // a message holding several lines is several lines
+        feeder.feed_lines(&line, &mut engine, &mut sink);
+    }
+    let status = child.wait().context("waiting for journalctl")?;
+    let errors = errors.join().unwrap_or_default();
+    engine.finish(&mut sink);
+    let mut report = engine.report();
+    report.lines = feeder.stats;
+    report.lines.from_input = true;
+    if !status.success() {
+        bail!(
+            "journalctl failed ({status}) reading {}: {}",
+            j.describe(),
+            errors.trim()
+        );
+    }
+    if bad_entries > 0 {
+        eprintln!(
+            "proofline: warning: {bad_entries} journal entr{} from journalctl were not JSON objects and were skipped",
+            if bad_entries == 1 { "y" } else { "ies" }
+        );
+    }
+    if processes.is_empty() {
+        bail!(
+            "{} holds no entry{}",
+            j.describe(),
+            match (&j.since, &j.until) {
+                (None, None) => String::new(),
+                _ => " in that time (--since, --until)".to_owned(),
+            }
+        );
+    }
+    let error =
+        read_error.map(|e| anyhow::Error::new(e).context(format!("reading {}", j.describe())));
+    Ok((
+        LogRun {
+            report,
+            error,
+            stopped: false,
+        },
+        processes,
+    ))
+}

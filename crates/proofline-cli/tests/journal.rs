@@ -1,0 +1,230 @@
+//! The journal as an input, on real journal files: Debian's systemd-journal-remote writes
+//! them from journald's export format, journalctl reads them (scripts/test.sh installs
+//! both). The journal holds a cuzk.service that crashed 4 s after its first start,
+//! restarted, crashed again 150 s later, restarted and ran to the end, a `tracing` line
+//! on stdout beside each TIMELINE line, and a second prover unit's lines among them.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{fresh_dir, proofline};
+
+const T0_US: u64 = 1_764_558_000_000_000; // 2025-12-01T03:00:00Z
+const BOOT: &str = "0123456789abcdef0123456789abcdef";
+
+fn generate(dir: &Path, name: &str, args: &[&str]) -> String {
+    let p = dir.join(name);
+    assert!(
+        proofline()
+            .arg("generate")
+            .args(args)
+            .arg("-o")
+            .arg(&p)
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::read_to_string(p).unwrap()
+}
+
+fn offset(line: &str) -> u64 {
+    line.split(',').nth(1).unwrap().parse().unwrap()
+}
+
+/// A journal entry: realtime µs from T0, pid, unit, message.
+type Entry = (u64, u32, &'static str, String);
+
+/// The entries of each process's lines (runs of `log` cut at the offsets given, one after
+/// the other with 10 s between them, systemd's RestartSec, and `other`'s as another unit),
+/// and each run's log.
+fn entries(log: &str, other: &str) -> (Vec<Entry>, Vec<String>) {
+    let mut out = Vec::new();
+    let mut per_run = Vec::new();
+    let mut base = 0u64;
+    for (pid, cut) in [(101, Some(4_000u64)), (202, Some(150_000)), (303, None)] {
+        let mut run = String::new();
+        let mut last = 0;
+        for l in log.lines() {
+            let o = offset(l);
+            if cut.is_some_and(|c| o > c) {
+                break;
+            }
+            last = o;
+            run.push_str(l);
+            run.push('\n');
+            out.push((base + o * 1000, pid, "cuzk.service", l.to_owned()));
+            out.push((
+                base + o * 1000 + 1,
+                pid,
+                "cuzk.service",
+                "INFO cuzk_core::engine: partition proved".to_owned(),
+            ));
+        }
+        per_run.push(run);
+        base += (last + 10_000) * 1000;
+    }
+    for l in other.lines() {
+        out.push((
+            offset(l) * 1000 + 500,
+            999,
+            "prover2.service",
+            l.replace("porep-1000-", "porep-2000-"),
+        ));
+    }
+    out.sort_by_key(|e| e.0);
+    (out, per_run)
+}
+
+/// Writes a journal file of the entries with systemd-journal-remote.
+fn journal(dir: &Path, entries: &[Entry]) -> PathBuf {
+    let path = dir.join("system.journal");
+    let mut child = Command::new("/lib/systemd/systemd-journal-remote")
+        .arg("-o")
+        .arg(&path)
+        .arg("-")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect(
+            "systemd-journal-remote (Debian's systemd-journal-remote; scripts/test.sh installs it)",
+        );
+    let mut stdin = child.stdin.take().unwrap();
+    for (t, pid, unit, msg) in entries {
+        write!(
+            stdin,
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
+            T0_US + t
+        )
+        .unwrap();
+    }
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+fn json(args: &[&str], path: &Path) -> (serde_json::Value, String) {
+    let o = proofline()
+        .args(["analyze", "--format", "json"])
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    (
+        serde_json::from_slice(&o.stdout).unwrap(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_journal_tells_runs_apart_by_process_and_keeps_to_its_unit() {
+    let dir = fresh_dir("journal", "runs");
+    let log = generate(&dir, "cuzk.log", &["--jobs", "6"]);
+    let other = generate(&dir, "other.log", &["--jobs", "3", "--seed", "9"]);
+    let (entries, per_run) = entries(&log, &other);
+    let file = journal(&dir, &entries);
+
+    let (r, err) = json(&["--journal-unit", "cuzk.service", "--journal-file"], &file);
+    assert_eq!(r["events"]["runs"], 3, "{}", r["events"]);
+    assert_eq!(r["events"]["duplicates"], 0, "{}", r["events"]);
+    assert_eq!(r["events"]["conflicts"], 0, "{}", r["events"]);
+    // the other unit's jobs are not read
+    let jobs = r["jobs"].as_array().unwrap();
+    assert!(
+        jobs.iter()
+            .all(|j| j["job_id"].as_str().unwrap().starts_with("porep-1000-"))
+    );
+    // each run's figures are those of its lines read alone
+    let (mut complete, mut parts) = (0, 0);
+    for (i, run) in per_run.iter().enumerate() {
+        let p = dir.join(format!("run{i}.log"));
+        std::fs::write(&p, run).unwrap();
+        let (alone, _) = json(&[], &p);
+        complete += alone["summary"]["jobs_complete"].as_u64().unwrap();
+        parts += alone["summary"]["partitions_done"].as_u64().unwrap();
+    }
+    assert!(complete >= 8, "{complete}");
+    assert_eq!(r["summary"]["jobs_complete"].as_u64().unwrap(), complete);
+    assert_eq!(r["summary"]["partitions_done"].as_u64().unwrap(), parts);
+    // the stdout lines are lines, not TIMELINE lines, and disturb nothing
+    assert_eq!(
+        r["lines"]["lines"].as_u64().unwrap(),
+        2 * r["lines"]["timeline_lines"].as_u64().unwrap()
+    );
+    // which processes, and when on the wall clock
+    assert!(
+        err.contains("3 processes (each a run): pid 101 from 2025-12-01T03:00:00.000Z, pid 202 from 2025-12-01T03:00:10.000Z, pid 303"),
+        "{err}"
+    );
+
+    // --since: from the second process on
+    let (r, err) = json(
+        &[
+            "--journal-unit",
+            "cuzk.service",
+            "--since",
+            "2025-12-01 03:00:05 UTC",
+            "--journal-file",
+        ],
+        &file,
+    );
+    assert_eq!(r["events"]["runs"], 2, "{err}");
+    // the other unit, alone
+    let (r, _) = json(
+        &["--journal-unit", "prover2.service", "--journal-file"],
+        &file,
+    );
+    assert_eq!(r["events"]["runs"], 1);
+    assert_eq!(r["summary"]["jobs_complete"], 3);
+}
+
+#[test]
+fn journal_mistakes_are_said_plainly() {
+    let dir = fresh_dir("journal", "mistakes");
+    // a unit with no entries
+    let log = generate(&dir, "cuzk.log", &["--jobs", "2"]);
+    let (entries, _) = entries(&log, "");
+    let file = journal(&dir, &entries);
+    let o = proofline()
+        .args([
+            "analyze",
+            "--journal-unit",
+            "nothing.service",
+            "--journal-file",
+        ])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("the journal of nothing.service in") && err.contains("holds no entry"),
+        "{err}"
+    );
+    // a file and the journal at once
+    let o = proofline()
+        .args(["analyze", "x.log", "--journal-unit", "cuzk.service"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    // no journal file there: journalctl's own words
+    let o = proofline()
+        .args(["analyze", "--journal-file"])
+        .arg(dir.join("missing.journal"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("journalctl failed") || err.contains("holds no entry"),
+        "{err}"
+    );
+}
