@@ -202,3 +202,74 @@ fn jobs_in_flight_past_the_cap_evict_the_oldest_and_are_counted() {
     assert_eq!(evicted_first[..3], ["stuck-0", "stuck-1", "stuck-2"]);
     assert!(proofline_core::text::render(&r).contains("42 jobs evicted"));
 }
+
+/// A prover that dies inside GPU work: its log stops at 140 s with GPU intervals open, and
+/// the live clock goes on. Past the stuck threshold (60 s here: 4x the longest closed
+/// interval is less) the GPU no longer counts as busy, its idle time counts from the last
+/// line, the intervals are counted stuck, and the silence and the oldest job's age show.
+#[test]
+fn a_prover_dead_inside_gpu_work_stops_counting_busy() {
+    use proofline_core::reader::LineFeeder;
+    use proofline_core::sink::NoUpdates;
+    let log = instant::log_string(&SimConfig::porep(8));
+    let cut: String = log
+        .lines()
+        .take_while(|l| {
+            l.split(',')
+                .nth(1)
+                .and_then(|o| o.parse::<u64>().ok())
+                .is_none_or(|o| o <= 140_000)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let mut e = proofline_core::Engine::new(EngineConfig::default());
+    let mut f = LineFeeder::new();
+    f.feed_lines(cut.as_bytes(), &mut e, &mut NoUpdates);
+    // the clock goes on, as watch's does, one second at a time
+    let live_at = |e: &mut proofline_core::Engine, s: u64| {
+        for t in 141..=s {
+            e.advance(t * 1000, &mut NoUpdates);
+        }
+        e.live()
+    };
+    let l = live_at(&mut e, 180);
+    assert_eq!(l.gpus[0].idle_ms, 0, "still within the threshold: busy");
+    assert_eq!(l.gpus[0].stuck_intervals, 0);
+    let l = live_at(&mut e, 230);
+    assert!(l.gpus[0].stuck_intervals >= 1, "{l:?}");
+    // idle since about the last line (140 s), less the reorder window the clock lags by
+    assert!(l.gpus[0].idle_ms >= 80_000, "{l:?}");
+    assert!(l.last_event_age_ms.unwrap() >= 80_000, "{l:?}");
+    assert!(l.oldest_job_age_ms.unwrap() >= 100_000, "{l:?}");
+    assert_eq!(l.on_gpu, 0, "{l:?}");
+    assert_eq!(l.runs, 1);
+    e.finish(&mut NoUpdates);
+    let r = e.report();
+    assert_eq!(r.events.gpu_stuck, l.gpus[0].stuck_intervals);
+    assert_eq!(r.gpus[0].stuck_intervals, r.events.gpu_stuck);
+    assert!(
+        r.events
+            .conflict_examples
+            .iter()
+            .any(|x| x.contains("stuck, no longer counted busy")),
+        "{:?}",
+        r.events.conflict_examples
+    );
+}
+
+/// One GPU call that never returns while the prover goes on: counted stuck once, the
+/// other worker keeps the GPU busy, and a log that ends normally is unchanged otherwise.
+#[test]
+fn a_gpu_call_that_never_returns_is_counted_stuck_once() {
+    let mut cfg = SimConfig::porep(8);
+    cfg.faults.never_finish = Some((2, 3));
+    let r = analyze_str(&instant::log_string(&cfg), EngineConfig::default());
+    assert_eq!(r.events.gpu_stuck, 1, "{:?}", r.events);
+    assert_eq!(r.summary.jobs_complete, 7);
+    // a healthy log has none
+    let r = analyze_str(
+        &instant::log_string(&SimConfig::porep(8)),
+        EngineConfig::default(),
+    );
+    assert_eq!(r.events.gpu_stuck, 0);
+}

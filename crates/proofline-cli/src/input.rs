@@ -53,6 +53,16 @@ pub(crate) struct EngineArgs {
     #[arg(long, default_value_t = engine::DEFAULT_MAX_JOBS_IN_FLIGHT, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000_000))]
     pub(crate) max_jobs_in_flight: usize,
+    /// A GPU interval open longer than the larger of this and --stuck-factor times the
+    /// longest its GPU closed is stuck (a call that never returned, a prover dead inside GPU
+    /// work): no longer counted busy, and counted. 0 turns this off. Range 0..=86400.
+    #[arg(long, default_value_t = engine::DEFAULT_STUCK_MIN_MS / 1000, value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub(crate) stuck_min_s: u64,
+    /// See --stuck-min-s. Range 1..=1000.
+    #[arg(long, default_value_t = engine::DEFAULT_STUCK_FACTOR, value_name = "N",
+        value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) stuck_factor: u32,
 }
 
 impl EngineArgs {
@@ -67,6 +77,8 @@ impl EngineArgs {
             restart_after_ms: self.restart_after_s.saturating_mul(1000),
             max_rows: self.max_rows,
             max_jobs_in_flight: self.max_jobs_in_flight,
+            stuck_min_ms: self.stuck_min_s.saturating_mul(1000),
+            stuck_factor: self.stuck_factor,
             ..EngineConfig::default()
         }
     }

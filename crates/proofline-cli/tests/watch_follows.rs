@@ -329,3 +329,76 @@ fn watch_names_logs_it_cannot_follow() {
         wait_line(&rx, says);
     }
 }
+
+/// The value of a sample on /metrics, by its name and labels as written.
+fn sample(body: &str, name: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A prover dead inside GPU work: its log stops at 140 s with GPU intervals open. watch's
+/// clock goes on; past the stuck threshold (here 12 s, more than 1x the longest interval
+/// closed, ~8 s: `--stuck-min-s 12 --stuck-factor 1`, for a test's patience; 60 s and 4x by
+/// default)
+/// the GPU stops counting as busy, its idle gauge grows, the intervals are counted stuck,
+/// and the silence and the oldest job's age are on /metrics.
+#[test]
+fn a_prover_dead_inside_gpu_work_is_silent_and_idle_on_metrics() {
+    let dir = tmp("dead");
+    let log = dir.join("cuzk.log");
+    let full = generated_text(&dir, 8);
+    let cut: String = full
+        .lines()
+        .take_while(|l| {
+            l.split(',')
+                .nth(1)
+                .and_then(|o| o.parse::<u64>().ok())
+                .is_none_or(|o| o <= 140_000)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, cut).unwrap();
+    let (_watch, _rx, addr) = watch(
+        &[
+            "--from-start",
+            "--stuck-min-s",
+            "12",
+            "--stuck-factor",
+            "1",
+            "--reorder-window-ms",
+            "200",
+            "--poll-ms",
+            "100",
+        ],
+        &log,
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(40);
+    let body = loop {
+        let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
+        // every open interval of the GPU past the threshold: idle from the last line on
+        let idle = sample(&body, "proofline_gpu_idle_seconds{gpu=\"0\"}").unwrap_or(0.0);
+        if idle > 0.0 {
+            break body;
+        }
+        assert!(std::time::Instant::now() < deadline, "never stuck:\n{body}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    assert!(
+        sample(&body, "proofline_gpu_stuck_intervals_total{gpu=\"0\"}").unwrap() >= 1.0,
+        "{body}"
+    );
+    assert_eq!(
+        sample(&body, "proofline_partitions_in_flight{stage=\"gpu\"}"),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(
+        sample(&body, "proofline_last_event_age_seconds").unwrap() >= 5.0,
+        "{body}"
+    );
+    assert!(
+        sample(&body, "proofline_oldest_job_age_seconds").unwrap() >= 60.0,
+        "{body}"
+    );
+    assert_eq!(sample(&body, "proofline_runs_total"), Some(1.0), "{body}");
+}

@@ -386,6 +386,9 @@ pub struct GpuReport {
     pub idle_with_queue_ms: u64,
     /// Idle time inside gaps while the queue was empty.
     pub idle_queue_empty_ms: u64,
+    /// GPU intervals found stuck here (open past the stuck threshold; not counted busy).
+    #[serde(default)]
+    pub stuck_intervals: u64,
 }
 
 /// Stage length distributions.
@@ -460,6 +463,10 @@ pub struct EventStats {
     /// shorter than a silence of a job that was alive (taken as a new attempt, or ignored).
     #[serde(default)]
     pub after_eviction: u64,
+    /// GPU intervals found stuck: open past `max(stuck_min_ms, stuck_factor x the longest
+    /// closed on their GPU)`, no longer counted busy (each named among the examples).
+    #[serde(default)]
+    pub gpu_stuck: u64,
 }
 
 /// Counts about the input lines (filled by the reader, not the engine).

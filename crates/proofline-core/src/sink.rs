@@ -78,6 +78,15 @@ pub struct LiveState {
     /// The floors so far: GPU and synthesis seconds per proof (`None` before a job
     /// completed; see [`crate::report::Floors`]).
     pub floors: Option<(f64, f64)>,
+    /// How far the clock is past the newest event of the run, ms: the prover's silence,
+    /// when a live clock moves the engine on ([`crate::Engine::advance`]); `None` before
+    /// an event.
+    pub last_event_age_ms: Option<u64>,
+    /// How long the job in flight the longest has been (since its first event), ms;
+    /// `None` with no job in flight.
+    pub oldest_job_age_ms: Option<u64>,
+    /// Runs so far: 1 + the daemon restarts seen.
+    pub runs: u32,
 }
 
 /// Totals of the `CUZK_TIMING:` lines read so far (`crate::timing`), ms.
@@ -110,6 +119,8 @@ pub struct GpuLive {
     /// included): monotonic except when an abandoned interval is cut back to its last
     /// observed end.
     pub busy_ms: u64,
+    /// GPU intervals found stuck here so far (see `EngineConfig::stuck_min_ms`).
+    pub stuck_intervals: u64,
 }
 
 /// Counters about the telemetry itself, kept by whoever feeds the engine (the layer, or

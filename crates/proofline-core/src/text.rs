@@ -311,6 +311,13 @@ fn render_raw(r: &Report) -> String {
             e.after_eviction
         );
     }
+    if e.gpu_stuck > 0 {
+        let _ = writeln!(
+            o,
+            "Warning: {} GPU interval(s) stuck: open past the larger of 60 s and 4x the longest their GPU closed (a call that never returned, or a prover that died inside GPU work); not counted busy from the last sign of work on their GPU (named below)",
+            e.gpu_stuck
+        );
+    }
     if e.stray_late + e.stray_early > 0 {
         let _ = writeln!(
             o,

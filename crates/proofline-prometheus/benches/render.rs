@@ -121,9 +121,13 @@ fn populated() -> Arc<Metrics> {
                 busy_ratio: 0.97,
                 idle_ms: 0,
                 busy_ms: t,
+                stuck_intervals: 1,
             })
             .collect(),
         kernel: Default::default(),
+        last_event_age_ms: Some(2_000),
+        oldest_job_age_ms: Some(90_000),
+        runs: 2,
     };
     sink.tick(
         &live,

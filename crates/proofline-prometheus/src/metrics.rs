@@ -83,6 +83,10 @@ pub struct Metrics {
     /// b_g2_msm seconds.
     pub(crate) gpu_calls: Counter,
     pub(crate) kernel_seconds: [FloatCounter; 5],
+    pub(crate) last_event_age: FloatGauge,
+    pub(crate) oldest_job_age: FloatGauge,
+    pub(crate) runs: Counter,
+    pub(crate) gpu_stuck: Family<GpuL, Counter>,
 }
 
 impl Metrics {
@@ -127,6 +131,10 @@ impl Metrics {
             requests_refused: Family::default(),
             gpu_calls: Counter::default(),
             kernel_seconds: Default::default(),
+            last_event_age: FloatGauge::default(),
+            oldest_job_age: FloatGauge::default(),
+            runs: Counter::default(),
+            gpu_stuck: Family::default(),
             registry: Registry::default(),
         };
         r.register(
@@ -228,6 +236,26 @@ impl Metrics {
             "proofline_jobs_in_flight",
             "Jobs started and not yet complete",
             m.jobs_in_flight.clone(),
+        );
+        r.register(
+            "proofline_last_event_age_seconds",
+            "Time since the newest event of the prover (its silence): the clock past the newest TIMELINE offset (watch), or past the newest span edge or event (the layer)",
+            m.last_event_age.clone(),
+        );
+        r.register(
+            "proofline_oldest_job_age_seconds",
+            "Age of the job in flight the longest (since its first SYNTH_START); 0 with none in flight",
+            m.oldest_job_age.clone(),
+        );
+        r.register(
+            "proofline_runs",
+            "Runs of the prover seen: 1 + its restarts (a crash loop shows as a rising rate)",
+            m.runs.clone(),
+        );
+        r.register(
+            "proofline_gpu_stuck_intervals",
+            "GPU intervals found stuck: open past the larger of 60 s and 4x the longest the GPU closed (a call that never returned, a prover dead inside GPU work); no longer counted busy",
+            m.gpu_stuck.clone(),
         );
         r.register(
             "proofline_gpu_interval_source",

@@ -20,6 +20,8 @@ pub struct PrometheusSink {
     kinds: Cap,
     /// Each GPU's busy time last published, ms (the counter moves by the engine's delta).
     busy_seen: HashMap<u32, u64>,
+    stuck_seen: HashMap<u32, u64>,
+    runs_seen: u64,
     dropped_seen: u64,
     malformed_seen: u64,
     /// The kernel totals last published: calls, then the five times of `KernelLive`.
@@ -45,6 +47,8 @@ impl PrometheusSink {
             gpus: Cap::new(Folded::Gpu, MAX_GPUS),
             kinds: Cap::new(Folded::ProofKind, MAX_PROOF_KINDS),
             busy_seen: HashMap::new(),
+            stuck_seen: HashMap::new(),
+            runs_seen: 0,
             dropped_seen: 0,
             malformed_seen: 0,
             kernel_seen: [0; 6],
@@ -196,6 +200,15 @@ impl UpdateSink for PrometheusSink {
                 .set(i64::from(n));
         }
         self.m.jobs_in_flight.set(i64::from(live.jobs_in_flight));
+        if let Some(age) = live.last_event_age_ms {
+            self.m.last_event_age.set(secs(age));
+        }
+        self.m
+            .oldest_job_age
+            .set(secs(live.oldest_job_age_ms.unwrap_or(0)));
+        if let Some(d) = growth(&mut self.runs_seen, u64::from(live.runs)) {
+            self.m.runs.inc_by(d);
+        }
         if let Some(spp) = live.seconds_per_proof {
             self.m.seconds_per_proof.set(spp);
         }
@@ -217,6 +230,12 @@ impl UpdateSink for PrometheusSink {
             let seen = self.busy_seen.entry(g.gpu).or_insert(0);
             if let Some(d) = growth(seen, g.busy_ms) {
                 self.m.gpu_busy_seconds.get_or_create(&l).inc_by(secs(d));
+            }
+            // at 0 from the GPU's first tick, so that an alert's increase() sees the first one
+            let stuck = self.m.gpu_stuck.get_or_create(&l);
+            let seen = self.stuck_seen.entry(g.gpu).or_insert(0);
+            if let Some(d) = growth(seen, g.stuck_intervals) {
+                stuck.inc_by(d);
             }
         }
         let (k, seen) = (live.kernel, &mut self.kernel_seen);

@@ -20,6 +20,11 @@ pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
 pub const MAX_PARTITION: u32 = 1 << 16;
 
+/// Default [`EngineConfig::stuck_min_ms`]: a GPU interval open a minute is not yet stuck.
+pub const DEFAULT_STUCK_MIN_MS: u64 = 60_000;
+/// Default [`EngineConfig::stuck_factor`].
+pub const DEFAULT_STUCK_FACTOR: u32 = 4;
+
 /// Default [`EngineConfig::cold_start_min_idle_ms`].
 pub const DEFAULT_COLD_START_MIN_IDLE_MS: u64 = 1_000;
 
@@ -76,6 +81,13 @@ pub struct EngineConfig {
     /// labels the GPU intervals with it, since span edges need not fall where the
     /// prover's own GPU_START/GPU_END would.
     pub gpu_interval_source: Option<String>,
+    /// A GPU interval open longer than the larger of this and [`EngineConfig::stuck_factor`]
+    /// times the longest its device has closed is stuck (a CUDA call that never returns, a
+    /// prover dead inside GPU work): its device stops counting it as busy from the last
+    /// edge seen there, and counts it. 0 turns this off. Default [`DEFAULT_STUCK_MIN_MS`].
+    pub stuck_min_ms: u64,
+    /// See [`EngineConfig::stuck_min_ms`]. Default [`DEFAULT_STUCK_FACTOR`].
+    pub stuck_factor: u32,
 }
 
 impl Default for EngineConfig {
@@ -93,6 +105,8 @@ impl Default for EngineConfig {
             max_jobs_in_flight: DEFAULT_MAX_JOBS_IN_FLIGHT,
             cold_start_min_idle_ms: DEFAULT_COLD_START_MIN_IDLE_MS,
             gpu_interval_source: None,
+            stuck_min_ms: DEFAULT_STUCK_MIN_MS,
+            stuck_factor: DEFAULT_STUCK_FACTOR,
         }
     }
 }

@@ -111,6 +111,14 @@ pub(super) struct Device {
     steady_elapsed: u64,
     /// The jobs waiting to be paired into transitions here (chain.rs changes it).
     chain: super::chain::Chain,
+    /// Intervals opened here, in the order they opened: (start, job slot, job uid,
+    /// partition). Entries of intervals since closed are dropped when they reach the front
+    /// (`Engine::check_stuck`).
+    opened: VecDeque<(u64, usize, u64, usize)>,
+    /// The longest interval closed here.
+    longest_closed: u64,
+    /// Intervals found stuck here.
+    stuck: u64,
 }
 
 impl Device {
@@ -165,7 +173,39 @@ impl Device {
     ) {
         self.serial += t.saturating_sub(start).max(len);
         self.intervals += 1;
+        self.longest_closed = self.longest_closed.max(t.saturating_sub(start));
         self.end(t, uid, history_ms, sink);
+    }
+
+    /// An interval of partition `pidx` of the job in slot `slot` (`uid`) opened at `t`.
+    pub fn opened(&mut self, t: u64, slot: usize, uid: u64, pidx: usize) {
+        self.opened.push_back((t, slot, uid, pidx));
+    }
+
+    /// The device index.
+    pub fn gpu(&self) -> u32 {
+        self.gpu
+    }
+
+    /// The oldest interval opened here not yet dropped.
+    pub fn oldest_opened(&self) -> Option<(u64, usize, u64, usize)> {
+        self.opened.front().copied()
+    }
+
+    /// Drops the oldest opened interval (closed since, or found stuck).
+    pub fn drop_oldest_opened(&mut self) {
+        self.opened.pop_front();
+    }
+
+    /// How long an interval may stay open here before it is stuck: the larger of `min_ms`
+    /// and `factor` times the longest closed here; `None` when off.
+    pub fn stuck_after(&self, min_ms: u64, factor: u32) -> Option<u64> {
+        (min_ms > 0).then(|| min_ms.max(self.longest_closed.saturating_mul(u64::from(factor))))
+    }
+
+    /// An interval was found stuck (its busy time is closed by `abandon_interval`).
+    pub fn count_stuck(&mut self) {
+        self.stuck += 1;
     }
 
     /// An interval of job `uid` opened at `start` will never close (its job was given up
@@ -224,6 +264,7 @@ impl Device {
                 self.idle_since.map_or(0, |l| now.saturating_sub(l))
             },
             busy_ms: self.cum_busy_at(now),
+            stuck_intervals: self.stuck,
         }
     }
 
@@ -278,6 +319,7 @@ impl Device {
             idle_total: total,
             idle_with_queue_ms: self.idle_wait,
             idle_queue_empty_ms: self.idle_empty,
+            stuck_intervals: self.stuck,
         }
     }
 

@@ -18,6 +18,9 @@ pub(super) enum PartStage {
     PickedUp,
     /// GPU_START, no GPU_END: the interval is open on its device.
     OnGpu,
+    /// Open on its device past the stuck threshold: no longer counted busy there (a
+    /// GPU_END may still come).
+    Stuck,
     /// GPU_END seen.
     Done,
     /// Its job was given up on before GPU_END.
@@ -32,7 +35,7 @@ impl PartStage {
             PartStage::Queued => Some(1),
             PartStage::PickedUp => Some(2),
             PartStage::OnGpu => Some(3),
-            PartStage::Seen | PartStage::Done | PartStage::Abandoned => None,
+            PartStage::Seen | PartStage::Stuck | PartStage::Done | PartStage::Abandoned => None,
         }
     }
 }

@@ -50,7 +50,7 @@ use crate::sink::Update;
 use crate::sink::UpdateSink;
 use device::Device;
 use gauges::Gauges;
-use job::{Job, JobState};
+use job::{Job, JobState, PartStage};
 use names::{Kinds, Names};
 use reorder::{Ev, Reorder};
 use summary::{RunSteady, Totals};
@@ -87,6 +87,8 @@ pub struct Engine {
     started: bool,
     /// When the next sweep is due (`u64::MAX`: none).
     next_sweep: u64,
+    /// When the open GPU intervals are next looked at for stuck ones.
+    next_stuck_check: u64,
     /// The first instant processed, all runs.
     first_t: Option<u64>,
     /// Job instances by slot (`None`: free).
@@ -142,6 +144,7 @@ impl Engine {
             now: 0,
             started: false,
             next_sweep: 0,
+            next_stuck_check: 0,
             first_t: None,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
@@ -364,6 +367,68 @@ impl Engine {
         self.now = t;
         if t >= self.next_sweep {
             self.sweep(sink);
+        }
+        if t >= self.next_stuck_check {
+            self.check_stuck(sink);
+            self.next_stuck_check = t.saturating_add(SWEEP_EVERY_MS);
+        }
+    }
+
+    /// Finds the GPU intervals open past their device's stuck threshold (a call that never
+    /// returns, a prover dead inside GPU work): each stops counting as busy from the last
+    /// edge seen on its device, is counted, and named. Amortized O(1) per interval: a
+    /// device's intervals are looked at in the order they opened, and those closed since
+    /// are dropped as they reach the front.
+    fn check_stuck(&mut self, sink: &mut impl UpdateSink) {
+        let (min_ms, factor) = (self.cfg.stuck_min_ms, self.cfg.stuck_factor);
+        if min_ms == 0 {
+            return;
+        }
+        let now = self.now;
+        let waiting = self.gauges.queue_depth() > 0;
+        for dev in self.devices.values_mut() {
+            let Some(after) = dev.stuck_after(min_ms, factor) else {
+                continue;
+            };
+            while let Some((start, idx, uid, pidx)) = dev.oldest_opened() {
+                let part = self
+                    .jobs
+                    .get_mut(idx)
+                    .and_then(Option::as_mut)
+                    .filter(|j| j.uid == uid)
+                    .and_then(|j| j.parts.get_mut(pidx))
+                    .filter(|p| p.stage() == PartStage::OnGpu);
+                let Some(part) = part else {
+                    // closed (or its job ended) since: nothing to watch
+                    dev.drop_oldest_opened();
+                    continue;
+                };
+                if now.saturating_sub(start) <= after {
+                    break;
+                }
+                self.gauges.advance(part, PartStage::Stuck);
+                dev.drop_oldest_opened();
+                dev.count_stuck();
+                dev.abandon_interval(
+                    Some(start),
+                    (now, waiting),
+                    uid,
+                    self.cfg.busy_window_ms,
+                    sink,
+                );
+                self.totals.stats.gpu_stuck += 1;
+                if let Some(job) = self.jobs[idx].as_ref() {
+                    let name = self.names.name(job.name).clone();
+                    let gpu = dev.gpu();
+                    push_example(&mut self.totals.stats.conflict_examples, || {
+                        format!(
+                            "{name}: partition {pidx}'s GPU work on GPU {gpu} open {} s, past {} s: stuck, no longer counted busy",
+                            now.saturating_sub(start) / 1000,
+                            after / 1000
+                        )
+                    });
+                }
+            }
         }
     }
 

@@ -202,6 +202,9 @@ impl Engine {
             self.chain_insert(gpu, idx, &name, e.t);
         }
         let dev = self.devices.get_mut(&gpu).expect("device exists");
+        if self.cfg.stuck_min_ms > 0 {
+            dev.opened(at, idx, uid, pidx);
+        }
         if dev.start(at, uid, (name, attempt), sink) {
             self.pending_gap_devs.push(gpu);
         }

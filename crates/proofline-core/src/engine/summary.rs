@@ -218,7 +218,25 @@ impl Engine {
                     self.devices.len(),
                 )
                 .map(|f| (f.gpu_s, f.synthesis_s)),
+            last_event_age_ms: self
+                .max_event_offset
+                .map(|e| self.max_offset.unwrap_or(e).saturating_sub(e)),
+            oldest_job_age_ms: self.oldest_active().map(|since| now.saturating_sub(since)),
+            runs: self.run + 1,
         }
+    }
+
+    /// When the job in flight the longest began (its first SYNTH_START, else its first
+    /// GPU_START, else its latest event), on the timeline.
+    fn oldest_active(&self) -> Option<u64> {
+        self.created.iter().find_map(|&(idx, uid)| {
+            let job = self.jobs.get(idx)?.as_ref()?;
+            (job.uid == uid && job.state == super::job::JobState::Active).then(|| {
+                job.first_synth_start
+                    .or(job.first_gpu_start)
+                    .unwrap_or(job.last_activity)
+            })
+        })
     }
 
     /// The report of everything processed so far. Call [`Engine::finish`] first for the
