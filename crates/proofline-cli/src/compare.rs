@@ -13,6 +13,7 @@ use proofline_core::report::Report;
 use proofline_core::sink::NoUpdates;
 
 use crate::input::{EngineArgs, open_log, run_log};
+use crate::journal::{JournalArgs, run_journal};
 use crate::timeline::{DEFAULT_MAX_PARTITIONS, Timeline};
 
 /// The exit status when a `--fail-if` condition holds (1 is an error).
@@ -33,7 +34,9 @@ enum Format {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct CompareArgs {
-    /// Before: a log (plain, gzip, `-` for stdin) or a report `analyze --format json` wrote.
+    /// Before: a log (plain, gzip, `-` for stdin), a report `analyze --format json` wrote,
+    /// or a journal: `journal:UNIT` (the system journal), `journal:UNIT@FILE` or
+    /// `journal:UNIT@DIR` (journal files elsewhere).
     #[arg(value_name = "A")]
     a: PathBuf,
     /// After: the same kinds.
@@ -138,7 +141,38 @@ fn is_json(path: &Path) -> Result<bool> {
         .is_some_and(|&b| b == b'{'))
 }
 
+/// `journal:UNIT[@FILE|@DIR]` as the journal it names.
+fn journal_of(path: &Path) -> Option<JournalArgs> {
+    let spec = path.to_str()?.strip_prefix("journal:")?;
+    let (unit, at) = match spec.split_once('@') {
+        Some((u, at)) => (u, Some(PathBuf::from(at))),
+        None => (spec, None),
+    };
+    let mut j = JournalArgs {
+        journal_unit: (!unit.is_empty()).then(|| unit.to_owned()),
+        ..JournalArgs::default()
+    };
+    match at {
+        Some(p) if p.is_dir() => j.journal_dir = Some(p),
+        Some(p) => j.journal_file = vec![p],
+        None => {}
+    }
+    Some(j)
+}
+
 fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
+    if let Some(j) = journal_of(path) {
+        let (run, processes) = run_journal(&j, args.engine.config(), NoUpdates)?;
+        crate::analyze::say_processes(&j, &processes);
+        if let Some(e) = run.error {
+            return Err(e.context(format!("{} ended early", j.describe())));
+        }
+        return Ok(Side {
+            report: run.report,
+            timeline: None,
+            from_json: false,
+        });
+    }
     if is_json(path)? {
         let r = open_log(path, None)?;
         let report: Report = serde_json::from_reader(r).with_context(|| {
@@ -422,7 +456,12 @@ td:first-child,th:first-child{{text-align:left}}.worse{{color:#c00;font-weight:b
                     "<p>a JSON report: no timeline to draw (compare the logs to see one)</p>"
                 );
             }
-            None => {}
+            None => {
+                let _ = writeln!(
+                    o,
+                    "<p>a journal: no timeline drawn (`proofline chart` reads files)</p>"
+                );
+            }
         }
     }
     o.push_str("<script>console.log('proofline-compare-ready ' + document.querySelectorAll('rect.bar').length + ' bars');</script>\n</body></html>\n");

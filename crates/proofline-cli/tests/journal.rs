@@ -228,3 +228,34 @@ fn journal_mistakes_are_said_plainly() {
         "{err}"
     );
 }
+
+/// `compare` takes a journal as either side: `journal:UNIT@FILE`. The unit against itself
+/// is the same on every figure.
+#[test]
+fn compare_reads_a_journal_side() {
+    let dir = fresh_dir("journal", "compare");
+    let log = generate(&dir, "cuzk.log", &["--jobs", "6"]);
+    let other = generate(&dir, "other.log", &["--jobs", "3", "--seed", "9"]);
+    let (entries, _) = entries(&log, &other);
+    let file = journal(&dir, &entries);
+    let side = format!("journal:cuzk.service@{}", file.display());
+    let o = proofline()
+        .args(["compare", "--format", "json", "--fail-if", "changed:any"])
+        .arg(&side)
+        .arg(&side)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(c["jobs"][0].as_u64().unwrap() >= 8, "{c}");
+    assert!(
+        c["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["change"] == "same" || f["change"] == "not_called"),
+        "{c}"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("3 processes (each a run)"), "{err}");
+}
