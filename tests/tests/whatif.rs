@@ -419,3 +419,34 @@ fn lock_lines_without_kernel_lines_are_said_to_be_so() {
         learned.basis.assumptions
     );
 }
+
+/// With `pre_lock_cpu_ms` in the CUZK_TIMING lines the CPU work before the lock is seen:
+/// no assumption about it is printed, though no call took the lock at once.
+#[test]
+fn seen_prep_is_not_an_assumption() {
+    let (learned, _) = learn(&instant::log_string(&base(10, 1, true)));
+    assert!(
+        (learned.workload.prep_ms - 300.0).abs() < 1.0,
+        "{}",
+        learned.workload.prep_ms
+    );
+    assert!(
+        learned
+            .basis
+            .assumptions
+            .iter()
+            .all(|a| !a.starts_with("the CPU work")),
+        "{:?}",
+        learned.basis.assumptions
+    );
+    let (learned, _) = learn(&instant::log_string(&base(10, 1, false)));
+    assert!(
+        learned
+            .basis
+            .assumptions
+            .iter()
+            .any(|a| a.starts_with("the CPU work before the GPU lock is taken as 0")),
+        "{:?}",
+        learned.basis.assumptions
+    );
+}

@@ -527,6 +527,8 @@ impl Collector {
                 }
                 if let Some(p) = k.pre_lock_cpu.mean_ms.filter(|_| k.pre_lock_cpu.count > 0) {
                     prep = p;
+                    // what had to be assumed about the CPU work around the lock is now seen
+                    assumptions.retain(|a| !a.starts_with("the CPU work"));
                     // the GPU interval is prep + wait + lock + finalizer: the finalizer is
                     // what the means leave
                     if let (Some(g), Some(w)) = (report.stages.gpu.mean_ms, k.lock_wait.mean_ms) {
