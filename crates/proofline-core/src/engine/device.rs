@@ -111,10 +111,13 @@ pub(super) struct Device {
     steady_elapsed: u64,
     /// The jobs waiting to be paired into transitions here (chain.rs changes it).
     chain: super::chain::Chain,
-    /// Intervals opened here, in the order they opened: (start, job slot, job uid,
-    /// partition). Entries of intervals since closed are dropped when they reach the front
-    /// (`Engine::check_stuck`).
-    opened: VecDeque<(u64, usize, u64, usize)>,
+    /// Intervals opened here, in the order they opened, numbered from `opened_base`:
+    /// (start, job slot, job uid, partition, closed). Closed ones are marked in place by
+    /// their number (no search) and dropped when they reach the front
+    /// (`Engine::check_stuck`), so that the check touches no job but an old open one's.
+    opened: VecDeque<(u64, usize, u64, usize, bool)>,
+    /// The number of the front of `opened`.
+    opened_base: u64,
     /// The longest interval closed here.
     longest_closed: u64,
     /// Intervals found stuck here.
@@ -177,9 +180,11 @@ impl Device {
         self.end(t, uid, history_ms, sink);
     }
 
-    /// An interval of partition `pidx` of the job in slot `slot` (`uid`) opened at `t`.
-    pub fn opened(&mut self, t: u64, slot: usize, uid: u64, pidx: usize) {
-        self.opened.push_back((t, slot, uid, pidx));
+    /// An interval of partition `pidx` of the job in slot `slot` (`uid`) opened at `t`;
+    /// its number here.
+    pub fn opened(&mut self, t: u64, slot: usize, uid: u64, pidx: usize) -> u64 {
+        self.opened.push_back((t, slot, uid, pidx, false));
+        self.opened_base + self.opened.len() as u64 - 1
     }
 
     /// The device index.
@@ -187,14 +192,33 @@ impl Device {
         self.gpu
     }
 
-    /// The oldest interval opened here not yet dropped.
-    pub fn oldest_opened(&self) -> Option<(u64, usize, u64, usize)> {
-        self.opened.front().copied()
+    /// Interval number `seq` closed (or was given up on).
+    pub fn mark_closed(&mut self, seq: u64) {
+        if let Some(e) = seq
+            .checked_sub(self.opened_base)
+            .and_then(|i| self.opened.get_mut(usize::try_from(i).ok()?))
+        {
+            e.4 = true;
+        }
+    }
+
+    /// The oldest interval opened here and not known closed, dropping the closed ones
+    /// before it: (start, job slot, job uid, partition).
+    pub fn oldest_open(&mut self) -> Option<(u64, usize, u64, usize)> {
+        while let Some(&(t, slot, uid, pidx, closed)) = self.opened.front() {
+            if !closed {
+                return Some((t, slot, uid, pidx));
+            }
+            self.drop_oldest_opened();
+        }
+        None
     }
 
     /// Drops the oldest opened interval (closed since, or found stuck).
     pub fn drop_oldest_opened(&mut self) {
-        self.opened.pop_front();
+        if self.opened.pop_front().is_some() {
+            self.opened_base += 1;
+        }
     }
 
     /// How long an interval may stay open here before it is stuck: the larger of `min_ms`

@@ -60,6 +60,8 @@ pub(super) struct Part {
     gpu_reported: Option<u64>,
     /// Where queue time starts: the first GPU_QUEUE, else SYNTH_END.
     queue_start: Option<u64>,
+    /// Its open GPU interval's number on its device (`Device::opened`).
+    open_seq: Option<u64>,
 }
 
 /// What recording an event on a partition found.
@@ -129,6 +131,16 @@ impl Part {
     /// Places its GPU interval on `gpu`.
     pub fn place_on(&mut self, gpu: u32) {
         self.gpu = Some(gpu);
+    }
+
+    /// Its open GPU interval is number `seq` on its device.
+    pub fn set_open_seq(&mut self, seq: u64) {
+        self.open_seq = Some(seq);
+    }
+
+    /// Its open GPU interval's number on its device, if it has one.
+    pub fn open_seq(&self) -> Option<u64> {
+        self.open_seq
     }
 
     /// `synth_ms=` as printed.

@@ -370,15 +370,20 @@ impl Engine {
         }
         if t >= self.next_stuck_check {
             self.check_stuck(sink);
-            self.next_stuck_check = t.saturating_add(SWEEP_EVERY_MS);
+            // a quarter of the threshold apart (15 s by default): a stuck call is seen at
+            // most that late, and a long log pays for a check every 15 s of its timeline,
+            // not every second (8 % of analyze's time on a TIMELINE-only log)
+            let every = (self.cfg.stuck_min_ms / 4).max(SWEEP_EVERY_MS);
+            self.next_stuck_check = t.saturating_add(every);
         }
     }
 
     /// Finds the GPU intervals open past their device's stuck threshold (a call that never
     /// returns, a prover dead inside GPU work): each stops counting as busy from the last
     /// edge seen on its device, is counted, and named. Amortized O(1) per interval: a
-    /// device's intervals are looked at in the order they opened, and those closed since
-    /// are dropped as they reach the front.
+    /// device's intervals are looked at in the order they opened, those marked closed are
+    /// dropped as they reach the front, and only an open one older than the threshold is
+    /// looked up in its job.
     fn check_stuck(&mut self, sink: &mut impl UpdateSink) {
         let (min_ms, factor) = (self.cfg.stuck_min_ms, self.cfg.stuck_factor);
         if min_ms == 0 {
@@ -390,7 +395,10 @@ impl Engine {
             let Some(after) = dev.stuck_after(min_ms, factor) else {
                 continue;
             };
-            while let Some((start, idx, uid, pidx)) = dev.oldest_opened() {
+            while let Some((start, idx, uid, pidx)) = dev.oldest_open() {
+                if now.saturating_sub(start) <= after {
+                    break;
+                }
                 let part = self
                     .jobs
                     .get_mut(idx)
@@ -399,13 +407,10 @@ impl Engine {
                     .and_then(|j| j.parts.get_mut(pidx))
                     .filter(|p| p.stage() == PartStage::OnGpu);
                 let Some(part) = part else {
-                    // closed (or its job ended) since: nothing to watch
+                    // its job ended without marking it (a new run): nothing to watch
                     dev.drop_oldest_opened();
                     continue;
                 };
-                if now.saturating_sub(start) <= after {
-                    break;
-                }
                 self.gauges.advance(part, PartStage::Stuck);
                 dev.drop_oldest_opened();
                 dev.count_stuck();

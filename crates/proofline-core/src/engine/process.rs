@@ -202,11 +202,12 @@ impl Engine {
             self.chain_insert(gpu, idx, &name, e.t);
         }
         let dev = self.devices.get_mut(&gpu).expect("device exists");
-        if self.cfg.stuck_min_ms > 0 {
-            dev.opened(at, idx, uid, pidx);
-        }
+        let seq = (self.cfg.stuck_min_ms > 0).then(|| dev.opened(at, idx, uid, pidx));
         if dev.start(at, uid, (name, attempt), sink) {
             self.pending_gap_devs.push(gpu);
+        }
+        if let Some(seq) = seq {
+            live_mut(&mut self.jobs, idx).parts[pidx].set_open_seq(seq);
         }
     }
 
@@ -228,6 +229,9 @@ impl Engine {
                 .devices
                 .get_mut(&gpu)
                 .expect("device of an open interval");
+            if let Some(seq) = job.parts[pidx].open_seq() {
+                dev.mark_closed(seq);
+            }
             dev.close_interval((start, at, len), uid, self.cfg.busy_window_ms, sink);
         }
         let part = &job.parts[pidx];
@@ -369,6 +373,9 @@ impl Engine {
             let Some(dev) = self.devices.get_mut(&part.gpu().unwrap_or(0)) else {
                 continue;
             };
+            if let Some(seq) = part.open_seq() {
+                dev.mark_closed(seq);
+            }
             dev.abandon_interval(
                 part.at(EventKind::GpuStart),
                 (now, waiting),
