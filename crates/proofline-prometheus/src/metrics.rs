@@ -199,7 +199,7 @@ impl Metrics {
         );
         r.register(
             "proofline_seconds_per_proof",
-            "Steady-state seconds per proof over the last 20 completions",
+            "Steady-state seconds per proof over the last 20 completions of the current run (after a restart, the previous run's until two of the new run)",
             m.seconds_per_proof.clone(),
         );
         r.register(
