@@ -372,13 +372,16 @@ fn a_memory_budget_the_log_shows_is_kept() {
 
 /// Lines printed out of order (many threads) keep the pipeline's shape: a SYNTH_START
 /// printed before the SYNTH_END of its worker's previous partition, at the same instant,
-/// is not an eleventh worker.
+/// is not an eleventh worker (the engine counts partitions synthesizing at once over a
+/// stretch of time, not within an instant).
 #[test]
 fn shuffled_lines_keep_the_synthesis_pool() {
     let mut cfg = base(10, 1, false);
     cfg.shuffle_ms = 500;
-    let (learned, _) = learn(&instant::log_string(&cfg));
+    let (learned, report) = learn(&instant::log_string(&cfg));
     assert_eq!(learned.pipeline.synthesis_workers, 10);
+    // the floors count them so too
+    assert_eq!(report.floors.unwrap().synthesis_workers, 10);
 }
 
 /// A pipeline slowed a thousandfold is predicted whole: the replay's engine evicts no job

@@ -12,7 +12,8 @@ pub(super) struct Gauges {
     pub queue_integral: u128,
     /// Deepest queue seen.
     pub max_queue: u32,
-    /// Most partitions being synthesized at once (the synthesis workers the log shows).
+    /// Most partitions being synthesized at once over a stretch of time (the synthesis
+    /// workers the log shows).
     pub max_synthesizing: u32,
 }
 
@@ -37,14 +38,17 @@ impl Gauges {
         if to == PartStage::Queued {
             self.max_queue = self.max_queue.max(self.queue_depth());
         }
-        if to == PartStage::Synthesizing {
-            self.max_synthesizing = self.max_synthesizing.max(self.in_stage[0]);
-        }
         true
     }
 
     /// Timeline time `dt` passed at the present depth.
     pub fn elapse(&mut self, dt: u64) {
         self.queue_integral += u128::from(self.queue_depth()) * u128::from(dt);
+        // partitions synthesizing at once for some time, not within one instant: a worker's
+        // next SYNTH_START printed before its SYNTH_END of the same millisecond is no
+        // extra worker
+        if dt > 0 {
+            self.max_synthesizing = self.max_synthesizing.max(self.in_stage[0]);
+        }
     }
 }

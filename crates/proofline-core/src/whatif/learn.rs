@@ -167,11 +167,11 @@ const MIN_SAMPLES: usize = 5;
 /// the GPUs, with a synthesis worker idle, for the peak to be taken as a memory budget.
 const BUDGET_SHARE: f64 = 0.2;
 
-/// The synthesis pool (the most partitions synthesizing at once, a SYNTH_END taken before
-/// a SYNTH_START of the same instant), and a memory budget when the log shows one: the
-/// peak of partitions synthesizing or waiting for a GPU, above the pool, held for at least
-/// [`BUDGET_SHARE`] of the time jobs were being dispatched while a synthesis worker idled.
-fn synthesis_pool(jobs: &[ObservedJob]) -> (u32, Option<(u32, f64)>) {
+/// A memory budget, when the log shows one: the peak of partitions synthesizing or
+/// waiting for a GPU, above the synthesis `pool` (the engine's count), held for at least
+/// [`BUDGET_SHARE`] of the time jobs were being dispatched while a synthesis worker idled;
+/// with the share of time it was held.
+fn memory_budget(jobs: &[ObservedJob], pool: u32) -> Option<(u32, f64)> {
     // (t, order at t: ends first, delta synthesizing, delta ahead)
     let mut edges: Vec<(u64, u8, i64, i64)> = Vec::new();
     let mut last_start = 0;
@@ -189,16 +189,14 @@ fn synthesis_pool(jobs: &[ObservedJob]) -> (u32, Option<(u32, f64)>) {
         }
     }
     edges.sort_unstable();
-    let (mut syn, mut ahead, mut pool, mut peak) = (0i64, 0i64, 0i64, 0i64);
-    for &(_, _, ds, da) in &edges {
-        syn += ds;
+    let mut ahead = 0i64;
+    let mut peak = 0i64;
+    for &(_, _, _, da) in &edges {
         ahead += da;
-        pool = pool.max(syn);
         peak = peak.max(ahead);
     }
-    let pool = u32::try_from(pool.max(1)).unwrap_or(u32::MAX);
     if peak <= i64::from(pool) {
-        return (pool, None);
+        return None;
     }
     // time at the peak with a synthesis worker idle, while jobs were still dispatched
     let (mut syn, mut ahead) = (0i64, 0i64);
@@ -222,7 +220,7 @@ fn synthesis_pool(jobs: &[ObservedJob]) -> (u32, Option<(u32, f64)>) {
         0.0
     };
     let cap = u32::try_from(peak).unwrap_or(u32::MAX);
-    (pool, (share >= BUDGET_SHARE).then_some((cap, share)))
+    (share >= BUDGET_SHARE).then_some((cap, share))
 }
 
 fn median(v: &mut [f64]) -> Option<f64> {
@@ -293,7 +291,12 @@ impl Collector {
         let gpus = u32::try_from(workers.len()).unwrap_or(u32::MAX).max(1);
         let per_gpu = workers.values().map(Vec::len).max().unwrap_or(1).max(1);
         let per_gpu = u32::try_from(per_gpu).unwrap_or(u32::MAX);
-        let (synthesis_workers, budget) = synthesis_pool(&self.complete);
+        let synthesis_workers = report
+            .floors
+            .as_ref()
+            .map_or(1, |f| f.synthesis_workers)
+            .max(1);
+        let budget = memory_budget(&self.complete, synthesis_workers);
 
         let mut assumptions = Vec::new();
         let (queue_order, queue_order_evidence) = queue_order(&self.complete);
@@ -314,12 +317,9 @@ impl Collector {
                 }
             }
         }
-        let fin_guess = median(&mut fin_samples.clone()).unwrap_or(0.0);
-        let fin_seen = if fin_samples.len() >= MIN_SAMPLES {
-            median(&mut fin_samples)
-        } else {
-            None
-        };
+        let fin_median = median(&mut fin_samples);
+        let fin_guess = fin_median.unwrap_or(0.0);
+        let fin_seen = fin_median.filter(|_| fin_samples.len() >= MIN_SAMPLES);
 
         // lock time: on a GPU, a call that asked for the lock before the previous holder
         // released it takes the lock at that release; their GPU_ENDs are then one lock time
@@ -381,11 +381,7 @@ impl Collector {
             }
         }
         let around_n = around.len();
-        let around_seen = if around_n >= MIN_SAMPLES {
-            median(&mut around)
-        } else {
-            None
-        };
+        let around_seen = median(&mut around).filter(|_| around_n >= MIN_SAMPLES);
         // the CPU work before the lock matters only with one GPU worker per device (with
         // more it overlaps another worker's lock time): said when it had to be assumed
         let unseen_prep = format!(
@@ -418,11 +414,7 @@ impl Collector {
         for iv in &idle_start {
             idle_units.insert(iv.unit, ((iv.end - iv.start) as f64 - prep - fin).max(1.0));
         }
-        let all_held: Vec<f64> = held.values().copied().collect();
-        let fallback_all = {
-            let mut v = all_held.clone();
-            median(&mut v)
-        };
+        let fallback_all = median(&mut held.values().copied().collect::<Vec<_>>());
         let unit_held = |u: (usize, usize), gpu_ms: Option<f64>| -> f64 {
             if let Some(&h) = held.get(&u) {
                 return h;
