@@ -22,6 +22,20 @@ pub fn analyze_bytes(mut log: &[u8], cfg: EngineConfig) -> Report {
     r
 }
 
+/// The lines of a TIMELINE log up to the first whose offset is past `offset_ms` (a prover
+/// that stopped there), each with its newline.
+pub fn lines_until(text: &str, offset_ms: u64) -> String {
+    text.lines()
+        .take_while(|l| {
+            l.split(',')
+                .nth(1)
+                .and_then(|o| o.parse::<u64>().ok())
+                .is_none_or(|o| o <= offset_ms)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 /// A writer for TIMELINE lines that the test can read back.
 #[derive(Clone, Default, Debug)]
 pub struct SharedBuf(pub std::sync::Arc<std::sync::Mutex<Vec<u8>>>);

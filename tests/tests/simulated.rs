@@ -212,16 +212,7 @@ fn a_prover_dead_inside_gpu_work_stops_counting_busy() {
     use proofline_core::reader::LineFeeder;
     use proofline_core::sink::NoUpdates;
     let log = instant::log_string(&SimConfig::porep(8));
-    let cut: String = log
-        .lines()
-        .take_while(|l| {
-            l.split(',')
-                .nth(1)
-                .and_then(|o| o.parse::<u64>().ok())
-                .is_none_or(|o| o <= 140_000)
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let cut = proofline_tests::lines_until(&log, 140_000);
     let mut e = proofline_core::Engine::new(EngineConfig::default());
     let mut f = LineFeeder::new();
     f.feed_lines(cut.as_bytes(), &mut e, &mut NoUpdates);

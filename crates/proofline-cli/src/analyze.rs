@@ -57,36 +57,9 @@ impl AnalyzeArgs {
     fn read(&self, sink: impl UpdateSink, stop: &mut dyn FnMut() -> bool) -> Result<LogRun> {
         match &self.input {
             Some(p) => run_log_until(p, self.engine.config(), sink, stop),
-            None => {
-                let (run, processes) = run_journal(&self.journal, self.engine.config(), sink)?;
-                say_processes(&self.journal, &processes);
-                Ok(run)
-            }
+            None => run_journal(&self.journal, self.engine.config(), sink),
         }
     }
-}
-
-/// The processes (runs) the journal's entries came from, on stderr.
-pub(crate) fn say_processes(j: &JournalArgs, processes: &[crate::journal::Process]) {
-    let list: Vec<String> = processes
-        .iter()
-        .map(|p| {
-            format!(
-                "pid {}{}",
-                p.pid,
-                p.first_unix_ms
-                    .map(|t| format!(" from {}", crate::rfc3339::format_rfc3339(t)))
-                    .unwrap_or_default()
-            )
-        })
-        .collect();
-    eprintln!(
-        "proofline: {}: {} process{} (each a run): {}",
-        j.describe(),
-        processes.len(),
-        if processes.len() == 1 { "" } else { "es" },
-        list.join(", ")
-    );
 }
 
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {

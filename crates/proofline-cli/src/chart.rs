@@ -450,14 +450,19 @@ fn bar(x: f64, y: f64, w: f64, colour: &str, stage: &str, tip: &str) -> Rectangl
         .add(Title::new(tip))
 }
 
+/// Text made safe inside HTML elements and attribute values.
+pub(crate) fn html_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
 /// An HTML page around the SVG: drag to pan, wheel (or the buttons) to zoom the time axis.
 pub fn html(doc: &Document, title: &str) -> String {
     let svg = doc.to_string();
     let mut out = String::with_capacity(svg.len() + 4096);
-    let esc = title
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;");
+    let esc = html_escape(title);
     let _ = write!(
         out,
         r#"<!DOCTYPE html>

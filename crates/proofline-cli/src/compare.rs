@@ -12,6 +12,7 @@ use proofline_core::compare::{self, Change, Comparison, Figure};
 use proofline_core::report::Report;
 use proofline_core::sink::NoUpdates;
 
+use crate::chart::html_escape;
 use crate::input::{EngineArgs, open_log, run_log};
 use crate::journal::{JournalArgs, run_journal};
 use crate::timeline::{DEFAULT_MAX_PARTITIONS, Timeline};
@@ -162,8 +163,7 @@ fn journal_of(path: &Path) -> Option<JournalArgs> {
 
 fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
     if let Some(j) = journal_of(path) {
-        let (run, processes) = run_journal(&j, args.engine.config(), NoUpdates)?;
-        crate::analyze::say_processes(&j, &processes);
+        let run = run_journal(&j, args.engine.config(), NoUpdates)?;
         if let Some(e) = run.error {
             return Err(e.context(format!("{} ended early", j.describe())));
         }
@@ -295,8 +295,15 @@ fn band(f: &Figure) -> String {
         .map_or_else(|| "-".to_owned(), |b| format!("±{:.1} %", b * 100.0))
 }
 
-fn label(f: &Figure) -> String {
-    format!("{} ({})", f.name, f.unit)
+/// A figure's row: figure (unit), A, B, delta, band (the call is each table's own).
+fn cells(f: &Figure) -> [String; 5] {
+    [
+        format!("{} ({})", f.name, f.unit),
+        val(f.a, &f.unit),
+        val(f.b, &f.unit),
+        pct(f.delta_ratio),
+        band(f),
+    ]
 }
 
 fn headline(c: &Comparison) -> String {
@@ -333,13 +340,9 @@ fn text(c: &Comparison, names: &[String; 2]) -> String {
         "figure", "A", "B", "delta", "band"
     );
     for f in &c.figures {
+        let [name, a, b, delta, band] = cells(f);
         let line = format!(
-            "  {:<36} {:>10} {:>10} {:>9} {:>9}  {}",
-            label(f),
-            val(f.a, &f.unit),
-            val(f.b, &f.unit),
-            pct(f.delta_ratio),
-            band(f),
+            "  {name:<36} {a:>10} {b:>10} {delta:>9} {band:>9}  {}",
             f.change.as_str()
         );
         let _ = writeln!(o, "{}", line.trim_end());
@@ -373,26 +376,10 @@ fn markdown(c: &Comparison, names: &[String; 2]) -> String {
             Change::Better => "**better**",
             other => other.as_str(),
         };
-        let _ = writeln!(
-            o,
-            "| {} | {} | {} | {} | {} | {} |",
-            label(f),
-            val(f.a, &f.unit),
-            val(f.b, &f.unit),
-            pct(f.delta_ratio),
-            band(f),
-            call
-        );
+        let _ = writeln!(o, "| {} | {call} |", cells(f).join(" | "));
     }
     let _ = writeln!(o, "\n<sub>{}</sub>", esc(&c.method));
     o
-}
-
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 fn html(c: &Comparison, names: &[String; 2], a: &Side, b: &Side) -> String {
@@ -418,17 +405,12 @@ td:first-child,th:first-child{{text-align:left}}.worse{{color:#c00;font-weight:b
         "<table id=\"figures\"><tr><th>figure</th><th>A</th><th>B</th><th>delta</th><th>band</th><th>call</th></tr>"
     );
     for f in &c.figures {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>",
-            html_escape(&label(f)),
-            val(f.a, &f.unit),
-            val(f.b, &f.unit),
-            pct(f.delta_ratio),
-            band(f),
-            f.change.as_str(),
-            f.change.as_str()
-        );
+        let tds: String = cells(f)
+            .iter()
+            .map(|c| format!("<td>{}</td>", html_escape(c)))
+            .collect();
+        let call = f.change.as_str();
+        let _ = writeln!(o, "<tr>{tds}<td class=\"{call}\">{call}</td></tr>");
     }
     let _ = writeln!(
         o,

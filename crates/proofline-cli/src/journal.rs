@@ -9,7 +9,6 @@
 //! is known, not guessed (a new process is a new run, however soon after the last); and
 //! `__REALTIME_TIMESTAMP` says when on the wall clock.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -118,21 +117,21 @@ enum Message {
 
 /// A process the journal's entries came from: one run of the prover.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Process {
-    pub(crate) boot: String,
-    pub(crate) pid: String,
+struct Process {
+    boot: String,
+    pid: String,
     /// Wall-clock time of its first entry, ms since the Unix epoch.
-    pub(crate) first_unix_ms: Option<u64>,
-    pub(crate) entries: u64,
+    first_unix_ms: Option<u64>,
 }
 
 /// Reads the journal through the engine: every entry's message is a line; a new process
-/// (`_BOOT_ID`, `_PID`) is a new run.
+/// (`_BOOT_ID`, `_PID`) is a new run. The processes, with when each began, are said on
+/// stderr.
 pub(crate) fn run_journal(
     j: &JournalArgs,
     cfg: EngineConfig,
     mut sink: impl UpdateSink,
-) -> Result<(LogRun, Vec<Process>)> {
+) -> Result<LogRun> {
     let mut child = j
         .command()
         .stdin(Stdio::null())
@@ -151,7 +150,6 @@ pub(crate) fn run_journal(
     let mut engine = Engine::new(cfg);
     let mut feeder = LineFeeder::new();
     let mut processes: Vec<Process> = Vec::new();
-    let mut seen: BTreeSet<(String, String)> = BTreeSet::new();
     let mut bad_entries = 0u64;
     let mut line = Vec::with_capacity(256);
     let mut raw = Vec::with_capacity(1024);
@@ -175,31 +173,24 @@ pub(crate) fn run_journal(
             entry.boot.unwrap_or_default(),
             entry.pid.unwrap_or_default(),
         );
-        let is_new = processes
-            .last()
-            .is_none_or(|p| (p.boot.as_str(), p.pid.as_str()) != (key.0.as_str(), key.1.as_str()));
-        if is_new {
-            if !seen.insert(key.clone()) {
-                // an old process's late entry among a newer one's: the journal interleaves
-                // processes only at a restart's seam; it goes with the run in progress
-            } else {
-                if !processes.is_empty() {
-                    engine.restart(&mut sink);
-                }
-                processes.push(Process {
-                    boot: key.0.clone(),
-                    pid: key.1.clone(),
-                    first_unix_ms: entry
-                        .realtime_us
-                        .as_deref()
-                        .and_then(|t| t.parse::<u64>().ok())
-                        .map(|us| us / 1000),
-                    entries: 0,
-                });
+        // a process seen before (an old one's late entry at a restart's seam, as the
+        // journal orders entries by time) goes with the run in progress
+        let same = |p: &Process| (&p.boot, &p.pid) == (&key.0, &key.1);
+        let known = processes.last().is_some_and(same) || processes.iter().any(same);
+        if !known {
+            if !processes.is_empty() {
+                engine.restart(&mut sink);
             }
-        }
-        if let Some(p) = processes.last_mut() {
-            p.entries += 1;
+            let first_unix_ms = entry
+                .realtime_us
+                .as_deref()
+                .and_then(|t| t.parse::<u64>().ok())
+                .map(|us| us / 1000);
+            processes.push(Process {
+                boot: key.0,
+                pid: key.1,
+                first_unix_ms,
+            });
         }
         line.clear();
         match entry.message {
@@ -240,14 +231,35 @@ pub(crate) fn run_journal(
             }
         );
     }
+    say_processes(j, &processes);
     let error =
         read_error.map(|e| anyhow::Error::new(e).context(format!("reading {}", j.describe())));
-    Ok((
-        LogRun {
-            report,
-            error,
-            stopped: false,
-        },
-        processes,
-    ))
+    Ok(LogRun {
+        report,
+        error,
+        stopped: false,
+    })
+}
+
+/// The processes (runs) the journal's entries came from, on stderr.
+fn say_processes(j: &JournalArgs, processes: &[Process]) {
+    let list: Vec<String> = processes
+        .iter()
+        .map(|p| {
+            format!(
+                "pid {}{}",
+                p.pid,
+                p.first_unix_ms
+                    .map(|t| format!(" from {}", crate::rfc3339::format_rfc3339(t)))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
+    eprintln!(
+        "proofline: {}: {} process{} (each a run): {}",
+        j.describe(),
+        processes.len(),
+        if processes.len() == 1 { "" } else { "es" },
+        list.join(", ")
+    );
 }

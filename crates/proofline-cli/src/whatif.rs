@@ -82,11 +82,10 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     let sink = |u| proofline_core::UpdateSink::update(&mut collector, u);
     let (log, source) = match &args.input {
         Some(p) => (run_log(p, cfg.clone(), sink)?, p.display().to_string()),
-        None => {
-            let (run, processes) = run_journal(&args.journal, cfg.clone(), sink)?;
-            crate::analyze::say_processes(&args.journal, &processes);
-            (run, args.journal.describe())
-        }
+        None => (
+            run_journal(&args.journal, cfg.clone(), sink)?,
+            args.journal.describe(),
+        ),
     };
     if let Some(e) = &log.error {
         bail!(

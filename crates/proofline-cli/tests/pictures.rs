@@ -215,39 +215,7 @@ fn chromium_renders_the_html_chart_without_console_errors() {
             .unwrap()
             .success()
     );
-    let png = dir.join("shot.png");
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1400,900",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium not found: install Debian's chromium (scripts/test.sh does)");
-    let log = String::from_utf8_lossy(&out.stderr);
-    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
-    assert!(
-        console
-            .iter()
-            .any(|l| l.contains("proofline-chart-ready 240 bars")),
-        "the page's script did not run:\n{log}"
-    );
-    let errors: Vec<&&str> = console
-        .iter()
-        .filter(|l| l.contains("Uncaught") || l.contains("Error"))
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
-    assert_not_blank(&png);
+    shows_without_errors(&dir, &html, "proofline-chart-ready 240 bars");
 }
 
 /// `compare --format html`: the table and both timelines on one time scale, rendered by
@@ -292,40 +260,8 @@ fn chromium_renders_the_compare_page_with_both_timelines() {
         .collect();
     assert_eq!(widths.len(), 2, "{widths:?}");
     assert!(widths[1] < widths[0], "B ran faster: {widths:?}");
-    let png = dir.join("shot.png");
-    let out = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--no-first-run",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1400,900",
-        ])
-        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", html.display()))
-        .output()
-        .expect("chromium not found: install Debian's chromium (scripts/test.sh does)");
-    let log = String::from_utf8_lossy(&out.stderr);
-    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
     // 4 stages x 40 partitions x 2 runs
-    assert!(
-        console
-            .iter()
-            .any(|l| l.contains("proofline-compare-ready 320 bars")),
-        "the page's script did not run:\n{log}"
-    );
-    let errors: Vec<&&str> = console
-        .iter()
-        .filter(|l| l.contains("Uncaught") || l.contains("Error"))
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:?}");
-    assert_not_blank(&png);
+    shows_without_errors(&dir, &html, "proofline-compare-ready 320 bars");
 }
 
 #[test]
@@ -371,4 +307,40 @@ fn the_partition_cap_bounds_what_is_drawn() {
     let text = std::fs::read_to_string(&later).unwrap();
     let drawn = text.matches("class=\"bar gpu\"").count();
     assert!(drawn > 0 && drawn < 60, "{drawn} GPU bars from 60 s on");
+}
+
+/// Opens `html` in a real headless Chromium: the page's script logs `ready` on its console,
+/// no console error, and the screenshot is not blank.
+fn shows_without_errors(dir: &Path, html: &Path, ready: &str) {
+    let png = dir.join("shot.png");
+    let out = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1400,900",
+        ])
+        .arg(format!("--user-data-dir={}", dir.join("profile").display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .expect("chromium not found: install Debian's chromium (scripts/test.sh does)");
+    let log = String::from_utf8_lossy(&out.stderr);
+    let console: Vec<&str> = log.lines().filter(|l| l.contains(":CONSOLE")).collect();
+    assert!(
+        console.iter().any(|l| l.contains(ready)),
+        "the page's script did not run:\n{log}"
+    );
+    let errors: Vec<&&str> = console
+        .iter()
+        .filter(|l| l.contains("Uncaught") || l.contains("Error"))
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    assert_not_blank(&png);
 }

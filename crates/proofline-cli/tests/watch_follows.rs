@@ -347,16 +347,7 @@ fn a_prover_dead_inside_gpu_work_is_silent_and_idle_on_metrics() {
     let dir = tmp("dead");
     let log = dir.join("cuzk.log");
     let full = generated_text(&dir, 8);
-    let cut: String = full
-        .lines()
-        .take_while(|l| {
-            l.split(',')
-                .nth(1)
-                .and_then(|o| o.parse::<u64>().ok())
-                .is_none_or(|o| o <= 140_000)
-        })
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let cut = proofline_tests::lines_until(&full, 140_000);
     std::fs::write(&log, cut).unwrap();
     let (_watch, _rx, addr) = watch(
         &[
