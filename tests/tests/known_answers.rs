@@ -227,9 +227,23 @@ fn a_lone_line_beyond_the_window_is_a_stray_counted_named_and_not_used() {
     );
 }
 
+/// The lines of `log` with each offset `ms` later: a restarted prover doing the same work
+/// again, which never prints its lines again to the millisecond.
+fn later_by(log: &str, ms: u64) -> String {
+    log.lines()
+        .map(|l| {
+            let Some(rest) = l.strip_prefix("TIMELINE,") else {
+                return format!("{l}\n");
+            };
+            let (offset, tail) = rest.split_once(',').unwrap();
+            format!("TIMELINE,{},{tail}\n", offset.parse::<u64>().unwrap() + ms)
+        })
+        .collect()
+}
+
 #[test]
 fn a_daemon_restart_starts_a_new_run() {
-    let log = format!("{LOG}{LOG}");
+    let log = format!("{LOG}{}", later_by(LOG, 1));
     let r = analyze_str(
         &log,
         EngineConfig {
@@ -357,12 +371,58 @@ fn restarts_at_5_s_30_s_and_10_min_with_reused_ids_are_each_detected() {
             .filter(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap() <= at)
             .map(|l| format!("{l}\n"))
             .collect();
-        let r = analyze_str(&format!("{before}{full}"), cfg.clone());
+        let r = analyze_str(&format!("{before}{}", later_by(full, 1)), cfg.clone());
         assert_eq!(r.events.runs, 2, "restart {at} ms after the start");
         let second: Vec<_> = r.jobs.iter().filter(|j| j.run == 1).collect();
         assert_eq!(second.len(), 3, "restart at {at}: {:?}", r.jobs);
         assert_eq!((r.events.stray_late, r.events.stray_early), (0, 0));
     }
+}
+
+/// A block of lines sent again (a log shipper resending, a file concatenated into itself):
+/// its lines repeat ones the run used, so they are duplicates, not a daemon restart's first
+/// lines; the report is the clean log's. A restart with reused ids and offsets from 0 is still
+/// one (the test above), since its lines are not repeats to the millisecond.
+#[test]
+fn a_block_sent_again_is_duplicates_not_a_restart() {
+    let log = sim_log(6);
+    let lines: Vec<&str> = log.lines().collect();
+    let cfg = EngineConfig::default();
+    let clean = analyze_str(&log, cfg.clone());
+    // 200 lines from the first third, sent again two thirds of the way through
+    let block = &lines[lines.len() / 6..lines.len() / 6 + 200];
+    let at = 2 * lines.len() / 3;
+    let mut text = String::new();
+    for l in lines[..at].iter().chain(block).chain(&lines[at..]) {
+        text.push_str(l);
+        text.push('\n');
+    }
+    let r = analyze_str(&text, cfg);
+    assert_eq!(
+        r.events.runs, 1,
+        "a block sent again is no restart: {:?}",
+        r.events
+    );
+    assert_eq!(r.events.duplicates, clean.events.duplicates + 200);
+    assert_eq!(r.events.conflicts, 0);
+    assert_eq!((r.events.stray_late, r.events.stray_early), (0, 0));
+    assert_eq!(r.summary.jobs_complete, clean.summary.jobs_complete);
+    assert_eq!(r.summary.seconds_per_proof, clean.summary.seconds_per_proof);
+    assert_eq!(r.gpus[0].busy_ms, clean.gpus[0].busy_ms);
+}
+
+/// A log concatenated with itself is the same lines twice, to the millisecond: one run, the
+/// second copy duplicates (a restart that does the same work again is the test above).
+#[test]
+fn a_log_concatenated_with_itself_is_one_run() {
+    let clean = analyze_str(LOG, cfg());
+    let r = analyze_str(&format!("{LOG}{LOG}"), cfg());
+    let lines = LOG.lines().filter(|l| l.starts_with("TIMELINE")).count() as u64;
+    assert_eq!(r.events.runs, 1);
+    assert_eq!(r.events.duplicates, lines);
+    assert_eq!(r.events.conflicts + r.events.stray_late, 0);
+    assert_eq!(r.summary.jobs_complete, clean.summary.jobs_complete);
+    assert_eq!(r.gpus[0].busy_ms, clean.gpus[0].busy_ms);
 }
 
 /// One stray line far behind, or far ahead, of the lines around it: no new run, and no job's

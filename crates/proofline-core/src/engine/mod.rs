@@ -69,6 +69,8 @@ pub struct Engine {
     reorder: Reorder,
     /// Events out of the window, held until the lines that follow decide what they are.
     held: runs::Held,
+    /// The lines the current run used recently, to tell a block sent again from a restart.
+    recent: runs::Recent,
     /// The newest offset of the current run (`None` before its first event): of its events,
     /// or of the clock's [`Engine::advance`].
     max_offset: Option<u64>,
@@ -137,6 +139,7 @@ impl Engine {
             kinds: Kinds::default(),
             reorder: Reorder::default(),
             held: runs::Held::default(),
+            recent: runs::Recent::default(),
             max_offset: None,
             max_event_offset: None,
             run: 0,
@@ -222,6 +225,8 @@ impl Engine {
         self.max_event_offset = Some(self.max_event_offset.map_or(offset, |m| m.max(offset)));
         self.max_offset = Some(self.max_offset.map_or(offset, |m| m.max(offset)));
         e.t = self.run_base.saturating_add(offset);
+        let key = self.recent_key(offset, &e);
+        self.recent.insert(key);
         if self.started && e.t < self.now {
             self.totals.stats.late += 1;
             self.process(e, sink);

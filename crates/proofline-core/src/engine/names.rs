@@ -23,6 +23,9 @@ pub(super) struct NameEntry {
     /// Instances seen so far (the next attempt number): a retry that reuses the id is a
     /// new instance with the next attempt.
     pub attempts: u32,
+    /// A hash of the id, taken once when it was interned (for the table of recent lines,
+    /// which must not hash the string per event).
+    pub hash: u64,
 }
 
 /// Job ids in flight, reference-counted.
@@ -48,6 +51,10 @@ impl Names {
             refs: 1,
             current: None,
             attempts: 0,
+            hash: {
+                use std::hash::{BuildHasher, BuildHasherDefault};
+                BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(name)
+            },
         };
         let id = match self.free.pop() {
             Some(id) => {

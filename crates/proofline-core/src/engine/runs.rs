@@ -15,6 +15,17 @@
 //! - stray lines are counted (`events.stray_late`, `events.stray_early`) and named, and not
 //!   used: they change no job's figures. At the end of the input, held lines ahead are used,
 //!   held lines behind are strays.
+//!
+//! A line behind that repeats one the run already used (the same job, partition, event,
+//! offset, worker and printed duration, to the millisecond) confirms nothing: a log shipper
+//! that sends a block again, or a file concatenated into itself, is not a restart. Repeats are
+//! held like any line behind, but a restart needs at least one line among the held that is
+//! not a repeat (a restarted prover never prints its lines again to the millisecond); held
+//! lines that all repeat are duplicates when a line comes back into the window, when they
+//! spread further apart than one restart's first lines, at the end of the input, or past
+//! [`MAX_HELD_REPEATS`]. The lines used are remembered in [`Recent`], a fixed table of hashes
+//! (about the last 4,000 lines, some minutes of a cuzk log, in sets of four; older ones overwritten): a repeat older than that
+//! is judged as any other line behind.
 
 use super::Engine;
 use super::reorder::Ev;
@@ -23,6 +34,10 @@ use crate::sink::{Update, UpdateSink};
 
 /// Lines in a row that confirm a restart.
 pub const RESTART_CONFIRMATIONS: usize = 3;
+
+/// Repeats of used lines held at most while no line that is not a repeat comes: past it they
+/// are duplicates (the memory a block sent again can take is bounded).
+pub const MAX_HELD_REPEATS: usize = 4096;
 
 /// Which way held lines left the window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,11 +53,72 @@ pub(super) enum Side {
 pub(super) struct Held {
     /// Which way they left the window (`None`: nothing held).
     pub side: Option<Side>,
-    /// Their offsets and events (with no timeline time yet), in arrival order.
-    pub events: Vec<(u64, Ev)>,
+    /// Their offsets and events (with no timeline time yet), in arrival order, each with
+    /// whether it repeats a line the run used.
+    pub events: Vec<(u64, Ev, bool)>,
+    /// How many of them are not repeats.
+    pub fresh: usize,
+}
+
+/// Sets of [`Recent`] (a power of two), each of [`WAYS`] keys: 4,096 keys, 32 KiB (in a first-level cache beside the engine's own).
+const RECENT_SETS: usize = 1 << 10;
+
+/// Keys per set: a set holds its newest four, so a line is lost from the table only when four
+/// newer lines fell in its set (a direct-mapped table lost ~1 % of even the newest lines).
+const WAYS: usize = 4;
+
+/// Hashes of the lines the run used recently, in sets of four (one cache line each), the
+/// newest first: one short shift per line used, one set read per line behind the window.
+#[derive(Debug)]
+pub(super) struct Recent {
+    sets: Box<[[u64; WAYS]]>,
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent {
+            sets: vec![[0; WAYS]; RECENT_SETS].into_boxed_slice(),
+        }
+    }
+}
+
+impl Recent {
+    /// The line's key: its job id's hash, offset, event, partition and signature, mixed
+    /// (never 0, the empty slot).
+    pub fn key(name_hash: u64, offset: u64, e: &Ev) -> u64 {
+        let part = e.partition.map_or(u64::MAX, u64::from);
+        let h = (name_hash ^ offset.rotate_left(24) ^ part.rotate_left(48) ^ e.kind as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            ^ e.signature();
+        // one more multiply: every input bit reaches the set index (the high bits)
+        h.wrapping_mul(0xbf58_476d_1ce4_e5b9) | 1
+    }
+
+    fn set(key: u64) -> usize {
+        (key >> 52) as usize & (RECENT_SETS - 1)
+    }
+
+    /// Remembers a line (a line used twice takes two ways of its set: rare, and harmless).
+    pub fn insert(&mut self, key: u64) {
+        let set = &mut self.sets[Self::set(key)];
+        *set = [key, set[0], set[1], set[2]];
+    }
+
+    pub fn contains(&self, key: u64) -> bool {
+        self.sets[Self::set(key)].contains(&key)
+    }
+
+    pub fn clear(&mut self) {
+        self.sets.fill([0; WAYS]);
+    }
 }
 
 impl Engine {
+    /// The key of an event at `offset` in the table of recent lines.
+    pub(super) fn recent_key(&self, offset: u64, e: &Ev) -> u64 {
+        Recent::key(self.names.get(e.name).hash, offset, e)
+    }
+
     /// Where an event at `offset` stands against the newest line of the run.
     pub(super) fn side_of(&self, offset: u64) -> Option<Side> {
         let max = self.max_event_offset?;
@@ -69,50 +145,61 @@ impl Engine {
                     self.accept_held(sink);
                     self.accept(offset, e, sink);
                 } else {
-                    self.hold(Side::Ahead, offset, e);
+                    self.hold(Side::Ahead, offset, e, false);
                 }
             }
             Some(Side::Behind) => {
+                let repeat = self.recent.contains(self.recent_key(offset, &e));
                 if self.held.side == Some(Side::Ahead) {
                     self.stray_held();
                 }
                 // held lines far apart from one another are not one restart's first lines
-                let apart =
-                    self.held.events.first().is_some_and(|&(first, _)| {
-                        first.abs_diff(offset) > self.cfg.restart_after_ms
-                    });
+                let apart = self.held.events.first().is_some_and(|&(first, _, _)| {
+                    first.abs_diff(offset) > self.cfg.restart_after_ms
+                });
                 if apart {
                     self.stray_held();
                 }
-                self.hold(Side::Behind, offset, e);
-                if self.held.events.len() >= RESTART_CONFIRMATIONS {
+                self.hold(Side::Behind, offset, e, repeat);
+                if self.held.fresh > 0 && self.held.events.len() >= RESTART_CONFIRMATIONS {
                     self.new_run(sink);
                     self.accept_held(sink);
+                } else if self.held.fresh == 0 && self.held.events.len() >= MAX_HELD_REPEATS {
+                    self.stray_held();
                 }
             }
         }
     }
 
-    fn hold(&mut self, side: Side, offset: u64, e: Ev) {
+    fn hold(&mut self, side: Side, offset: u64, e: Ev, repeat: bool) {
         self.held.side = Some(side);
-        self.held.events.push((offset, e));
+        self.held.fresh += usize::from(!repeat);
+        self.held.events.push((offset, e, repeat));
     }
 
     /// The held lines are used, in the run in progress.
     pub(super) fn accept_held(&mut self, sink: &mut impl UpdateSink) {
         self.held.side = None;
-        for (offset, e) in std::mem::take(&mut self.held.events) {
+        self.held.fresh = 0;
+        for (offset, e, _) in std::mem::take(&mut self.held.events) {
             self.accept(offset, e, sink);
         }
     }
 
-    /// The held lines are strays: counted, named, not used.
+    /// The held lines are strays (counted, named, not used), or duplicates where they repeat
+    /// a line the run used.
     pub(super) fn stray_held(&mut self) {
         let Some(side) = self.held.side.take() else {
             return;
         };
+        self.held.fresh = 0;
         let newest = self.max_event_offset.unwrap_or(0);
-        for (offset, e) in std::mem::take(&mut self.held.events) {
+        for (offset, e, repeat) in std::mem::take(&mut self.held.events) {
+            if repeat {
+                self.totals.stats.duplicates += 1;
+                self.names.unref(e.name);
+                continue;
+            }
             let name = self.names.name(e.name).clone();
             let way = match side {
                 Side::Behind => {
@@ -146,7 +233,7 @@ impl Engine {
     /// The live clock reached `offset`: held lines ahead it has reached are real.
     pub(super) fn clock_reached(&mut self, offset: u64, sink: &mut impl UpdateSink) {
         let reached = self.held.side == Some(Side::Ahead)
-            && self.held.events.first().is_some_and(|&(first, _)| {
+            && self.held.events.first().is_some_and(|&(first, _, _)| {
                 offset.saturating_add(self.cfg.reorder_window_ms) >= first
             });
         if reached {
@@ -157,6 +244,7 @@ impl Engine {
     pub(super) fn new_run(&mut self, sink: &mut impl UpdateSink) {
         self.end_run(JobStatus::Restarted, sink);
         self.totals.recent_completions.clear();
+        self.recent.clear();
         self.run += 1;
         self.totals.stats.runs += 1;
         sink.update(Update::NewRun {
