@@ -35,7 +35,8 @@ pub(crate) struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Exit with an error if any TIMELINE line is malformed (they are always reported).
+    /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
+    /// the length limit, a last TIMELINE line without its newline (they are always reported).
     #[arg(long)]
     strict: bool,
     #[command(flatten)]
@@ -112,9 +113,12 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             args.source()
         );
     }
+    // what was not used: lines that do not parse, lines over the length limit, and a last
+    // TIMELINE line without its newline (a writer cut short; as printed, it may read wrong)
+    let mut unused = Vec::new();
     if lines.malformed > 0 {
         let first = lines.malformed_examples.first();
-        let msg = format!(
+        unused.push(format!(
             "{} malformed TIMELINE line(s){}",
             lines.malformed,
             first
@@ -124,7 +128,23 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                     proofline_core::text::printable(&m.error)
                 ))
                 .unwrap_or_default()
-        );
+        ));
+    }
+    if lines.oversized > 0 {
+        unused.push(format!(
+            "{} line(s) over {} bytes, skipped",
+            lines.oversized,
+            proofline_core::reader::MAX_LINE_BYTES
+        ));
+    }
+    if lines.truncated_last_line {
+        unused.push(format!(
+            "the last line (line {}) is a TIMELINE line with no newline: cut short, not used",
+            lines.lines
+        ));
+    }
+    if !unused.is_empty() {
+        let msg = unused.join("; ");
         if args.strict {
             run.result()?;
             bail!("{msg} (--strict)");

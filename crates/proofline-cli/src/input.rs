@@ -3,6 +3,9 @@
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, IsTerminal, Read};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use proofline_core::reader::LineFeeder;
@@ -89,25 +92,48 @@ pub(crate) fn open_log(
     path: &Path,
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<Box<dyn BufRead + Send>> {
+    open_log_giving_up(path, progress, None)
+}
+
+/// [`open_log`]; a stream (`-`, a FIFO) is read by a thread of its own, and reads of it end
+/// (as at the end of the input) once `give_up` is set, even while the stream is silent: a
+/// caller's deadline or a signal does not wait for a writer that stalled.
+fn open_log_giving_up(
+    path: &Path,
+    progress: Option<&indicatif::ProgressBar>,
+    give_up: Option<Arc<AtomicBool>>,
+) -> Result<Box<dyn BufRead + Send>> {
     const BUF: usize = 256 * 1024;
-    let raw: Box<dyn Read + Send> = if path.as_os_str() == "-" {
-        Box::new(io::stdin())
-    } else {
-        let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
-        // a directory opens, and fails only when read: say so before any report is made
-        if f.metadata().is_ok_and(|m| m.is_dir()) {
-            anyhow::bail!(
-                "{} is a directory: name a log file in it (or `-` for standard input)",
-                path.display()
-            );
+    let stream = path.as_os_str() == "-" || is_fifo(path);
+    let raw: Box<dyn Read + Send> = match give_up {
+        Some(give_up) if stream => {
+            let source: Box<dyn Read + Send> = if path.as_os_str() == "-" {
+                Box::new(io::stdin())
+            } else {
+                Box::new(
+                    File::open(path).with_context(|| format!("cannot open {}", path.display()))?,
+                )
+            };
+            Box::new(Detached::spawn(source, give_up)?)
         }
-        if let Some(pb) = progress {
-            if let Ok(meta) = f.metadata() {
-                pb.set_length(meta.len());
+        _ if path.as_os_str() == "-" => Box::new(io::stdin()),
+        _ => {
+            let f = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+            // a directory opens, and fails only when read: say so before any report is made
+            if f.metadata().is_ok_and(|m| m.is_dir()) {
+                anyhow::bail!(
+                    "{} is a directory: name a log file in it (or `-` for standard input)",
+                    path.display()
+                );
             }
-            Box::new(pb.wrap_read(f))
-        } else {
-            Box::new(f)
+            if let Some(pb) = progress {
+                if let Ok(meta) = f.metadata() {
+                    pb.set_length(meta.len());
+                }
+                Box::new(pb.wrap_read(f))
+            } else {
+                Box::new(f)
+            }
         }
     };
     let mut buffered = BufReader::with_capacity(BUF, raw);
@@ -123,6 +149,84 @@ pub(crate) fn open_log(
     } else {
         Box::new(buffered)
     })
+}
+
+/// Whether `path` is a named pipe.
+fn is_fifo(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_fifo())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
+}
+
+/// A stream read by a detached thread, its bytes handed over in chunks: a read waits for the
+/// next chunk, and ends (0 bytes) once `give_up` is set. The thread may stay blocked in its
+/// own read until the stream gives more or the process exits; nothing waits for it.
+struct Detached {
+    chunks: mpsc::Receiver<io::Result<Vec<u8>>>,
+    give_up: Arc<AtomicBool>,
+    current: Vec<u8>,
+    at: usize,
+}
+
+impl Detached {
+    fn spawn(mut source: Box<dyn Read + Send>, give_up: Arc<AtomicBool>) -> Result<Detached> {
+        let (tx, chunks) = mpsc::sync_channel(4);
+        std::thread::Builder::new()
+            .name("proofline-stream".into())
+            .spawn(move || {
+                loop {
+                    let mut chunk = vec![0; 64 * 1024];
+                    let sent = match source.read(&mut chunk) {
+                        Ok(0) => return,
+                        Ok(n) => {
+                            chunk.truncate(n);
+                            tx.send(Ok(chunk))
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(e) => tx.send(Err(e)),
+                    };
+                    if sent.is_err() {
+                        return;
+                    }
+                }
+            })
+            .context("cannot start a thread to read the stream")?;
+        Ok(Detached {
+            chunks,
+            give_up,
+            current: Vec::new(),
+            at: 0,
+        })
+    }
+}
+
+impl Read for Detached {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.at == self.current.len() {
+            if self.give_up.load(Ordering::Relaxed) {
+                return Ok(0);
+            }
+            match self.chunks.recv_timeout(Duration::from_millis(50)) {
+                Ok(chunk) => {
+                    self.current = chunk?;
+                    self.at = 0;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len() - self.at);
+        buf[..n].copy_from_slice(&self.current[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
 }
 
 /// A log read through the engine.
@@ -174,11 +278,21 @@ pub(crate) fn run_log_until(
         );
         pb
     });
-    let input = open_log(path, progress.as_ref())?;
+    // a stream's reads end once the caller stops (its deadline, a signal): reading a silent
+    // pipe would otherwise hold the stop until the writer wrote again
+    let give_up = Arc::new(AtomicBool::new(false));
+    let input = open_log_giving_up(path, progress.as_ref(), Some(give_up.clone()))?;
     let mut engine = Engine::new(cfg);
     let mut feeder = LineFeeder::new();
+    let mut stop = || {
+        let stop = stop();
+        if stop {
+            give_up.store(true, Ordering::Relaxed);
+        }
+        stop
+    };
     // read and parse on one thread, run the engine (and the sink) on this one
-    let read = feeder.feed_all_parallel_until(input, &mut engine, &mut sink, stop);
+    let read = feeder.feed_all_parallel_until(input, &mut engine, &mut sink, &mut stop);
     engine.finish(&mut sink);
     if let Some(pb) = progress {
         pb.finish_and_clear();

@@ -81,6 +81,13 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
                 .saturating_sub(newest_offset(&args.input, deadline)?)
         }
     };
+    if let Some(w) = args
+        .epoch
+        .as_deref()
+        .and_then(|given| implausible_epoch(given, epoch, std::time::SystemTime::now()))
+    {
+        eprintln!("proofline replay: warning: {w}");
+    }
     let mut cfg =
         proofline_otlp::OtlpConfig::new(proofline_core::ids::run_key(&args.instance, epoch), epoch);
     cfg.transport = match args.protocol {
@@ -289,4 +296,52 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     run.result()
+}
+
+/// A warning for an `--epoch` no log can have: before 2015 (a date typed wrong: a prover's
+/// traces would sit years away from every other service's, and collectors drop spans that old),
+/// or more than a day ahead of this machine's clock.
+fn implausible_epoch(given: &str, epoch_ms: u64, now: std::time::SystemTime) -> Option<String> {
+    const Y2015_MS: u64 = 1_420_070_400_000;
+    const DAY_MS: u64 = 86_400_000;
+    let now_ms = proofline_core::ids::unix_ms(now);
+    if epoch_ms < Y2015_MS {
+        Some(format!(
+            "--epoch {given} is before 2015: the traces will sit that far from every other \
+             service's, and a collector may drop spans so old; it is the wall-clock time of the \
+             log's offset 0 (the prover's start)"
+        ))
+    } else if epoch_ms > now_ms.saturating_add(DAY_MS) {
+        Some(format!(
+            "--epoch {given} is {:.1} days ahead of this machine's clock: the traces will sit in \
+             the future; it is the wall-clock time of the log's offset 0 (the prover's start)",
+            (epoch_ms - now_ms) as f64 / DAY_MS as f64
+        ))
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::implausible_epoch;
+    use std::time::{Duration, UNIX_EPOCH};
+
+    #[test]
+    fn epochs_no_log_can_have_are_said() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_796_000_000); // 2026-11-30
+        let at = |s: &str| crate::rfc3339::parse_rfc3339(s).unwrap();
+        for fine in [
+            "2026-11-30T01:31:00Z",
+            "2015-01-01T00:00:00Z",
+            "2026-12-01T00:00:00Z",
+        ] {
+            assert_eq!(implausible_epoch(fine, at(fine), now), None, "{fine}");
+        }
+        let old = implausible_epoch("1970-01-01T00:00:00Z", 0, now).unwrap();
+        assert!(old.contains("before 2015"), "{old}");
+        let ahead = "2027-11-30T00:00:00Z";
+        let w = implausible_epoch(ahead, at(ahead), now).unwrap();
+        assert!(w.contains("days ahead"), "{w}");
+    }
 }

@@ -1,11 +1,13 @@
-//! SIGTERM and SIGINT, as a service manager and an operator send them: the first asks the
-//! command to stop its work and deliver what it holds within a bound; a second exits at once
-//! with status 128 + the signal, as a shell reports a process a signal ended.
+//! SIGTERM, SIGINT and SIGHUP, as a service manager, an operator and a closed terminal send
+//! them: the first asks the command to stop its work and deliver what it holds within a bound;
+//! a second exits at once with status 128 + the signal, as a shell reports a process a signal
+//! ended. (SIGHUP reloads nothing here: there is no configuration file to read again, and its
+//! default, to end the process at once, lost what `watch` held.)
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
 
 /// Whether a stop was asked for, and by which signal.
 #[derive(Debug, Clone)]
@@ -24,11 +26,11 @@ pub(crate) struct Stopped {
 }
 
 impl Stop {
-    /// Installs the handlers for SIGTERM and SIGINT.
+    /// Installs the handlers for SIGTERM, SIGINT and SIGHUP.
     pub(crate) fn install() -> anyhow::Result<Stop> {
         let flag = Arc::new(AtomicBool::new(false));
         let signal = Arc::new(AtomicUsize::new(0));
-        for sig in [SIGTERM, SIGINT] {
+        for sig in [SIGTERM, SIGINT, SIGHUP] {
             // in this order: a signal that finds the flag set (a second one) exits at once;
             // the first only records itself and sets the flag
             signal_hook::flag::register_conditional_shutdown(sig, 128 + sig, flag.clone())?;
@@ -53,6 +55,7 @@ impl Stop {
         match self.signal.load(Ordering::Relaxed) as i32 {
             SIGTERM => Some("SIGTERM"),
             SIGINT => Some("SIGINT"),
+            SIGHUP => Some("SIGHUP"),
             _ => None,
         }
     }

@@ -152,6 +152,31 @@ fn malformed_lines_are_reported_by_number_and_strict_fails() {
     assert!(!strict.status.success());
     let err = String::from_utf8(strict.stderr).unwrap();
     assert!(err.contains("line 2") && err.contains("--strict"), "{err}");
+
+    // the cut last line alone fails --strict too (it exited 0), and is said beside JSON
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text = text.replace("TIMELINE,oops,GPU_START,j,worker=1\n", "");
+    std::fs::write(&log, &text).unwrap();
+    let json = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(json.status.success());
+    let err = String::from_utf8(json.stderr).unwrap();
+    assert!(err.contains("no newline: cut short, not used"), "{err}");
+    let strict = proofline()
+        .args(["analyze", "--strict"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(!strict.status.success());
+    let err = String::from_utf8(strict.stderr).unwrap();
+    let n = text.lines().count();
+    assert!(
+        err.contains(&format!("the last line (line {n})")) && err.contains("--strict"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -519,3 +519,44 @@ fn a_replay_cut_by_its_deadline_does_not_claim_everything_was_delivered() {
     assert!(!err.contains("all delivered"), "{err}");
     assert!(err.contains("deadline"), "{err}");
 }
+
+/// `journalctl -f | proofline replay -`: a pipe whose writer stalls with its lines short of a
+/// block, and stays open. The lines read are used (they waited for the block to fill), and
+/// replay's deadline ends it (it waited for the silent pipe's next byte): the three sectors'
+/// traces are delivered and replay exits within its deadline and margin.
+#[test]
+fn replay_of_a_stalled_pipe_uses_its_lines_and_keeps_its_deadline() {
+    let log = generated_log("stalled-pipe", 3);
+    let (endpoint, rx) = receiver();
+    let t = Instant::now();
+    let mut child = proofline()
+        .args(["replay", "--endpoint", &endpoint, "--timeout-s", "4"])
+        .args(["--epoch", "2026-11-30T01:31:00Z", "-"])
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    std::io::Write::write_all(&mut stdin, &std::fs::read(&log).unwrap()).unwrap();
+    // the writer stalls, its end of the pipe open
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(4) + MARGIN {
+            let _ = child.kill();
+            panic!("replay still waits for the silent pipe after its deadline");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let elapsed = t.elapsed();
+    drop(stdin);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(!status.success(), "the deadline cut the reading: {err}");
+    assert!(elapsed >= Duration::from_secs(4), "{elapsed:?}");
+    let roots = rx.try_iter().filter(|s| s.parent_span_id.is_empty()).count();
+    assert_eq!(roots, 3, "the lines of the stalled pipe were used: {err}");
+}

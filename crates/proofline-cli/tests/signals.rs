@@ -1,4 +1,4 @@
-//! SIGTERM and SIGINT, as systemd and an operator send them: `demo`, `replay` and `watch`
+//! SIGTERM, SIGINT and SIGHUP, as systemd, an operator and a closed terminal send them: `demo`, `replay` and `watch`
 //! stop their work, deliver what they hold within a bound, say so, and exit with a status
 //! that says how they ended; a second signal ends them at once.
 
@@ -120,22 +120,26 @@ fn replay_stopped_by_sigint_says_what_was_not_delivered_within_its_bound() {
     assert!(err.contains("stopped by SIGINT"), "{err}");
 }
 
+/// SIGTERM (systemd's stop) and SIGHUP (a closed terminal; it ended watch at once, its queue
+/// lost): watch delivers what it holds and exits 0.
 #[test]
-fn watch_stopped_by_sigterm_exits_0_within_its_bound() {
-    let dir = fresh_dir("signals", "watch");
-    let log = generated_log(&dir, &["--jobs", "2"]);
-    let mut child = proofline()
-        .args(["watch", "--from-start", "--metrics-addr", "127.0.0.1:0"])
-        .arg(&log)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let rx = stderr_lines(&mut child);
-    wait_line(&rx, "metrics on");
-    kill(&child, "-TERM");
-    let (code, _) = exit_within(&mut child, Duration::from_secs(8));
-    assert_eq!(code, Some(0));
-    wait_line(&rx, "SIGTERM: delivering what is queued");
+fn watch_stopped_by_sigterm_or_sighup_exits_0_within_its_bound() {
+    for (signal, name) in [("-TERM", "SIGTERM"), ("-HUP", "SIGHUP")] {
+        let dir = fresh_dir("signals", &format!("watch{signal}"));
+        let log = generated_log(&dir, &["--jobs", "2"]);
+        let mut child = proofline()
+            .args(["watch", "--from-start", "--metrics-addr", "127.0.0.1:0"])
+            .arg(&log)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        wait_line(&rx, "metrics on");
+        kill(&child, signal);
+        let (code, _) = exit_within(&mut child, Duration::from_secs(8));
+        assert_eq!(code, Some(0), "{name}");
+        wait_line(&rx, &format!("{name}: delivering what is queued"));
+    }
 }
 
 /// A log that never ends (a link to /dev/zero; a hole of a GiB left by copytruncate is the

@@ -377,15 +377,15 @@ impl LineFeeder {
             // is all that is left, a cut last line included: `fill` notes it)
             let (lines_end, eof) = loop {
                 let want = chunk.max(buf.len());
-                let got = match read_full(&mut input, &mut buf, want) {
-                    Ok(got) => got,
+                let ended = match read_block(&mut input, &mut buf, want) {
+                    Ok(ended) => ended,
                     Err(e) => {
                         // what was read before the error still goes to the engine
                         read_error = Some(e);
                         break (buf.len(), true);
                     }
                 };
-                if got < want {
+                if ended {
                     break (buf.len(), true);
                 }
                 if let Some(last) = memchr::memrchr(b'\n', &buf) {
@@ -456,7 +456,7 @@ impl Batch {
 fn skip_past_newline(input: &mut impl Read, buf: &mut Vec<u8>, chunk: usize) -> io::Result<bool> {
     loop {
         buf.clear();
-        if read_full(input, buf, chunk)? == 0 {
+        if read_block(input, buf, chunk)? && buf.is_empty() {
             return Ok(false);
         }
         if let Some(nl) = memchr::memchr(b'\n', buf) {
@@ -466,18 +466,26 @@ fn skip_past_newline(input: &mut impl Read, buf: &mut Vec<u8>, chunk: usize) -> 
     }
 }
 
-/// Appends up to `want` bytes of `input` to `buf`: fewer only at the end of the input.
-fn read_full(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<usize> {
+/// Reads up to `want` more bytes into `buf`: until it has them, until the input ends (then
+/// `true`), or until a read came short with a whole line in hand (a pipe that stalls mid-block:
+/// its lines go on at once, not when the block fills; a file's reads come short only at its
+/// end).
+fn read_block(input: &mut impl Read, buf: &mut Vec<u8>, want: usize) -> io::Result<bool> {
     let start = buf.len();
     buf.resize(start + want, 0);
     let mut filled = start;
     let result = loop {
         if filled == buf.len() {
-            break Ok(want);
+            break Ok(false);
         }
         match input.read(&mut buf[filled..]) {
-            Ok(0) => break Ok(filled - start),
-            Ok(n) => filled += n,
+            Ok(0) => break Ok(true),
+            Ok(n) => {
+                filled += n;
+                if filled < buf.len() && memchr::memchr(b'\n', &buf[filled - n..filled]).is_some() {
+                    break Ok(false);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => break Err(e),
         }
