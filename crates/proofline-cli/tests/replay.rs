@@ -557,6 +557,9 @@ fn replay_of_a_stalled_pipe_uses_its_lines_and_keeps_its_deadline() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "the deadline cut the reading: {err}");
     assert!(elapsed >= Duration::from_secs(4), "{elapsed:?}");
-    let roots = rx.try_iter().filter(|s| s.parent_span_id.is_empty()).count();
+    let roots = rx
+        .try_iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .count();
     assert_eq!(roots, 3, "the lines of the stalled pipe were used: {err}");
 }

@@ -209,8 +209,8 @@ fn the_live_exporter_delivers_over_tls_with_the_otel_variables() {
 /// A collector whose certificate is self-signed and marked CA:TRUE, made the usual way
 /// (`openssl req -x509 -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -addext
 /// subjectAltName=IP:127.0.0.1`), given as OTEL_EXPORTER_OTLP_CERTIFICATE: the certificate
-/// is pinned, as curl, Go and Python accept it, and the traces are delivered; for another
-/// name than the one it carries it is still refused.
+/// is pinned, as curl, Go and Python accept it, and the traces are delivered, over OTLP/HTTP
+/// and gRPC; for another name than the one it carries it is still refused.
 #[test]
 fn a_self_signed_ca_certificate_given_as_the_trust_is_pinned() {
     let dir = tmp("pinned");
@@ -238,5 +238,20 @@ fn a_self_signed_ca_certificate_given_as_the_trust_is_pinned() {
     assert!(err.contains("all delivered"), "{err}");
     // the name it does not carry: refused, named
     let (ok, err, _) = replay(&log, &receiver.endpoint, &["--timeout-s", "5"], &env);
+    assert!(!ok && err.contains("not valid for that host name"), "{err}");
+
+    // OTLP/gRPC pins it too (tonic's own TLS refused it: CaUsedAsEndEntity); this receiver
+    // also asks for a client certificate
+    let grpc = grpc_receiver(&pki);
+    let (cert, client_key) = (pki.path("client.crt"), pki.path("client.key"));
+    let mut env = env;
+    env.push(("OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE", cert.as_os_str()));
+    env.push(("OTEL_EXPORTER_OTLP_CLIENT_KEY", client_key.as_os_str()));
+    let by_ip = grpc.endpoint.replace("localhost", "127.0.0.1");
+    let grpc_args = ["--protocol", "grpc", "--timeout-s", "10"];
+    let (ok, err, _) = replay(&log, &by_ip, &grpc_args, &env);
+    assert!(ok, "{err}");
+    assert_eq!(grpc.roots(), 2, "over gRPC: {err}");
+    let (ok, err, _) = replay(&log, &grpc.endpoint, &grpc_args, &env);
     assert!(!ok && err.contains("not valid for that host name"), "{err}");
 }

@@ -322,36 +322,78 @@ fn grpc_client(
         let value = MetadataValue::try_from(v.as_str()).map_err(|_| bad())?;
         metadata.insert(key, value);
     }
+    // https: the connection is made by our own connector (TCP, then rustls with the same
+    // configuration as OTLP/HTTP's, pinning included: tonic's own TLS cannot take a custom
+    // verifier, and refused a self-signed collector certificate given as the CA file). tonic
+    // is given the http:// form of the address, so that its own TLS (when some other crate
+    // of the build enables it) never wraps ours; the requests still say https and the
+    // collector's authority (`origin`).
+    #[cfg(feature = "grpc-tls")]
+    let tls = endpoint.tls.clone();
+    #[cfg(not(feature = "grpc-tls"))]
+    let tls: Option<()> = None;
+    let connect_url = match &tls {
+        Some(_) => endpoint.export_url.replacen("https://", "http://", 1),
+        None => endpoint.export_url.clone(),
+    };
     #[cfg_attr(not(feature = "grpc-tls"), allow(unused_mut))]
-    let mut ep = tonic::transport::Endpoint::from_shared(endpoint.export_url.clone())
+    let mut ep = tonic::transport::Endpoint::from_shared(connect_url)
         .map_err(|e| OtlpError::Build(format!("endpoint `{}`: {e}", endpoint.url)))?
         .timeout(timeout)
         .connect_timeout(timeout)
         .user_agent(USER_AGENT)
         .map_err(|e| OtlpError::Build(format!("the gRPC user agent: {e}")))?;
-    #[cfg(feature = "grpc-tls")]
-    if let Some(files) = &endpoint.files {
-        use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-        let mut t = ClientTlsConfig::new().domain_name(endpoint.host.clone());
-        t = match &files.ca {
-            Some((_, pem)) => t.ca_certificate(Certificate::from_pem(pem)),
-            None => t.with_native_roots(),
-        };
-        if let Some(((_, chain), (_, key))) = &files.identity {
-            t = t.identity(Identity::from_pem(chain, key));
-        }
-        ep = ep
-            .tls_config(t)
-            .map_err(|e| OtlpError::Build(format!("TLS for gRPC: {e}")))?;
-    }
     let channel = {
         let _g = rt.enter();
-        ep.connect_lazy()
+        match tls {
+            #[cfg(feature = "grpc-tls")]
+            Some(config) => {
+                let origin = endpoint
+                    .export_url
+                    .parse()
+                    .map_err(|e| OtlpError::Build(format!("endpoint `{}`: {e}", endpoint.url)))?;
+                let name = rustls::pki_types::ServerName::try_from(endpoint.host.clone())
+                    .map_err(|e| OtlpError::Build(format!("endpoint `{}`: {e}", endpoint.url)))?;
+                ep = ep.origin(origin);
+                ep.connect_with_connector_lazy(tls_connector(config, name))
+            }
+            _ => ep.connect_lazy(),
+        }
     };
     Ok(Kind::Grpc {
         rt,
         client: TraceServiceClient::new(channel),
         metadata,
+    })
+}
+
+/// Connects to the address tonic asks for over TCP, then TLS with `config` for `name`.
+#[cfg(feature = "grpc-tls")]
+fn tls_connector(
+    config: std::sync::Arc<rustls::ClientConfig>,
+    name: rustls::pki_types::ServerName<'static>,
+) -> impl tower::Service<
+    http::Uri,
+    Response = hyper_util::rt::TokioIo<tokio_rustls::client::TlsStream<tokio::net::TcpStream>>,
+    Error = std::io::Error,
+    Future = impl Send,
+> + Send
++ 'static {
+    let connector = tokio_rustls::TlsConnector::from(config);
+    tower::service_fn(move |uri: http::Uri| {
+        let (connector, name) = (connector.clone(), name.clone());
+        async move {
+            let host = uri
+                .host()
+                .map(crate::tls::host_for_name)
+                .unwrap_or_default()
+                .to_owned();
+            let port = uri.port_u16().unwrap_or(443);
+            let tcp = tokio::net::TcpStream::connect((host.as_str(), port)).await?;
+            tcp.set_nodelay(true)?;
+            let tls = connector.connect(name, tcp).await?;
+            Ok(hyper_util::rt::TokioIo::new(tls))
+        }
     })
 }
 
