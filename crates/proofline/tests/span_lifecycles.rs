@@ -185,8 +185,9 @@ fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     assert_eq!((s.received, s.written, s.dropped), (5, 5, 0));
 }
 
-/// A synthesis span that records an error, or has an ERROR event inside it, failed: no
-/// SYNTH_END and no GPU_QUEUE (cuzk prints neither), counted.
+/// A synthesis span that records an error (later, or when it is made), or has an ERROR event
+/// inside it or inside a span within it, failed: no SYNTH_END and no GPU_QUEUE (cuzk prints
+/// neither), counted.
 #[test]
 fn a_synthesis_span_that_records_an_error_emits_no_end() {
     let buf = SharedBuf::default();
@@ -216,6 +217,23 @@ fn a_synthesis_span_that_records_an_error_emits_no_end() {
             partition = 2u32
         )
         .in_scope(|| tracing::warn!("slow"));
+        // failed from the start: `error` given when the span is made
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-9-1",
+            partition = 3u32,
+            error = "no memory for the witness"
+        )
+        .in_scope(|| {});
+        // an ERROR event in a span of the prover's own inside the mapped one
+        info_span!(
+            "synthesize_partition",
+            job_id = "porep-9-1",
+            partition = 4u32
+        )
+        .in_scope(|| {
+            info_span!("sha256_layer", layer = 3u32).in_scope(|| tracing::error!("bad parent node"))
+        });
     });
     guard.shutdown(Duration::from_secs(10)).unwrap();
     let text = buf.text();
@@ -234,8 +252,10 @@ fn a_synthesis_span_that_records_an_error_emits_no_end() {
             (EventKind::SynthStart, Some(2)),
             (EventKind::SynthEnd, Some(2)),
             (EventKind::GpuQueue, Some(2)),
+            (EventKind::SynthStart, Some(3)),
+            (EventKind::SynthStart, Some(4)),
         ],
         "{text}"
     );
-    assert_eq!(guard.stats().failed, 2);
+    assert_eq!(guard.stats().failed, 4);
 }

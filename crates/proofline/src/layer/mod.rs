@@ -37,6 +37,7 @@ use proofline_core::{EventKind, codec};
 use tracing::span;
 use tracing::subscriber::Interest;
 use tracing::{Metadata, Subscriber};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::layer::{Context, Layer};
 use tracing_subscriber::registry::LookupSpan;
 
@@ -257,6 +258,9 @@ where
             slots: info.map(|i| &*i.slots),
             out: &mut state.fields,
         });
+        // `error` given when the span is made (a span opened for work already failed); the
+        // values are visited again only for the rare callsite that declares the field
+        state.failed = attrs.metadata().fields().field("error").is_some() && has_error_field(attrs);
         let whole = match info {
             Some(i) => i.whole.clone(),
             None => self.cfg.whole_for(attrs.metadata().name()),
@@ -329,9 +333,15 @@ where
 
     fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
         if *event.metadata().level() == tracing::Level::ERROR {
-            // an error inside one of the layer's spans: the work it stands for failed
-            if let Some(span) = ctx.event_span(event) {
-                self.spans.with(&span.id(), |st| st.failed = true);
+            // an error inside one of the layer's spans, or inside a span within it (a kernel's
+            // own span under the GPU work): the work the nearest of the layer's spans stands
+            // for failed
+            if let Some(scope) = ctx.event_scope(event) {
+                for span in scope {
+                    if self.spans.with(&span.id(), |st| st.failed = true).is_some() {
+                        break;
+                    }
+                }
             }
         }
         if self.wants(event.metadata()).is_none() {
@@ -418,7 +428,7 @@ where
 }
 
 /// Whether the values record a field named `error` (a span's work failed).
-fn has_error_field(values: &span::Record<'_>) -> bool {
+fn has_error_field(values: &impl RecordFields) -> bool {
     struct Find(bool);
     impl tracing::field::Visit for Find {
         fn record_debug(&mut self, field: &tracing::field::Field, _: &dyn std::fmt::Debug) {
