@@ -64,7 +64,7 @@ impl JournalArgs {
         s
     }
 
-    fn command(&self) -> Command {
+    pub(crate) fn command(&self) -> Command {
         let mut c = Command::new("journalctl");
         c.args([
             "--output=json",
@@ -109,7 +109,7 @@ struct Entry {
 /// too large for journalctl's limit).
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
-enum Message {
+pub(crate) enum Message {
     Text(String),
     Bytes(Vec<u8>),
     Other(serde::de::IgnoredAny),

@@ -6,6 +6,7 @@ mod compare;
 mod demo;
 mod export;
 mod exporters;
+mod follow_journal;
 mod generate;
 mod input;
 mod journal;

@@ -19,12 +19,24 @@ use crate::input::EngineArgs;
 /// Follows a live TIMELINE log and serves its metrics.
 #[derive(Debug, clap::Args)]
 pub struct WatchArgs {
-    /// The log a prover is writing (followed across rotation and truncation).
-    #[arg(value_name = "LOG")]
-    log: PathBuf,
-    /// Read the log from its beginning (default: from its end, only what comes next).
+    /// The log a prover is writing (followed across rotation and truncation); `-` or a FIFO
+    /// is read as its lines come. Or the journal, with --journal-unit, --journal-file or
+    /// --journal-dir.
+    #[arg(value_name = "LOG",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    log: Option<PathBuf>,
+    /// Read the log (or the journal) from its beginning (default: from its end, only what
+    /// comes next).
     #[arg(long)]
     from_start: bool,
+    #[command(flatten)]
+    journal: crate::journal::JournalArgs,
+    /// With the journal: keep the cursor of what was delivered in this directory (written
+    /// each second and when stopped), and go on from it when started again, losing nothing
+    /// and counting nothing twice. E.g. /var/lib/proofline (systemd: StateDirectory=).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     /// Where to serve /metrics and /healthz (loopback unless told otherwise).
     #[arg(long, default_value = proofline_prometheus::DEFAULT_ADDR, value_name = "ADDR:PORT",
         value_parser = crate::exporters::parse_listen_addr)]
@@ -570,11 +582,16 @@ impl BadLines {
 const STOP_DELIVERY: Duration = Duration::from_secs(5);
 
 pub fn watch(args: &WatchArgs) -> Result<()> {
-    let mut bad_lines = BadLines {
-        window_start: Instant::now(),
-        named: 0,
-        quiet: 0,
-    };
+    if args.log.is_some() && args.state_dir.is_some() {
+        anyhow::bail!(
+            "--state-dir keeps the journal's cursor: it goes with --journal-unit, --journal-file or --journal-dir"
+        );
+    }
+    if args.journal.since.is_some() || args.journal.until.is_some() {
+        anyhow::bail!(
+            "--since and --until choose history to read (analyze, whatif): watch follows what comes (--from-start for everything there is)"
+        );
+    }
     let mut exporters = Exporters::start(
         "proofline watch",
         Some((args.metrics_addr, args.serve.options()?)),
@@ -591,17 +608,82 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     );
     let mut engine = Engine::new(args.engine.config());
     let mut feeder = LineFeeder::new();
+    // SIGTERM/SIGINT: stop following, deliver what the sinks hold, exit 0 (a service)
+    let signals = crate::signals::Stop::install()?;
+    let result = match &args.log {
+        Some(log) => follow_file(
+            args,
+            log,
+            &metrics_url,
+            poll,
+            &mut engine,
+            &mut feeder,
+            &mut driver,
+            &signals,
+        ),
+        None => crate::follow_journal::follow(
+            &crate::follow_journal::Watching {
+                journal: &args.journal,
+                from_start: args.from_start,
+                state_dir: args.state_dir.as_deref(),
+                instance: &args.instance,
+                poll,
+                metrics_url: &metrics_url,
+            },
+            &mut engine,
+            &mut feeder,
+            &mut driver,
+            &signals,
+        ),
+    };
+    if let Some(s) = signals.name() {
+        eprintln!(
+            "proofline watch: {s}: delivering what is queued ({} s at most), then exiting",
+            STOP_DELIVERY.as_secs()
+        );
+    }
+    // whether a signal stopped it or reading failed: what the sinks hold is delivered
+    let counts = TelemetryCounts {
+        events_dropped: 0,
+        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
+    };
+    let deadline = Instant::now() + STOP_DELIVERY;
+    if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {
+        eprintln!("proofline watch: {e}");
+    }
+    exporters.finish(
+        "proofline watch",
+        deadline.saturating_duration_since(Instant::now()),
+    );
+    result
+}
+
+/// Follows a file (or a stream) through the engine until a signal, or until a stream ends.
+#[allow(clippy::too_many_arguments)]
+fn follow_file(
+    args: &WatchArgs,
+    log: &Path,
+    metrics_url: &str,
+    poll: Duration,
+    engine: &mut Engine,
+    feeder: &mut LineFeeder,
+    driver: &mut Driver,
+    signals: &crate::signals::Stop,
+) -> Result<()> {
+    let mut bad_lines = BadLines {
+        window_start: Instant::now(),
+        named: 0,
+        quiet: 0,
+    };
     let mut epoch_known = false;
-    let mut tail = Tail::new(&args.log);
+    let mut tail = Tail::new(log);
     let mut first_open = true;
     let mut warned_missing = false;
     let mut said_unreadable = false;
     // the engine's clock between lines: the newest offset a line brought, when it came (and
     // in which run); it moves on at wall speed until a newer line comes
     let mut newest: Option<(u64, Instant, u32)> = None;
-    let path = args.log.display().to_string();
-    // SIGTERM/SIGINT: stop following, deliver what the sinks hold, exit 0 (a service)
-    let signals = crate::signals::Stop::install()?;
+    let path = log.display().to_string();
     let mut follow = || -> Result<()> {
         loop {
             if signals.requested() {
@@ -611,14 +693,14 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
                 match tail.open(args.from_start || warned_missing) {
                     Ok(true) => {
                         first_open = false;
-                        if let Some(w) = foreign_format(&args.log) {
+                        if let Some(w) = foreign_format(log) {
                             eprintln!("proofline watch: warning: {path} {w}");
                         }
                         // said once the place to read from is fixed, so that what a writer
                         // appends after this line is read
                         eprintln!(
                             "proofline watch: following {path} {}; metrics on {metrics_url}",
-                            if is_stream(&args.log) {
+                            if is_stream(log) {
                                 "as its lines come"
                             } else if args.from_start || warned_missing {
                                 "from its start"
@@ -641,7 +723,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             let event = tail
                 .poll(|got, number| match got {
                     Got::Line(line) => {
-                        if let Some(e) = feeder.feed_line(line, &mut engine, driver.sinks()) {
+                        if let Some(e) = feeder.feed_line(line, engine, driver.sinks()) {
                             if bad_lines.allow() {
                                 eprintln!(
                                     "proofline watch: {path}:{number}: {}",
@@ -721,25 +803,5 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
             }
         }
     };
-    let result = follow();
-    if let Some(s) = signals.name() {
-        eprintln!(
-            "proofline watch: {s}: delivering what is queued ({} s at most), then exiting",
-            STOP_DELIVERY.as_secs()
-        );
-    }
-    // whether a signal stopped it or reading failed: what the sinks hold is delivered
-    let counts = TelemetryCounts {
-        events_dropped: 0,
-        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
-    };
-    let deadline = Instant::now() + STOP_DELIVERY;
-    if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {
-        eprintln!("proofline watch: {e}");
-    }
-    exporters.finish(
-        "proofline watch",
-        deadline.saturating_duration_since(Instant::now()),
-    );
-    result
+    follow()
 }

@@ -259,3 +259,226 @@ fn compare_reads_a_journal_side() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("3 processes (each a run)"), "{err}");
 }
+
+/// A journal written as the test goes (systemd-journal-remote reading its stdin), its
+/// entries stamped with the present: `watch` follows it as it grows.
+struct LiveJournal {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    path: PathBuf,
+    t0_us: u64,
+}
+
+impl LiveJournal {
+    fn start(dir: &Path) -> LiveJournal {
+        let path = dir.join("live.journal");
+        let mut child = Command::new("/lib/systemd/systemd-journal-remote")
+            .arg("-o")
+            .arg(&path)
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("systemd-journal-remote");
+        let stdin = child.stdin.take();
+        let t0_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_micros() as u64;
+        LiveJournal {
+            child,
+            stdin,
+            path,
+            t0_us,
+        }
+    }
+
+    fn write(&mut self, entries: &[Entry]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        for (t, pid, unit, msg) in entries {
+            write!(
+                stdin,
+                "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
+                self.t0_us + t
+            )
+            .unwrap();
+        }
+        stdin.flush().unwrap();
+    }
+}
+
+impl Drop for LiveJournal {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// `proofline watch` of the live journal's unit with a state directory: its process, stderr
+/// lines and /metrics address.
+fn watch_journal(
+    j: &LiveJournal,
+    state: &Path,
+) -> (
+    std::process::Child,
+    std::sync::mpsc::Receiver<String>,
+    String,
+) {
+    let mut child = proofline()
+        .args(["watch", "--from-start", "--poll-ms", "100"])
+        .args([
+            "--reorder-window-ms",
+            "500",
+            "--metrics-addr",
+            "127.0.0.1:0",
+        ])
+        .args(["--journal-unit", "cuzk.service", "--journal-file"])
+        .arg(&j.path)
+        .arg("--state-dir")
+        .arg(state)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = common::stderr_lines(&mut child);
+    let line = common::wait_line(&rx, "metrics on http://");
+    let addr = line
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|a| a.split('/').next())
+        .unwrap()
+        .to_owned();
+    (child, rx, addr)
+}
+
+/// Waits until watch's state says it delivered the entry written at `t_us` (from the live
+/// journal's start), then until its completions stop moving; its completions. Meanwhile
+/// another unit writes now and then, as a host's other services do: systemd-journal-remote
+/// did not always signal its last writes to a `journalctl --follow` (journald does, and a
+/// busy host's next write would anyway).
+fn caught_up(state: &Path, j: &mut LiveJournal, t_us: u64, addr: &str) -> f64 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut beat = 0;
+    loop {
+        beat += 1;
+        j.write(&[(t_us + beat, 999, "heartbeat.service", "tick".into())]);
+        let s: serde_json::Value = std::fs::read(state.join("journal.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default();
+        if s["realtime_us"].as_u64() == Some(j.t0_us + t_us) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "watch's state: {s}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // the reorder window and the completion grace, on watch's clock
+    let mut last = common::completed(addr);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let now = common::completed(addr);
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// `watch --journal-unit` follows the journal as it is written, each new process a new run;
+/// stopped (SIGTERM) with a sector in flight and started again with its `--state-dir`, it goes
+/// on from its cursor: the completions the two count add up to the journal's, none lost
+/// (the sector that straddles the stop is complete) and none counted twice.
+#[test]
+fn watch_follows_the_journal_and_resumes_from_its_cursor() {
+    let dir = fresh_dir("journal", "follow");
+    let state = dir.join("state");
+    let log = generate(
+        &dir,
+        "cuzk.log",
+        &["--jobs", "6", "--synth-ms", "2000", "--kernel-ms", "300"],
+    );
+    let other = generate(&dir, "other.log", &["--jobs", "2", "--seed", "9"]);
+    // two processes: the first dies 4 s in; the second runs to the end
+    let mut all: Vec<Entry> = Vec::new();
+    let mut base = 0;
+    for (pid, cut) in [(101u32, Some(4_000u64)), (202, None)] {
+        let mut last = 0;
+        for l in log.lines() {
+            let o = offset(l);
+            if cut.is_some_and(|c| o > c) {
+                break;
+            }
+            last = o;
+            all.push((base + o * 1000, pid, "cuzk.service", l.to_owned()));
+            all.push((
+                base + o * 1000 + 1,
+                pid,
+                "cuzk.service",
+                "INFO cuzk: proved".into(),
+            ));
+        }
+        base += (last + 1_000) * 1000;
+    }
+    for l in other.lines().take(40) {
+        all.push((offset(l) * 1000 + 500, 999, "prover2.service", l.to_owned()));
+    }
+    all.sort_by_key(|e| e.0);
+    // the stop: 8 s into the second process, its sectors in flight
+    let cut_us = 5_000_000 + 8_000_000;
+    let (before, after): (Vec<Entry>, Vec<Entry>) =
+        all.iter().cloned().partition(|e| e.0 <= cut_us);
+    let last_cuzk = |es: &[Entry]| {
+        es.iter()
+            .filter(|e| e.2 == "cuzk.service")
+            .map(|e| e.0)
+            .max()
+            .unwrap()
+    };
+
+    let mut j = LiveJournal::start(&dir);
+    // the journal exists before watch starts (journalctl cannot open a file that does not)
+    j.write(&before[..1]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !Command::new("journalctl")
+        .arg("--file")
+        .arg(&j.path)
+        .args(["-q", "-n", "1"])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+    {
+        assert!(std::time::Instant::now() < deadline, "the journal was not written");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (mut w1, rx1, addr1) = watch_journal(&j, &state);
+    j.write(&before[1..]);
+    let first = caught_up(&state, &mut j, last_cuzk(&before), &addr1);
+    common::wait_line(&rx1, "pid 202 from");
+    let (_, _, metrics) = common::http_get(&addr1, "/metrics", None).unwrap();
+    assert!(metrics.contains("proofline_runs_total 2"), "{metrics}");
+    let kill = Command::new("kill")
+        .args(["-TERM", &w1.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    assert!(w1.wait().unwrap().success());
+
+    j.write(&after);
+    let (mut w2, rx2, addr2) = watch_journal(&j, &state);
+    let said = common::wait_line(&rx2, "resumed after the last entry");
+    let second = caught_up(&state, &mut j, last_cuzk(&after), &addr2);
+    let _ = w2.kill();
+
+    // the whole journal, analyzed
+    drop(j);
+    let (r, _) = json(
+        &["--journal-unit", "cuzk.service", "--journal-file"],
+        &dir.join("live.journal"),
+    );
+    let total = r["summary"]["jobs_complete"].as_f64().unwrap();
+    assert!(first > 0.0 && second > 0.0, "{first} + {second} ({said})");
+    assert_eq!(
+        first + second,
+        total,
+        "the two watches counted {first} + {second}; the journal holds {total} ({said})"
+    );
+}

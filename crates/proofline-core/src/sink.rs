@@ -311,6 +311,14 @@ pub trait UpdateSink {
         let _ = (live, counts);
     }
 
+    /// The owner read again history that was already reported (`watch` resuming from its
+    /// journal cursor reads the run in progress again, its updates not sent, to rebuild the
+    /// engine's state): what follows totals takes `live` and `counts` as its starting point,
+    /// without counting them. The default does nothing.
+    fn baseline(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        let _ = (live, counts);
+    }
+
     /// Whether this sink uses [`Update::Partition`], the most frequent update (one per
     /// partition). When every sink fed by an engine says no, the engine does not build
     /// them. The default is yes.
@@ -371,6 +379,10 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
 
     fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
         (**self).tick(live, counts);
+    }
+
+    fn baseline(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        (**self).baseline(live, counts);
     }
 
     fn wants_partitions(&self) -> bool {
@@ -459,6 +471,12 @@ impl UpdateSink for Fanout {
     fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
         for s in &mut self.sinks {
             s.tick(live, counts);
+        }
+    }
+
+    fn baseline(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        for s in &mut self.sinks {
+            s.baseline(live, counts);
         }
     }
 
@@ -551,6 +569,11 @@ impl Driver {
     pub fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
         self.last_tick = Some(Instant::now());
         self.sinks.tick(live, counts);
+    }
+
+    /// History already reported was read again: see [`UpdateSink::baseline`].
+    pub fn baseline(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        self.sinks.baseline(live, counts);
     }
 
     /// After the engine's last update: a last tick, a flush, and a shutdown that waits

@@ -186,6 +186,27 @@ impl UpdateSink for PrometheusSink {
         }
     }
 
+    fn baseline(&mut self, live: &LiveState, counts: &TelemetryCounts) {
+        // the counters that follow totals start from these, so the first tick adds nothing
+        // that was already counted
+        self.runs_seen = self.runs_seen.max(u64::from(live.runs));
+        for g in &live.gpus {
+            self.busy_seen.insert(g.gpu, g.busy_ms);
+            self.stuck_seen.insert(g.gpu, g.stuck_intervals);
+        }
+        let k = live.kernel;
+        self.kernel_seen = [
+            k.calls,
+            k.kernel_ms,
+            k.lock_held_ms,
+            k.lock_wait_ms,
+            k.prep_msm_ms,
+            k.b_g2_msm_ms,
+        ];
+        self.dropped_seen = counts.events_dropped;
+        self.malformed_seen = counts.malformed_lines;
+    }
+
     fn tick(&mut self, live: &LiveState, counts: &TelemetryCounts) {
         self.m.queue_depth.set(i64::from(live.queue_depth));
         for (stage, n) in [

@@ -1,0 +1,426 @@
+//! `watch` of the journal: `journalctl --follow --output=json`, as Vector's journald source
+//! follows it, each entry's process telling runs apart and its wall-clock time anchoring the
+//! run's offsets; with `--state-dir`, a cursor kept there, so that a restarted `watch` goes on
+//! where it stopped.
+//!
+//! Resuming loses nothing and counts nothing twice: the state keeps, beside the cursor of the
+//! last entry whose updates were delivered, the cursor of the first entry read of the process
+//! then running and the engine's clock at that moment. A restarted `watch` reads that process's
+//! entries again up to the cursor with its sinks muted (the engine's state, the jobs in flight
+//! with their partitions, is rebuilt; nothing is sent or counted), sets the clock where it was,
+//! takes what the counters had counted as their starting point ([`Driver::baseline`]), and
+//! goes on from there.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+use proofline_core::Engine;
+use proofline_core::reader::LineFeeder;
+use proofline_core::sink::{Driver, NoUpdates, RunInfo, TelemetryCounts};
+use serde::{Deserialize, Serialize};
+
+use crate::journal::JournalArgs;
+
+/// What `watch` keeps under `--state-dir` (`journal.json`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+struct State {
+    /// The last entry whose updates were delivered.
+    cursor: String,
+    /// Its wall-clock time, µs since the Unix epoch.
+    realtime_us: u64,
+    /// The first entry read of the process then running (reading again starts there).
+    process_cursor: String,
+    /// The engine's clock (an offset of that process's run) when the state was written.
+    clock_ms: Option<u64>,
+}
+
+impl State {
+    fn path(dir: &Path) -> PathBuf {
+        dir.join("journal.json")
+    }
+
+    fn load(dir: &Path) -> Result<Option<State>> {
+        let path = State::path(dir);
+        match std::fs::read(&path) {
+            Ok(bytes) => match serde_json::from_slice(&bytes) {
+                Ok(s) => Ok(Some(s)),
+                Err(e) => {
+                    eprintln!(
+                        "proofline watch: warning: {} is not a state this watch wrote ({e}); following from the journal's end",
+                        path.display()
+                    );
+                    Ok(None)
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    /// Written whole or not at all (a temporary file renamed over the old one).
+    fn save(&self, dir: &Path) -> Result<()> {
+        let path = State::path(dir);
+        let tmp = dir.join("journal.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(self)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))
+    }
+}
+
+/// One journal entry, the fields used.
+#[derive(Debug, Deserialize)]
+struct Entry {
+    #[serde(rename = "__CURSOR")]
+    cursor: String,
+    #[serde(rename = "__REALTIME_TIMESTAMP")]
+    realtime_us: Option<String>,
+    #[serde(rename = "_PID")]
+    pid: Option<String>,
+    #[serde(rename = "_BOOT_ID")]
+    boot: Option<String>,
+    #[serde(rename = "MESSAGE")]
+    message: Option<crate::journal::Message>,
+}
+
+/// What the reader thread hands over.
+enum Item {
+    Entry(Entry),
+    /// A line journalctl printed that is not an entry.
+    Bad,
+    /// journalctl ended: its status and what it said.
+    Ended(String),
+}
+
+/// Where reading starts.
+enum Start<'a> {
+    /// At this entry (inclusive).
+    Cursor(&'a str),
+    /// The journal's first entry (of the unit).
+    Beginning,
+    /// What comes next.
+    End,
+}
+
+fn spawn(j: &JournalArgs, start: Start<'_>) -> Result<(Child, mpsc::Receiver<Item>)> {
+    let mut c: Command = j.command();
+    c.arg("--follow");
+    match start {
+        Start::Cursor(cursor) => c.arg(format!("--cursor={cursor}")),
+        Start::Beginning => c.arg("--lines=all"),
+        Start::End => c.arg("--lines=0"),
+    };
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run journalctl, which reads the journal (Debian's systemd package)")?;
+    let stdout = child.stdout.take().context("journalctl's output")?;
+    let mut stderr = child.stderr.take().context("journalctl's errors")?;
+    let (tx, rx) = mpsc::sync_channel(4096);
+    std::thread::Builder::new()
+        .name("proofline-journal".into())
+        .spawn(move || {
+            let mut r = BufReader::with_capacity(256 * 1024, stdout);
+            let mut raw = Vec::with_capacity(1024);
+            loop {
+                raw.clear();
+                match r.read_until(b'\n', &mut raw) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+                let item = match serde_json::from_slice::<Entry>(&raw) {
+                    Ok(e) => Item::Entry(e),
+                    Err(_) => Item::Bad,
+                };
+                if tx.send(item).is_err() {
+                    return;
+                }
+            }
+            let mut said = String::new();
+            let _ = stderr.read_to_string(&mut said);
+            let _ = tx.send(Item::Ended(said));
+        })
+        .context("cannot start the journal's reader thread")?;
+    Ok((child, rx))
+}
+
+/// What `watch` gives the follower.
+pub(crate) struct Watching<'a> {
+    pub journal: &'a JournalArgs,
+    pub from_start: bool,
+    pub state_dir: Option<&'a Path>,
+    pub instance: &'a str,
+    pub poll: Duration,
+    pub metrics_url: &'a str,
+}
+
+/// Entries taken in one poll at most (a long history must not keep watch from its signals and
+/// ticks).
+const ENTRIES_PER_POLL: usize = 65_536;
+
+/// With no entry for this long, the entries read again are over even if the previous watch's
+/// last was not met.
+const REPLAY_IDLE: Duration = Duration::from_secs(2);
+
+/// How often the state is written while entries come.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// Follows the journal through the engine until a signal; the state is written at the end.
+pub(crate) fn follow(
+    w: &Watching<'_>,
+    engine: &mut Engine,
+    feeder: &mut LineFeeder,
+    driver: &mut Driver,
+    stop: &crate::signals::Stop,
+) -> Result<()> {
+    if let Some(dir) = w.state_dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot make the state directory {}", dir.display()))?;
+    }
+    let saved = match w.state_dir {
+        Some(dir) => State::load(dir)?,
+        None => None,
+    };
+    let start = match &saved {
+        Some(s) => Start::Cursor(&s.process_cursor),
+        None if w.from_start => Start::Beginning,
+        None => Start::End,
+    };
+    let (mut child, rx) = spawn(w.journal, start)?;
+    eprintln!(
+        "proofline watch: following {} {}; metrics on {}",
+        w.journal.describe(),
+        match &saved {
+            Some(_) => "from where the last watch stopped (its state in --state-dir)",
+            None if w.from_start => "from its start",
+            None => "from its end",
+        },
+        w.metrics_url
+    );
+    let mut f = Follower {
+        replaying: saved.clone(),
+        replayed: 0,
+        process: None,
+        epoch_pending: false,
+        newest: None,
+        state: saved.clone().unwrap_or_default(),
+        saved_at: Instant::now(),
+        bad: 0,
+    };
+    let mut idle_since = Instant::now();
+    let result = (|| -> Result<()> {
+        loop {
+            if stop.requested() {
+                return Ok(());
+            }
+            let mut taken = 0;
+            let mut wait = w.poll;
+            while taken < ENTRIES_PER_POLL {
+                let item = match rx.recv_timeout(wait) {
+                    Ok(item) => item,
+                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        bail!("journalctl's reader ended unexpectedly")
+                    }
+                };
+                wait = Duration::ZERO;
+                taken += 1;
+                match item {
+                    Item::Entry(e) => f.entry(e, w, engine, feeder, driver),
+                    Item::Bad => f.bad += 1,
+                    Item::Ended(said) => {
+                        let status = child.wait().context("waiting for journalctl")?;
+                        // a service manager's stop signals journalctl (in watch's process
+                        // group, or its cgroup) as it signals watch: a stop, not a failure
+                        std::thread::sleep(Duration::from_millis(100));
+                        if stop.requested() {
+                            return Ok(());
+                        }
+                        bail!(
+                            "journalctl ended ({status}) following {}: {}",
+                            w.journal.describe(),
+                            said.trim()
+                        );
+                    }
+                }
+            }
+            // nothing more to read for a while: the history read again is over (the cursor's
+            // own entry is gone from the journal, or journalctl found nothing after it)
+            if taken > 0 {
+                idle_since = Instant::now();
+            } else if f.replaying.is_some() && idle_since.elapsed() >= REPLAY_IDLE {
+                f.resume(engine, feeder, driver);
+            }
+            if f.replaying.is_none() {
+                let clock = f.clock();
+                if let Some(c) = clock {
+                    engine.advance(c, driver.sinks());
+                }
+                f.state.clock_ms = clock;
+                driver.tick(&engine.live(), &counts(feeder));
+                // each second while there is a cursor: the clock moves on between entries (and
+                // with it what the sinks were told), so it is kept even when no entry came
+                if let Some(dir) = w.state_dir {
+                    if !f.state.cursor.is_empty() && f.saved_at.elapsed() >= SAVE_EVERY {
+                        f.state.save(dir)?;
+                        f.saved_at = Instant::now();
+                    }
+                }
+            }
+        }
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    if f.bad > 0 {
+        eprintln!(
+            "proofline watch: warning: {} journal entr{} from journalctl were not JSON objects and were skipped",
+            f.bad,
+            if f.bad == 1 { "y" } else { "ies" }
+        );
+    }
+    // the cursor of what was delivered, whatever ended the following (the sinks are
+    // flushed after this; the clock is where the last tick left it)
+    if let (Some(dir), None) = (w.state_dir, &f.replaying) {
+        if !f.state.cursor.is_empty() {
+            if let Err(e) = f.state.save(dir) {
+                eprintln!("proofline watch: {e:#}");
+            }
+        }
+    }
+    result
+}
+
+/// What is read (after the entries of the previous watch read again), the telemetry counts.
+fn counts(feeder: &LineFeeder) -> TelemetryCounts {
+    TelemetryCounts {
+        events_dropped: 0,
+        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
+    }
+}
+
+struct Follower {
+    /// The previous watch's state while its entries are read again (sinks muted).
+    replaying: Option<State>,
+    replayed: u64,
+    /// The process of the run in progress: boot id and pid.
+    process: Option<(String, String)>,
+    /// The run's epoch is to be taken from its next entry that moves the engine.
+    epoch_pending: bool,
+    /// The newest offset of the run and the wall-clock time of its entry, ms.
+    newest: Option<(u64, u64, u32)>,
+    /// What is written to the state directory.
+    state: State,
+    saved_at: Instant,
+    bad: u64,
+}
+
+impl Follower {
+    fn entry(
+        &mut self,
+        e: Entry,
+        w: &Watching<'_>,
+        engine: &mut Engine,
+        feeder: &mut LineFeeder,
+        driver: &mut Driver,
+    ) {
+        let realtime_us = e
+            .realtime_us
+            .as_deref()
+            .and_then(|t| t.parse::<u64>().ok())
+            .unwrap_or(0);
+        // an entry past the previous watch's last (its own entry gone from the journal, the
+        // journal rotated or vacuumed): what was read again is over
+        if self
+            .replaying
+            .as_ref()
+            .is_some_and(|s| realtime_us > s.realtime_us && e.cursor != s.cursor)
+        {
+            self.resume(engine, feeder, driver);
+        }
+        let key = (e.boot.unwrap_or_default(), e.pid.unwrap_or_default());
+        if self.process.as_ref() != Some(&key) {
+            if self.process.is_some() {
+                match self.replaying {
+                    Some(_) => engine.restart(&mut NoUpdates),
+                    None => engine.restart(driver.sinks()),
+                }
+            }
+            if self.replaying.is_none() {
+                eprintln!(
+                    "proofline watch: pid {} from {}: {}",
+                    key.1,
+                    crate::rfc3339::format_rfc3339(realtime_us / 1000),
+                    if self.process.is_some() {
+                        "a new process, a new run"
+                    } else {
+                        "the prover's process"
+                    }
+                );
+            }
+            self.process = Some(key);
+            self.epoch_pending = true;
+            self.state.process_cursor = e.cursor.clone();
+        }
+        let mut line = match e.message {
+            Some(crate::journal::Message::Text(t)) => t.into_bytes(),
+            Some(crate::journal::Message::Bytes(b)) => b,
+            _ => Vec::new(),
+        };
+        if !line.is_empty() {
+            line.push(b'\n');
+            match self.replaying {
+                Some(_) => feeder.feed_lines(&line, engine, &mut NoUpdates),
+                None => feeder.feed_lines(&line, engine, driver.sinks()),
+            }
+        }
+        if let Some(o) = engine.newest_offset() {
+            let run = engine.run();
+            if self.newest.is_none_or(|(n, _, r)| o != n || r != run) {
+                self.newest = Some((o, realtime_us / 1000, run));
+            }
+            if self.epoch_pending {
+                // the run's offsets on the wall clock: when its newest line was written
+                let epoch = (realtime_us / 1000).saturating_sub(o);
+                driver.restart(RunInfo::new(w.instance, epoch));
+                self.epoch_pending = false;
+            }
+        }
+        self.state.cursor = e.cursor;
+        self.state.realtime_us = realtime_us;
+        match &self.replaying {
+            Some(s) if s.cursor == self.state.cursor => self.resume(engine, feeder, driver),
+            Some(_) => self.replayed += 1,
+            None => {}
+        }
+    }
+
+    /// The entries the previous watch had delivered are read again: the clock is set where
+    /// it was, the counters take what they count now as their start, and the sinks hear
+    /// what comes next.
+    fn resume(&mut self, engine: &mut Engine, feeder: &LineFeeder, driver: &mut Driver) {
+        let Some(s) = self.replaying.take() else {
+            return;
+        };
+        if let Some(c) = s.clock_ms {
+            engine.advance(c, &mut NoUpdates);
+        }
+        driver.baseline(&engine.live(), &counts(feeder));
+        eprintln!(
+            "proofline watch: resumed after the last entry the previous watch delivered ({} entries of the run in progress read again, not sent or counted twice)",
+            self.replayed
+        );
+    }
+
+    /// The engine's clock: the newest offset plus the wall-clock time since its entry was
+    /// written (entries read late, after a restart of watch, are not taken as new).
+    fn clock(&self) -> Option<u64> {
+        let (offset, at_ms, _) = self.newest?;
+        let now = proofline_core::ids::unix_ms(std::time::SystemTime::now());
+        Some(offset + now.saturating_sub(at_ms))
+    }
+}
