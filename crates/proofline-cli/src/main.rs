@@ -1,5 +1,17 @@
 //! `proofline`: where a GPU proving pipeline spends its time.
 
+/// `eprintln!` that never panics: std's panics when standard error is a closed pipe
+/// (`proofline watch 2>&1 | head -1`, a log collector that went away), which ended `watch`
+/// and `/metrics` with it (status 101). A message that cannot be written is lost, as a
+/// message to a closed pipe is; the work goes on. Defined before the modules, so that it
+/// stands for std's in all of them.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod analyze;
 mod chart;
 mod compare;

@@ -446,7 +446,10 @@ fn watch_follows_the_journal_and_resumes_from_its_cursor() {
         .output()
         .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
     {
-        assert!(std::time::Instant::now() < deadline, "the journal was not written");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the journal was not written"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let (mut w1, rx1, addr1) = watch_journal(&j, &state);

@@ -393,3 +393,42 @@ fn a_prover_dead_inside_gpu_work_is_silent_and_idle_on_metrics() {
     );
     assert_eq!(sample(&body, "proofline_runs_total"), Some(1.0), "{body}");
 }
+
+/// Standard error closed under watch (`proofline watch LOG 2>&1 | head -1`, a log collector
+/// gone): its next message was a panic (status 101) that took /metrics with it. Now the
+/// message is lost and watch goes on.
+#[test]
+fn watch_goes_on_when_its_standard_error_is_closed() {
+    let dir = tmp("closed-stderr");
+    let log = dir.join("cuzk.log");
+    std::fs::write(&log, generated_text(&dir, 2)).unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = proofline()
+        .args([
+            "watch",
+            "--from-start",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &addr,
+        ])
+        .arg(&log)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // the first line read, then the pipe closed, as `head -1` does
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut err, &mut first).unwrap();
+    assert!(first.contains("following"), "{first}");
+    drop(err);
+    wait_completed(&addr, 2.0);
+    // things to say: a truncation, and malformed lines
+    std::fs::write(&log, "TIMELINE,x,GPU_START,j,worker=1\n").unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    assert!(child.try_wait().unwrap().is_none(), "watch ended");
+    let (status, _, body) = http_get(&addr, "/metrics", None).unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("proofline_malformed_lines_total 1"), "{body}");
+    let _ = Proc(child);
+}

@@ -232,7 +232,10 @@ impl Drop for OtlpHandle {
         let sink_alive = Arc::strong_count(&self.export) > 1;
         if !sink_alive && !self.export.decided() {
             if let Err(e) = self.shutdown(DEFAULT_SHUTDOWN_TIMEOUT) {
-                eprintln!("proofline: {e}");
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("proofline: {e}\n"),
+                );
             }
         }
     }

@@ -154,7 +154,10 @@ impl Drop for TimelineGuard {
     fn drop(&mut self) {
         if self.result.is_none() {
             if let Err(e) = self.shutdown(DEFAULT_SHUTDOWN_TIMEOUT) {
-                eprintln!("proofline: {e}");
+                let _ = std::io::Write::write_fmt(
+                    &mut std::io::stderr(),
+                    format_args!("proofline: {e}\n"),
+                );
             }
         }
     }

@@ -174,7 +174,8 @@ impl Worker {
 
     fn warn(&self, what: &str) {
         self.stats.warnings.fetch_add(1, Ordering::Relaxed);
-        eprintln!("proofline: {what}");
+        // never a panic on a closed standard error: the prover goes on
+        let _ = writeln!(std::io::stderr(), "proofline: {what}");
     }
 
     fn counts(&self) -> TelemetryCounts {
