@@ -258,8 +258,13 @@ impl LineFeeder {
                 None => carry.extend_from_slice(body),
             }
             if carry.len() > MAX_LINE_BYTES {
-                carry = Vec::new();
-                skipping = true;
+                // a hole of NUL bytes before a line is no part of it (as in `feed_blocks`)
+                let text = carry.iter().position(|&b| b != 0).unwrap_or(carry.len());
+                carry.drain(..text);
+                if carry.len() > MAX_LINE_BYTES {
+                    carry = Vec::new();
+                    skipping = true;
+                }
             }
             on_bytes(n);
             input.consume(n);
@@ -392,6 +397,14 @@ impl LineFeeder {
                     break (last + 1, false);
                 }
                 if buf.len() > MAX_LINE_BYTES {
+                    // a hole of NUL bytes (what copytruncate leaves before the next line of a
+                    // writer that does not append) is no part of that line: it goes, and the
+                    // line is read (it was skipped as over-long with the hole)
+                    let text = buf.iter().position(|&b| b != 0).unwrap_or(buf.len());
+                    buf.drain(..text);
+                    if buf.len() <= MAX_LINE_BYTES {
+                        continue;
+                    }
                     // a line too long to hold: skip to its newline, whatever its length
                     self.oversized_line();
                     if !skip_past_newline(&mut input, &mut buf, chunk)? {
@@ -673,21 +686,78 @@ mod oversized_tests {
 
     #[test]
     fn endless_input_without_a_newline_holds_no_more_than_the_limit() {
-        // 64 MiB of zeros: read, skipped, counted as one oversized last line
-        let zeros = io::repeat(0).take(64 << 20);
+        // 64 MiB of one letter: read, skipped, counted as one oversized last line
+        let long = || io::repeat(b'x').take(64 << 20);
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-        f.feed_blocks(zeros, &mut e, &mut NoUpdates, 1 << 18, &mut || false)
+        f.feed_blocks(long(), &mut e, &mut NoUpdates, 1 << 18, &mut || false)
             .unwrap();
         assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
-        let zeros = io::repeat(0).take(64 << 20);
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
         f.feed_all(
-            &mut io::BufReader::new(zeros),
+            &mut io::BufReader::new(long()),
             &mut e,
             &mut NoUpdates,
             |_| {},
         )
         .unwrap();
         assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
+    }
+
+    /// A hole of NUL bytes over the line limit (copytruncate under a writer that does not
+    /// append) at the start and in the middle: no part of the lines after it, which are read
+    /// (the first line after a hole was skipped as over-long with it); memory stays bounded.
+    #[test]
+    fn a_hole_of_nul_bytes_before_a_line_swallows_nothing() {
+        let mut clean = Vec::new();
+        for j in 0..4u64 {
+            for p in 0..10u64 {
+                let t = j * 1000 + p;
+                clean.extend_from_slice(
+                    format!(
+                        "TIMELINE,{t},SYNTH_START,porep-{j},partition={p}\nTIMELINE,{},SYNTH_END,porep-{j},partition={p},synth_ms=500\n",
+                        t + 500
+                    )
+                    .as_bytes(),
+                );
+            }
+        }
+        let hole = vec![0u8; 3 << 20];
+        let mid = clean.len() / 2
+            + clean[clean.len() / 2..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .unwrap()
+            + 1;
+        let mut holed = hole.clone();
+        holed.extend_from_slice(&clean[..mid]);
+        holed.extend_from_slice(&hole);
+        holed.extend_from_slice(&clean[mid..]);
+        let read = |bytes: &[u8], parallel: bool| {
+            let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+            if parallel {
+                f.feed_blocks(bytes, &mut e, &mut NoUpdates, 1 << 18, &mut || false)
+                    .unwrap();
+            } else {
+                f.feed_all(
+                    &mut io::BufReader::new(bytes),
+                    &mut e,
+                    &mut NoUpdates,
+                    |_| {},
+                )
+                .unwrap();
+            }
+            e.finish(&mut NoUpdates);
+            (f.stats, serde_json::to_string(&e.report().jobs).unwrap())
+        };
+        let (want, jobs) = read(&clean, true);
+        for parallel in [true, false] {
+            let (got, got_jobs) = read(&holed, parallel);
+            assert_eq!(got.oversized, 0, "parallel {parallel}");
+            assert_eq!(
+                got.timeline_lines, want.timeline_lines,
+                "parallel {parallel}"
+            );
+            assert_eq!(got_jobs, jobs, "parallel {parallel}");
+        }
     }
 }
