@@ -19,13 +19,17 @@
 //! A line behind that repeats one the run already used (the same job, partition, event,
 //! offset, worker and printed duration, to the millisecond) confirms nothing: a log shipper
 //! that sends a block again, or a file concatenated into itself, is not a restart. Repeats are
-//! held like any line behind, but a restart needs at least one line among the held that is
-//! not a repeat (a restarted prover never prints its lines again to the millisecond); held
-//! lines that all repeat are duplicates when a line comes back into the window, when they
-//! spread further apart than one restart's first lines, at the end of the input, or past
-//! [`MAX_HELD_REPEATS`]. The lines used are remembered in [`Recent`], a fixed table of hashes
-//! (about the last 4,000 lines, some minutes of a cuzk log, in sets of four; older ones overwritten): a repeat older than that
-//! is judged as any other line behind.
+//! held like any line behind, but a restart needs [`RESTART_CONFIRMATIONS`] held lines that
+//! are not repeats, and more of them than repeats (a restarted prover never prints its lines
+//! again to the millisecond; a block sent again whose oldest lines fell out of the table has
+//! a few); otherwise the held repeats are duplicates, and the others strays, when a line
+//! comes back into the window, when they spread further apart than one restart's first
+//! lines, at the end of the input, or past [`MAX_HELD_REPEATS`] held. The lines used are
+//! remembered in [`Recent`], a fixed table of 16,384 hashes in sets of four (a line falls
+//! out once four newer ones share its set): of a block sent again from 2,500 lines back
+//! (about half an hour of a cuzk log) fewer than one line in a hundred is forgotten and read
+//! as a stray, which the majority rule tolerates; from 10,000 lines back one in five is, and
+//! the block may read as a restart.
 
 use super::Engine;
 use super::reorder::Ev;
@@ -35,8 +39,8 @@ use crate::sink::{Update, UpdateSink};
 /// Lines in a row that confirm a restart.
 pub const RESTART_CONFIRMATIONS: usize = 3;
 
-/// Repeats of used lines held at most while no line that is not a repeat comes: past it they
-/// are duplicates (the memory a block sent again can take is bounded).
+/// Lines held behind at most while they are no restart: past it the repeats among them are
+/// duplicates and the others strays (the memory a block sent again can take is bounded).
 pub const MAX_HELD_REPEATS: usize = 4096;
 
 /// Which way held lines left the window.
@@ -60,8 +64,8 @@ pub(super) struct Held {
     pub fresh: usize,
 }
 
-/// Sets of [`Recent`] (a power of two), each of [`WAYS`] keys: 4,096 keys, 32 KiB (in a first-level cache beside the engine's own).
-const RECENT_SETS: usize = 1 << 10;
+/// Sets of [`Recent`] (a power of two), each of [`WAYS`] keys: 16,384 keys, 128 KiB.
+const RECENT_SETS: usize = 1 << 12;
 
 /// Keys per set: a set holds its newest four, so a line is lost from the table only when four
 /// newer lines fell in its set (a direct-mapped table lost ~1 % of even the newest lines).
@@ -161,10 +165,13 @@ impl Engine {
                     self.stray_held();
                 }
                 self.hold(Side::Behind, offset, e, repeat);
-                if self.held.fresh > 0 && self.held.events.len() >= RESTART_CONFIRMATIONS {
+                let (held, fresh) = (self.held.events.len(), self.held.fresh);
+                // a restart: lines that are not repeats, more of them than repeats (a block
+                // sent again whose oldest lines fell out of the table has a few)
+                if fresh >= RESTART_CONFIRMATIONS && 2 * fresh > held {
                     self.new_run(sink);
                     self.accept_held(sink);
-                } else if self.held.fresh == 0 && self.held.events.len() >= MAX_HELD_REPEATS {
+                } else if held >= MAX_HELD_REPEATS {
                     self.stray_held();
                 }
             }
