@@ -81,11 +81,22 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
                 .saturating_sub(newest_offset(&args.input, deadline)?)
         }
     };
-    if let Some(w) = args
-        .epoch
-        .as_deref()
-        .and_then(|given| implausible_epoch(given, epoch, std::time::SystemTime::now()))
-    {
+    // OTLP's times are nanoseconds since 1970 (u64: to 2554; many stores keep i64: to 2262)
+    const Y2200_MS: u64 = 7_258_118_400_000;
+    if epoch > Y2200_MS {
+        bail!(
+            "--epoch {}: spans after 2200 cannot be sent (OTLP's nanoseconds end in 2554, many collectors' in 2262); it is the wall-clock time of the log's offset 0",
+            args.epoch.as_deref().unwrap_or_default()
+        );
+    }
+    let given = match &args.epoch {
+        Some(e) => format!("--epoch {e}"),
+        None => format!(
+            "the epoch {} (the file's modification time less its newest offset)",
+            crate::rfc3339::format_rfc3339(epoch)
+        ),
+    };
+    if let Some(w) = implausible_epoch(&given, epoch, std::time::SystemTime::now()) {
         eprintln!("proofline replay: warning: {w}");
     }
     let mut cfg =
@@ -101,9 +112,11 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         .as_ref()
         .map(|e| proofline_otlp::traces_url(e, cfg.transport));
     // one export never takes longer than the whole replay may
-    let export_timeout = proofline_otlp::timeout_from_env()
-        .unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT)
-        .min(Duration::from_secs(args.timeout_s));
+    let configured =
+        proofline_otlp::timeout_from_env().unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT);
+    let export_timeout = configured.min(Duration::from_secs(args.timeout_s));
+    // an export timed out at replay's own deadline, not at the collector's usual pace
+    let timeout_capped = export_timeout < configured;
     cfg.timeout = Some(export_timeout);
     cfg.block_when_full = true;
     cfg.block_until = Some(deadline);
@@ -135,6 +148,11 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             deadline.saturating_duration_since(Instant::now()).as_secs()
         ));
     };
+    // reading stops a little before the deadline, so that the traces its end completes
+    // (a pipe whose writer stalled: its last sector is made a trace only when reading stops)
+    // still have time to go
+    let reserve = Duration::from_secs(args.timeout_s / 4).min(Duration::from_secs(5));
+    let read_until = deadline - reserve;
     let run = run_log_until(
         &args.input,
         args.engine.config(),
@@ -150,7 +168,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             }
             sink.update(u);
         },
-        &mut || Instant::now() >= deadline || signals.requested(),
+        &mut || Instant::now() >= read_until || signals.requested(),
     )?;
     drop(sink);
     // wait for the queue until the deadline; a signal (now or while waiting) leaves
@@ -237,7 +255,9 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let hanging = handle.in_flight_for().filter(|_| failures.is_empty());
     // an export cut by the replay's own deadline before its timeout is not the collector's
     // fault: the collector may have been answering
-    let cut_short = hanging.is_some_and(|w| w + Duration::from_millis(500) < export_timeout);
+    // (or its timeout was the deadline's: --timeout-s below the export timeout)
+    let cut_short =
+        hanging.is_some_and(|w| timeout_capped || w + Duration::from_millis(500) < export_timeout);
     if let Some(waited) = hanging {
         if cut_short {
             eprintln!(
@@ -258,8 +278,18 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         return Err(stopped.into());
     }
     if traces > delivered {
+        let slow = || {
+            format!(
+                "the collector had not answered an export when replay's deadline came (--timeout-s {}, which bounds each export below its timeout of {:.0} s): it may be slow rather than down; raise --timeout-s",
+                args.timeout_s,
+                configured.as_secs_f64()
+            )
+        };
+        let no_answer = proofline_otlp::FailureKind::Network(proofline_otlp::Found::NoAnswer);
         let cause = match (failures.first(), hanging) {
+            (Some(f), _) if timeout_capped && f.kind == no_answer => slow(),
             (Some(f), _) => f.first.clone(),
+            (None, Some(_)) if timeout_capped => slow(),
             (None, Some(_)) if cut_short => format!(
                 "the deadline of {} s came first (--timeout-s), an export under way",
                 args.timeout_s
@@ -307,13 +337,13 @@ fn implausible_epoch(given: &str, epoch_ms: u64, now: std::time::SystemTime) -> 
     let now_ms = proofline_core::ids::unix_ms(now);
     if epoch_ms < Y2015_MS {
         Some(format!(
-            "--epoch {given} is before 2015: the traces will sit that far from every other \
+            "{given} is before 2015: the traces will sit that far from every other \
              service's, and a collector may drop spans so old; it is the wall-clock time of the \
              log's offset 0 (the prover's start)"
         ))
     } else if epoch_ms > now_ms.saturating_add(DAY_MS) {
         Some(format!(
-            "--epoch {given} is {:.1} days ahead of this machine's clock: the traces will sit in \
+            "{given} is {:.1} days ahead of this machine's clock: the traces will sit in \
              the future; it is the wall-clock time of the log's offset 0 (the prover's start)",
             (epoch_ms - now_ms) as f64 / DAY_MS as f64
         ))

@@ -139,6 +139,16 @@ fn replay_without_a_collector_or_with_a_bad_epoch_says_what_is_wrong() {
         String::from_utf8_lossy(&out.stderr)
             .contains("--epoch `yesterday` is not an RFC 3339 time")
     );
+    // an epoch whose nanoseconds wrap (2554) or overflow many stores (2262): refused, before
+    // spans dated 1970 or 2400 are sent
+    let out = proofline()
+        .args(["replay", "--endpoint", "http://127.0.0.1:9"])
+        .args(["--epoch", "2554-07-21T23:34:00Z", "some.log"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("spans after 2200 cannot be sent"), "{err}");
 }
 
 /// Two jobs that overtake a third on their GPU: the link between them has no trace left to
@@ -369,7 +379,11 @@ fn replay_of_2000_jobs_ends_within_its_deadline_naming_why_nothing_was_delivered
     let refused = format!("http://127.0.0.1:{}", free_port());
     let cases = [
         (refused, "connection refused"),
-        (bad_collector(None), "did not answer"),
+        // silent for all of the 4 s, which bound each export: slow or dead cannot be told
+        (
+            bad_collector(None),
+            "had not answered an export when replay's deadline came",
+        ),
         (bad_collector(Some(500)), "HTTP 500"),
     ];
     for (endpoint, cause) in cases {
@@ -522,11 +536,12 @@ fn a_replay_cut_by_its_deadline_does_not_claim_everything_was_delivered() {
 
 /// `journalctl -f | proofline replay -`: a pipe whose writer stalls with its lines short of a
 /// block, and stays open. The lines read are used (they waited for the block to fill), and
-/// replay's deadline ends it (it waited for the silent pipe's next byte): the three sectors'
-/// traces are delivered and replay exits within its deadline and margin.
+/// replay's deadline ends it (it waited for the silent pipe's next byte); reading stops a
+/// quarter of the deadline early (5 s at most), so the last sector, made a trace only when
+/// reading stops, is delivered too (it was left unsent): four traces, within the deadline.
 #[test]
 fn replay_of_a_stalled_pipe_uses_its_lines_and_keeps_its_deadline() {
-    let log = generated_log("stalled-pipe", 3);
+    let log = generated_log("stalled-pipe", 4);
     let (endpoint, rx) = receiver();
     let t = Instant::now();
     let mut child = proofline()
@@ -556,10 +571,42 @@ fn replay_of_a_stalled_pipe_uses_its_lines_and_keeps_its_deadline() {
     let mut err = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     assert!(!status.success(), "the deadline cut the reading: {err}");
-    assert!(elapsed >= Duration::from_secs(4), "{elapsed:?}");
+    assert!(
+        elapsed >= Duration::from_secs(3),
+        "reading stops at 3 s: {elapsed:?}"
+    );
     let roots = rx
         .try_iter()
         .filter(|s| s.parent_span_id.is_empty())
         .count();
-    assert_eq!(roots, 3, "the lines of the stalled pipe were used: {err}");
+    assert_eq!(
+        roots, 4,
+        "every sector of the stalled pipe was delivered: {err}"
+    );
+}
+
+/// A healthy collector slower than replay's deadline (it answers after 5 s; --timeout-s 3,
+/// which bounds each export): the error says the deadline came first and what to do, not
+/// that the collector did not answer (this round's probe: it blamed the collector).
+#[test]
+fn a_collector_slower_than_the_deadline_is_not_blamed() {
+    let log = generated_log("slow-collector", 2);
+    let (url, _) = proofline_tests::collector_with(|_, _| {
+        std::thread::sleep(Duration::from_secs(5));
+        let resp = ExportTraceServiceResponse {
+            partial_success: None,
+        };
+        Some(("200 OK", resp.encode_to_vec()))
+    });
+    let (ok, err, took) = replay_timed(url.trim_end_matches("/v1/traces"), &log, 3);
+    assert!(!ok, "{err}");
+    assert!(took < Duration::from_secs(3) + MARGIN, "{took:?}");
+    // the error names the deadline (an export cut by it, or the queue left at it, as the
+    // export's own timing falls), never the collector
+    let error = err
+        .lines()
+        .find(|l| l.starts_with("proofline: error:"))
+        .unwrap_or_default();
+    assert!(error.contains("deadline"), "{err}");
+    assert!(!err.contains("did not answer"), "{err}");
 }
