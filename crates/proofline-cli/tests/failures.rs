@@ -165,12 +165,28 @@ impl Drop for Prover {
 fn prover(dir: &Path, name: &'static str) -> Prover {
     let log = dir.join(format!("{name}.log"));
     std::fs::write(&log, "").unwrap();
+    watched(name, log.clone(), &[log.as_os_str()])
+}
+
+/// A prover whose lines go to a journal (its unit cuzk.service), followed by watch.
+fn journal_prover(name: &'static str, journal: &Path) -> Prover {
+    let args = [
+        "--journal-unit".as_ref(),
+        "cuzk.service".as_ref(),
+        "--journal-file".as_ref(),
+        journal.as_os_str(),
+    ];
+    watched(name, journal.to_owned(), &args)
+}
+
+/// `proofline watch` on the compressed clock, reading `source`.
+fn watched(name: &'static str, log: PathBuf, source: &[&std::ffi::OsStr]) -> Prover {
     let addr = format!("127.0.0.1:{}", free_port());
     let child = proofline()
         .args(["watch", "--from-start", "--poll-ms", "200"])
         .args(["--reorder-window-ms", "500", "--stuck-min-s", "3"])
         .args(["--metrics-addr", &addr, "--instance", name])
-        .arg(&log)
+        .args(source)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -240,7 +256,12 @@ fn each_failure_reaches_alertmanager_within_its_floor_and_a_few_intervals() {
     let normal = generate(&dir, "normal", &[]);
     let stalled = generate(&dir, "stalled", &["--stall", "3:600000"]);
     let never = generate(&dir, "never", &["--never-finish", "2:3"]);
+    // a prover under systemd: its lines go to the journal, written as they come
+    let mut journal = common::journal::LiveJournal::start(&dir);
+    journal.write_now(1, "cuzk.service", "cuzk starting");
+    journal.wait_readable();
     let provers = [
+        journal_prover("journal-unit-stopped", &journal.path),
         prover(&dir, "healthy"),
         prover(&dir, "synthesis-stalls"),
         prover(&dir, "dies-in-gpu-work"),
@@ -269,13 +290,34 @@ fn each_failure_reaches_alertmanager_within_its_floor_and_a_few_intervals() {
     // each prover plays its log from `start`, and fails as its name says
     let start = Instant::now() + Duration::from_secs(2);
     let mut players = Vec::new();
+    let journal = std::sync::Mutex::new(Some(journal));
     for p in &provers {
+        let mut journal = (p.name == "journal-unit-stopped")
+            .then(|| journal.lock().unwrap().take())
+            .flatten();
         let (log, watch, failed_at) = (p.log.clone(), p.watch.clone(), p.failed_at.clone());
         let fail = move || *failed_at.lock().unwrap() = Some(Instant::now());
         let (normal, stalled, never) = (normal.clone(), stalled.clone(), never.clone());
         let name = p.name;
         players.push(std::thread::spawn(move || match name {
             "healthy" => play(&log, &normal, start, 0),
+            // the unit stops (systemctl stop, or the prover dies) mid-sector: its entries end;
+            // the host's other services go on writing to the journal
+            "journal-unit-stopped" => {
+                let j = journal.as_mut().unwrap();
+                for (t, l) in until(&normal, 9000) {
+                    let due = start + Duration::from_millis(t);
+                    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    j.write_now(4242, "cuzk.service", &l);
+                }
+                fail();
+                for _ in 0..60 {
+                    std::thread::sleep(Duration::from_millis(500));
+                    j.write_now(77, "sshd.service", "session opened");
+                }
+            }
             // a partition's synthesis hangs; the GPU runs dry with the sector in flight
             "synthesis-stalls" => {
                 let idle = longest_idle_start(&stalled);
@@ -353,7 +395,13 @@ fn each_failure_reaches_alertmanager_within_its_floor_and_a_few_intervals() {
         .unwrap();
     let stuck_s = stuck_floor(&never, never_at);
     // what each failure should raise first, and what else it may raise
-    let expected: [(&str, &str, f64, &[&str]); 6] = [
+    let expected: [(&str, &str, f64, &[&str]); 7] = [
+        (
+            "journal-unit-stopped",
+            SILENT,
+            SILENT_S,
+            &[SILENT, STUCK, IDLE],
+        ),
         ("synthesis-stalls", IDLE, IDLE_S, &[IDLE, SILENT]),
         ("dies-in-gpu-work", SILENT, SILENT_S, &[SILENT, STUCK, IDLE]),
         (

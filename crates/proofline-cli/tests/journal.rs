@@ -12,7 +12,7 @@ mod common;
 use common::{fresh_dir, proofline};
 
 const T0_US: u64 = 1_764_558_000_000_000; // 2025-12-01T03:00:00Z
-const BOOT: &str = "0123456789abcdef0123456789abcdef";
+use common::journal::{BOOT, Entry};
 
 fn generate(dir: &Path, name: &str, args: &[&str]) -> String {
     let p = dir.join(name);
@@ -32,9 +32,6 @@ fn generate(dir: &Path, name: &str, args: &[&str]) -> String {
 fn offset(line: &str) -> u64 {
     line.split(',').nth(1).unwrap().parse().unwrap()
 }
-
-/// A journal entry: realtime µs from T0, pid, unit, message.
-type Entry = (u64, u32, &'static str, String);
 
 /// The entries of each process's lines (runs of `log` cut at the offsets given, one after
 /// the other with 10 s between them, systemd's RestartSec, and `other`'s as another unit),
@@ -260,65 +257,10 @@ fn compare_reads_a_journal_side() {
     assert!(err.contains("3 processes (each a run)"), "{err}");
 }
 
-/// A journal written as the test goes (systemd-journal-remote reading its stdin), its
-/// entries stamped with the present: `watch` follows it as it grows.
-struct LiveJournal {
-    child: std::process::Child,
-    stdin: Option<std::process::ChildStdin>,
-    path: PathBuf,
-    t0_us: u64,
-}
-
-impl LiveJournal {
-    fn start(dir: &Path) -> LiveJournal {
-        let path = dir.join("live.journal");
-        let mut child = Command::new("/lib/systemd/systemd-journal-remote")
-            .arg("-o")
-            .arg(&path)
-            .arg("-")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("systemd-journal-remote");
-        let stdin = child.stdin.take();
-        let t0_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_micros() as u64;
-        LiveJournal {
-            child,
-            stdin,
-            path,
-            t0_us,
-        }
-    }
-
-    fn write(&mut self, entries: &[Entry]) {
-        let stdin = self.stdin.as_mut().unwrap();
-        for (t, pid, unit, msg) in entries {
-            write!(
-                stdin,
-                "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
-                self.t0_us + t
-            )
-            .unwrap();
-        }
-        stdin.flush().unwrap();
-    }
-}
-
-impl Drop for LiveJournal {
-    fn drop(&mut self) {
-        drop(self.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
 /// `proofline watch` of the live journal's unit with a state directory: its process, stderr
 /// lines and /metrics address.
 fn watch_journal(
-    j: &LiveJournal,
+    j: &common::journal::LiveJournal,
     state: &Path,
 ) -> (
     std::process::Child,
@@ -356,7 +298,7 @@ fn watch_journal(
 /// another unit writes now and then, as a host's other services do: systemd-journal-remote
 /// did not always signal its last writes to a `journalctl --follow` (journald does, and a
 /// busy host's next write would anyway).
-fn caught_up(state: &Path, j: &mut LiveJournal, t_us: u64, addr: &str) -> f64 {
+fn caught_up(state: &Path, j: &mut common::journal::LiveJournal, t_us: u64, addr: &str) -> f64 {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let mut beat = 0;
     loop {
@@ -435,7 +377,7 @@ fn watch_follows_the_journal_and_resumes_from_its_cursor() {
             .unwrap()
     };
 
-    let mut j = LiveJournal::start(&dir);
+    let mut j = common::journal::LiveJournal::start(&dir);
     // the journal exists before watch starts (journalctl cannot open a file that does not)
     j.write(&before[..1]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

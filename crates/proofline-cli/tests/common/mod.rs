@@ -1,6 +1,7 @@
 //! Helpers shared by the tests that start servers on 127.0.0.1.
 #![allow(dead_code)] // each test file uses a part
 
+pub mod journal;
 pub mod tls;
 
 use std::io::{BufRead, Read, Write};
