@@ -51,6 +51,12 @@ if ! command -v protoc >/dev/null; then
   fi
 fi
 
+# cargo-deb, the ecosystem's tool, builds the Debian package a test installs (dpkg -i into a
+# private root).
+if ! cargo deb --version >/dev/null 2>&1; then
+  cargo install cargo-deb --locked --version 3.8.0 --quiet
+fi
+
 # Python's jsonschema validates the Grafana dashboards against Grafana's schema.
 python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install -q jsonschema
 # The Compose Specification's JSON schema, as Debian packages it (docker-compose's

@@ -283,3 +283,100 @@ fn grafana_sends_exemplars_to_the_jaeger_the_compose_file_runs() {
             && compose.contains("--enable-feature=exemplar-storage")
     );
 }
+
+/// The sidecar's systemd unit, checked by systemd itself: `systemd-analyze verify` with no
+/// warning (an unknown key is only a warning: none is allowed), and its hardening's exposure
+/// by `systemd-analyze security` at most 2.0 ("OK") of 10.
+fn check_unit(unit: &Path, binary: &Path, dir: &Path) {
+    let text = std::fs::read_to_string(unit).unwrap();
+    assert!(text.contains("ExecStart=/usr/bin/proofline watch --journal-unit"));
+    let local = dir.join("proofline-watch.service");
+    std::fs::write(
+        &local,
+        text.replace("/usr/bin/proofline", binary.to_str().unwrap()),
+    )
+    .unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&local)
+        .output()
+        .expect("systemd-analyze (Debian's systemd package; scripts/test.sh installs it)");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && said.trim().is_empty(), "{said}");
+    let (ok, out) = run(Command::new("systemd-analyze")
+        .args(["security", "--offline=yes"])
+        .arg(&local));
+    assert!(ok, "{out}");
+    let exposure: f64 = out
+        .lines()
+        .find_map(|l| {
+            l.split("Overall exposure level for proofline-watch.service: ")
+                .nth(1)
+        })
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|x| x.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level: {out}"));
+    assert!(exposure <= 2.0, "exposure {exposure}: {out}");
+}
+
+/// The Debian package, built by cargo-deb from the tested binary and installed with dpkg -i
+/// into a private root: the binary runs from it, the unit it installs passes systemd's checks,
+/// and its options file is a conffile (an operator's edits survive an upgrade).
+#[test]
+fn the_debian_package_installs_the_binary_and_a_hardened_sidecar_unit() {
+    let dir = std::env::temp_dir().join(format!("proofline-deb-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let root = dir.join("root");
+    std::fs::create_dir_all(root.join("var/lib/dpkg/info")).unwrap();
+    std::fs::create_dir_all(root.join("var/lib/dpkg/updates")).unwrap();
+    std::fs::write(root.join("var/lib/dpkg/status"), "").unwrap();
+    // the check of the unit as it stands in deploy/ first: it needs no package
+    check_unit(
+        &deploy().join("systemd/proofline-watch.service"),
+        Path::new(env!("CARGO_BIN_EXE_proofline")),
+        &dir,
+    );
+    let deb = dir.join("proofline.deb");
+    // the binary this test run built (cargo-deb warns that it is no release build)
+    let (ok, out) = run(Command::new(env!("CARGO"))
+        .current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.."))
+        .args([
+            "deb",
+            "-p",
+            "proofline-cli",
+            "--no-build",
+            "--profile",
+            "dev",
+            "-o",
+        ])
+        .arg(&deb));
+    assert!(ok, "cargo deb (scripts/test.sh installs cargo-deb): {out}");
+    let (ok, out) = run(Command::new("dpkg-deb").arg("--info").arg(&deb));
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Package: proofline") && out.contains("conffiles"),
+        "{out}"
+    );
+    let (ok, out) = run(Command::new("dpkg-deb")
+        .args(["--field"])
+        .arg(&deb)
+        .arg("Depends"));
+    assert!(ok && out.contains("systemd"), "{out}");
+    let mut dpkg = Command::new("dpkg");
+    dpkg.arg(format!("--root={}", root.display()))
+        .args(["--force-depends", "--force-not-root", "-i"])
+        .arg(&deb);
+    let (ok, out) = run(&mut dpkg);
+    assert!(ok, "dpkg -i: {out}");
+    let (ok, out) = run(Command::new(root.join("usr/bin/proofline")).arg("--version"));
+    assert!(ok && out.starts_with("proofline "), "{out}");
+    let conffiles =
+        std::fs::read_to_string(root.join("var/lib/dpkg/info/proofline.conffiles")).unwrap();
+    assert_eq!(conffiles.trim(), "/etc/default/proofline");
+    check_unit(
+        &root.join("lib/systemd/system/proofline-watch.service"),
+        &root.join("usr/bin/proofline"),
+        &dir,
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
