@@ -24,9 +24,14 @@ use crate::timeline::{self, Lanes, Timeline};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ChartArgs {
-    /// The log: a file (plain or gzip) or `-` for stdin.
-    #[arg(value_name = "FILE|-")]
-    input: PathBuf,
+    /// The log: a file (plain or gzip) or `-` for stdin. Or the journal, with
+    /// --journal-unit, --journal-file or --journal-dir.
+    #[arg(value_name = "FILE|-",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    input: Option<PathBuf>,
+    #[command(flatten)]
+    journal: crate::journal::JournalArgs,
     /// Where to write the chart: `.svg`, or `.html` for a page that zooms and pans.
     #[arg(short, long, default_value = "timeline.svg")]
     output: PathBuf,
@@ -45,9 +50,10 @@ pub(crate) struct ChartArgs {
 }
 
 pub(crate) fn run(args: &ChartArgs) -> Result<()> {
-    let out = OutputFile::create(&args.input, &args.output, FORMATS)?;
+    let source = crate::input::Source::of(args.input.as_deref(), &args.journal);
+    let out = OutputFile::create(source.path(), &args.output, FORMATS)?;
     let (t, run) = timeline::Timeline::from_log(
-        &args.input,
+        source,
         args.engine.config(),
         args.from_s.saturating_mul(1000),
         args.max_partitions,
@@ -59,7 +65,7 @@ pub(crate) fn run(args: &ChartArgs) -> Result<()> {
             t.parts.len()
         );
     }
-    let title = format!("proofline timeline: {}", args.input.display());
+    let title = format!("proofline timeline: {}", source.describe());
     write(&t, &title, out)?;
     eprintln!("proofline: wrote {}", args.output.display());
     run.result()

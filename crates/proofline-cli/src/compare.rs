@@ -188,7 +188,12 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
         });
     }
     if draw {
-        let (t, run) = Timeline::from_log(path, args.engine.config(), 0, DEFAULT_MAX_PARTITIONS)?;
+        let (t, run) = Timeline::from_log(
+            crate::input::Source::Log(path),
+            args.engine.config(),
+            0,
+            DEFAULT_MAX_PARTITIONS,
+        )?;
         let report = run.report;
         if let Some(e) = run.error {
             return Err(e.context(format!("{} ended early", path.display())));

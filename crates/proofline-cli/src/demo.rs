@@ -224,7 +224,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
     let chart = crate::input::OutputFile::create(&log_path, &chart_path, crate::chart::FORMATS)
         .and_then(|out| {
             let (t, run) = crate::timeline::Timeline::from_log(
-                &log_path,
+                crate::input::Source::Log(&log_path),
                 engine_for_chart(&cfg),
                 0,
                 crate::timeline::DEFAULT_MAX_PARTITIONS,

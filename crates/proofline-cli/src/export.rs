@@ -24,7 +24,7 @@ use proofline_core::report::PartitionRecord;
 use proofline_core::sink::{Update, UpdateSink};
 use serde_json::{Value, json};
 
-use crate::input::{EngineArgs, OutputFile, run_log_until};
+use crate::input::{EngineArgs, OutputFile};
 
 /// Export formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -35,9 +35,14 @@ pub(crate) enum ExportFormat {
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ExportArgs {
-    /// The log: a file (plain or gzip) or `-` for stdin.
-    #[arg(value_name = "FILE|-")]
-    input: PathBuf,
+    /// The log: a file (plain or gzip) or `-` for stdin. Or the journal, with
+    /// --journal-unit, --journal-file or --journal-dir.
+    #[arg(value_name = "FILE|-",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    input: Option<PathBuf>,
+    #[command(flatten)]
+    journal: crate::journal::JournalArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Perfetto)]
     format: ExportFormat,
@@ -55,9 +60,10 @@ pub(crate) struct ExportArgs {
 
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     let ExportFormat::Perfetto = args.format;
+    let source = crate::input::Source::of(args.input.as_deref(), &args.journal);
     let target = match &args.output {
         Some(p) => Some(OutputFile::create(
-            &args.input,
+            source.path(),
             p,
             &[("json", "Chrome trace-event JSON")],
         )?),
@@ -78,7 +84,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     w.max_partitions = args.max_partitions;
     w.begin();
     let flag = failed.clone();
-    let run = run_log_until(&args.input, cfg, |u| w.update(u), &mut || flag.get())?;
+    let run = source.read(cfg, |u: Update| w.update(u), None, &mut || flag.get())?;
     let (written, error) = w.end();
     if let Some(e) = error {
         return Err(e).context("cannot write the export");
@@ -98,7 +104,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     if run.report.lines.lines == 0 && run.error.is_none() {
         eprintln!(
             "proofline: warning: {} is empty: the export holds no slices",
-            args.input.display()
+            source.describe()
         );
     }
     run.result()

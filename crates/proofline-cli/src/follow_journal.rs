@@ -384,8 +384,10 @@ impl Follower {
                 self.newest = Some((o, realtime_us / 1000, run));
             }
             if self.epoch_pending {
-                // the run's offsets on the wall clock: when its newest line was written
-                let epoch = (realtime_us / 1000).saturating_sub(o);
+                // the run's offsets on the wall clock: when its newest line was written (the
+                // sinks place updates at the engine's timeline, where the run starts at its
+                // base)
+                let epoch = (realtime_us / 1000).saturating_sub(engine.run_base() + o);
                 driver.restart(RunInfo::new(w.instance, epoch));
                 self.epoch_pending = false;
             }

@@ -229,6 +229,55 @@ impl Read for Detached {
     }
 }
 
+/// Where a command reads from: a log (a file, gzip, `-`), or the journal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Log(&'a Path),
+    Journal(&'a crate::journal::JournalArgs),
+}
+
+impl<'a> Source<'a> {
+    /// The log if one is given, else the journal.
+    pub(crate) fn of(log: Option<&'a Path>, journal: &'a crate::journal::JournalArgs) -> Self {
+        match log {
+            Some(p) => Source::Log(p),
+            None => Source::Journal(journal),
+        }
+    }
+
+    /// What is read, in words.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Source::Log(p) => p.display().to_string(),
+            Source::Journal(j) => j.describe(),
+        }
+    }
+
+    /// The input's path, for the check that an output does not overwrite it (`-` for the
+    /// journal, which no output can be).
+    pub(crate) fn path(&self) -> &'a Path {
+        match self {
+            Source::Log(p) => p,
+            Source::Journal(_) => Path::new("-"),
+        }
+    }
+
+    /// Reads it through the engine, stopping early when `stop` says so; from the journal,
+    /// with `anchor`, the sink is told each run's wall-clock place.
+    pub(crate) fn read(
+        &self,
+        cfg: EngineConfig,
+        sink: impl UpdateSink,
+        anchor: Option<&str>,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<LogRun> {
+        match self {
+            Source::Log(p) => run_log_until(p, cfg, sink, stop),
+            Source::Journal(j) => crate::journal::run_journal_until(j, cfg, sink, anchor, stop),
+        }
+    }
+}
+
 /// A log read through the engine.
 #[derive(Debug)]
 pub(crate) struct LogRun {

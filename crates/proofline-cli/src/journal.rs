@@ -130,7 +130,22 @@ struct Process {
 pub(crate) fn run_journal(
     j: &JournalArgs,
     cfg: EngineConfig,
+    sink: impl UpdateSink,
+) -> Result<LogRun> {
+    run_journal_until(j, cfg, sink, None, &mut || false)
+}
+
+/// [`run_journal`], stopping early when `stop` says so (asked every few thousand entries);
+/// with `anchor` (the instance name of run keys), the sink is told each run's place on the
+/// wall clock ([`UpdateSink::start_run`]) from the `__REALTIME_TIMESTAMP` of the entry that
+/// brought its first TIMELINE offset, before any of its updates: replay's spans sit at their
+/// true times, with no `--epoch`.
+pub(crate) fn run_journal_until(
+    j: &JournalArgs,
+    cfg: EngineConfig,
     mut sink: impl UpdateSink,
+    anchor: Option<&str>,
+    stop: &mut dyn FnMut() -> bool,
 ) -> Result<LogRun> {
     let mut child = j
         .command()
@@ -155,7 +170,17 @@ pub(crate) fn run_journal(
     let mut raw = Vec::with_capacity(1024);
     let mut reader = BufReader::with_capacity(256 * 1024, stdout);
     let mut read_error = None;
+    let mut stopped = false;
+    // the run's epoch is still to be told to the sink (with an anchor)
+    let mut epoch_pending = anchor.is_some();
+    let mut entries = 0u64;
     loop {
+        entries += 1;
+        if entries % 4096 == 0 && stop() {
+            stopped = true;
+            let _ = child.kill();
+            break;
+        }
         raw.clear();
         match reader.read_until(b'\n', &mut raw) {
             Ok(0) => break,
@@ -180,6 +205,7 @@ pub(crate) fn run_journal(
         if !known {
             if !processes.is_empty() {
                 engine.restart(&mut sink);
+                epoch_pending = anchor.is_some();
             }
             let first_unix_ms = entry
                 .realtime_us
@@ -199,16 +225,35 @@ pub(crate) fn run_journal(
             _ => continue,
         }
         line.push(b'\n');
+        if epoch_pending {
+            // the run's first TIMELINE offset, placed on the wall clock before its events
+            // reach the sink (they wait a reorder window in the engine)
+            if let Some(offset) = first_offset(&line) {
+                let at_ms = entry
+                    .realtime_us
+                    .as_deref()
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .map_or(0, |us| us / 1000);
+                let timeline_ms = engine.run_base().saturating_add(offset);
+                let epoch = at_ms.saturating_sub(timeline_ms);
+                sink.start_run(&proofline_core::RunInfo::new(
+                    anchor.unwrap_or_default(),
+                    epoch,
+                ));
+                epoch_pending = false;
+            }
+        }
         // a message holding several lines is several lines
         feeder.feed_lines(&line, &mut engine, &mut sink);
     }
     let status = child.wait().context("waiting for journalctl")?;
+    let status_ok = status.success() || stopped;
     let errors = errors.join().unwrap_or_default();
     engine.finish(&mut sink);
     let mut report = engine.report();
     report.lines = feeder.stats;
     report.lines.from_input = true;
-    if !status.success() {
+    if !status_ok {
         bail!(
             "journalctl failed ({status}) reading {}: {}",
             j.describe(),
@@ -237,7 +282,7 @@ pub(crate) fn run_journal(
     Ok(LogRun {
         report,
         error,
-        stopped: false,
+        stopped,
     })
 }
 
@@ -262,4 +307,12 @@ fn say_processes(j: &JournalArgs, processes: &[Process]) {
         if processes.len() == 1 { "" } else { "es" },
         list.join(", ")
     );
+}
+
+/// The offset of the first TIMELINE line of `text`, if it has one that parses.
+fn first_offset(text: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(text).ok()?;
+    text.lines()
+        .find_map(|l| proofline_core::parse_line(l).ok().flatten())
+        .map(|ev| ev.offset_ms)
 }

@@ -13,16 +13,23 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use proofline_core::sink::{Update, UpdateSink};
 
-use crate::input::{EngineArgs, newest_offset, run_log_until};
+use crate::input::{EngineArgs, Source, newest_offset};
 
 #[derive(Debug, clap::Args)]
 pub(crate) struct ReplayArgs {
-    /// The log: a file (plain or gzip) or `-` for stdin.
-    #[arg(value_name = "FILE|-")]
-    input: PathBuf,
+    /// The log: a file (plain or gzip) or `-` for stdin. Or the journal, with
+    /// --journal-unit, --journal-file or --journal-dir: each process's spans then sit at its
+    /// entries' wall-clock times.
+    #[arg(value_name = "FILE|-",
+        required_unless_present_any = ["journal_unit", "journal_file", "journal_dir"],
+        conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
+    input: Option<PathBuf>,
+    #[command(flatten)]
+    journal: crate::journal::JournalArgs,
     /// Wall-clock time of TIMELINE offset 0 (RFC 3339, e.g. 2026-11-30T01:31:00Z). Default:
-    /// the file's modification time minus its newest offset (stdin: now).
-    #[arg(long, value_name = "RFC3339")]
+    /// the file's modification time minus its newest offset (stdin: now). Not with the
+    /// journal, which knows.
+    #[arg(long, value_name = "RFC3339", conflicts_with_all = ["journal_unit", "journal_file", "journal_dir"])]
     epoch: Option<String>,
     /// Collector endpoint, http:// or https:// (default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
     /// or OTEL_EXPORTER_OTLP_ENDPOINT). TLS trust and client certificates come from
@@ -65,20 +72,19 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         Some(e) => crate::rfc3339::parse_rfc3339(e).with_context(|| {
             format!("--epoch `{e}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
         })?,
-        None if args.input.as_os_str() == "-" => {
+        // the journal places each run itself (the sink is told before the run's first trace)
+        None if args.input.is_none() => proofline_core::ids::unix_ms(std::time::SystemTime::now()),
+        None if args.input.as_deref() == Some(std::path::Path::new("-")) => {
             proofline_core::ids::unix_ms(std::time::SystemTime::now())
         }
         None => {
-            let mtime = std::fs::metadata(&args.input)
+            let input = args.input.as_deref().unwrap_or(std::path::Path::new("-"));
+            let mtime = std::fs::metadata(input)
                 .and_then(|m| m.modified())
                 .with_context(|| {
-                    format!(
-                        "cannot read the modification time of {}",
-                        args.input.display()
-                    )
+                    format!("cannot read the modification time of {}", input.display())
                 })?;
-            proofline_core::ids::unix_ms(mtime)
-                .saturating_sub(newest_offset(&args.input, deadline)?)
+            proofline_core::ids::unix_ms(mtime).saturating_sub(newest_offset(input, deadline)?)
         }
     };
     // OTLP's times are nanoseconds since 1970 (u64: to 2554; many stores keep i64: to 2262)
@@ -96,7 +102,12 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             crate::rfc3339::format_rfc3339(epoch)
         ),
     };
-    if let Some(w) = implausible_epoch(&given, epoch, std::time::SystemTime::now()) {
+    let source = Source::of(args.input.as_deref(), &args.journal);
+    let from_journal = matches!(source, Source::Journal(_));
+    if let Some(w) = (!from_journal)
+        .then(|| implausible_epoch(&given, epoch, std::time::SystemTime::now()))
+        .flatten()
+    {
         eprintln!("proofline replay: warning: {w}");
     }
     let mut cfg =
@@ -153,21 +164,23 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     // still have time to go
     let reserve = Duration::from_secs(args.timeout_s / 4).min(Duration::from_secs(5));
     let read_until = deadline - reserve;
-    let run = run_log_until(
-        &args.input,
+    let run = source.read(
         args.engine.config(),
-        |u: Update| {
-            if let Update::Job(_) = &u {
-                jobs += 1;
-            }
-            if let Some(pb) = &progress {
-                if last_shown.elapsed() > Duration::from_millis(200) {
-                    last_shown = Instant::now();
-                    show(pb, jobs);
+        Counted {
+            sink: &mut sink,
+            on_update: |u: &Update| {
+                if let Update::Job(_) = u {
+                    jobs += 1;
                 }
-            }
-            sink.update(u);
+                if let Some(pb) = &progress {
+                    if last_shown.elapsed() > Duration::from_millis(200) {
+                        last_shown = Instant::now();
+                        show(pb, jobs);
+                    }
+                }
+            },
         },
+        Some(args.instance.as_str()),
         &mut || Instant::now() >= read_until || signals.requested(),
     )?;
     drop(sink);
@@ -326,6 +339,24 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     run.result()
+}
+
+/// The OTLP sink, with what replay counts and shows of each update beside it; the journal's
+/// runs reach it with their wall-clock places ([`UpdateSink::start_run`]).
+struct Counted<'a, F: FnMut(&Update)> {
+    sink: &'a mut proofline_otlp::OtlpSink,
+    on_update: F,
+}
+
+impl<F: FnMut(&Update)> UpdateSink for Counted<'_, F> {
+    fn update(&mut self, update: Update) {
+        (self.on_update)(&update);
+        self.sink.update(update);
+    }
+
+    fn start_run(&mut self, run: &proofline_core::RunInfo) {
+        self.sink.start_run(run);
+    }
 }
 
 /// A warning for an `--epoch` no log can have: before 2015 (a date typed wrong: a prover's

@@ -2,7 +2,6 @@
 //! gaps and transitions, collected from the engine's updates, and laid out in lanes.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{Result, bail};
@@ -52,7 +51,7 @@ impl Timeline {
     /// `max_partitions` partitions (by the order jobs finish) needs. Memory is bounded by the
     /// window; the report covers the whole log.
     pub fn from_log(
-        path: &Path,
+        source: crate::input::Source<'_>,
         cfg: EngineConfig,
         from_ms: u64,
         max_partitions: usize,
@@ -69,52 +68,57 @@ impl Timeline {
         // each GPU's state before the window, so that a GPU busy as it opens is drawn busy
         let mut before: BTreeMap<u32, bool> = BTreeMap::new();
         let mut opened: BTreeMap<u32, ()> = BTreeMap::new();
-        let run = crate::input::run_log(path, cfg, |u| {
-            if let Update::Partition(_) = &u {
-                t.window.log_partitions += 1;
-            }
-            // past the window nothing more is kept (busy edges, gaps and transitions
-            // included), so that memory stays bounded however long the log
-            if t.window.capped {
-                return;
-            }
-            match u {
-                Update::Partition(p) => {
-                    if p.synth_start_ms.or(p.gpu_start_ms).unwrap_or(0) < from_ms {
-                        return;
+        let run = source.read(
+            cfg,
+            |u: Update| {
+                if let Update::Partition(_) = &u {
+                    t.window.log_partitions += 1;
+                }
+                // past the window nothing more is kept (busy edges, gaps and transitions
+                // included), so that memory stays bounded however long the log
+                if t.window.capped {
+                    return;
+                }
+                match u {
+                    Update::Partition(p) => {
+                        if p.synth_start_ms.or(p.gpu_start_ms).unwrap_or(0) < from_ms {
+                            return;
+                        }
+                        if t.parts.len() < max_partitions {
+                            t.parts.push(p);
+                        } else {
+                            t.window.capped = true;
+                        }
                     }
-                    if t.parts.len() < max_partitions {
-                        t.parts.push(p);
-                    } else {
-                        t.window.capped = true;
+                    Update::IdleGap(g) if g.start_ms >= from_ms => t.gaps.push(g),
+                    Update::Transition(x) if x.to_first_gpu_start_ms >= from_ms => {
+                        t.transitions.push(x)
                     }
-                }
-                Update::IdleGap(g) if g.start_ms >= from_ms => t.gaps.push(g),
-                Update::Transition(x) if x.to_first_gpu_start_ms >= from_ms => {
-                    t.transitions.push(x)
-                }
-                Update::GpuBusy { gpu, busy, t_ms } if t_ms < from_ms => {
-                    before.insert(gpu, busy);
-                }
-                Update::GpuBusy { gpu, busy, t_ms } => {
-                    if opened.insert(gpu, ()).is_none() && before.get(&gpu) == Some(&true) {
-                        t.busy.push((gpu, true, from_ms));
+                    Update::GpuBusy { gpu, busy, t_ms } if t_ms < from_ms => {
+                        before.insert(gpu, busy);
                     }
-                    t.busy.push((gpu, busy, t_ms));
+                    Update::GpuBusy { gpu, busy, t_ms } => {
+                        if opened.insert(gpu, ()).is_none() && before.get(&gpu) == Some(&true) {
+                            t.busy.push((gpu, true, from_ms));
+                        }
+                        t.busy.push((gpu, busy, t_ms));
+                    }
+                    _ => {}
                 }
-                _ => {}
-            }
-        })?;
+            },
+            None,
+            &mut || false,
+        )?;
         if t.parts.is_empty() {
             run.result()?;
             if from_ms > 0 {
                 bail!(
                     "{} holds no complete partition from {} s on (--from-s)",
-                    path.display(),
+                    source.describe(),
                     from_ms / 1000
                 );
             }
-            bail!("{} holds no complete partition to draw", path.display());
+            bail!("{} holds no complete partition to draw", source.describe());
         }
         t.report = Some(run.report.clone());
         Ok((t, run))

@@ -427,3 +427,86 @@ fn watch_follows_the_journal_and_resumes_from_its_cursor() {
         "the two watches counted {first} + {second}; the journal holds {total} ({said})"
     );
 }
+
+/// `replay`, `chart` and `export` read the journal too. Replay places each process's spans
+/// at its entries' wall-clock times, with no `--epoch`: the root span of each process's first
+/// sector starts when the journal says its first line was written.
+#[test]
+fn replay_chart_and_export_read_the_journal() {
+    use opentelemetry_proto::tonic::collector::trace::v1::{
+        ExportTraceServiceRequest, ExportTraceServiceResponse,
+    };
+    use prost::Message;
+    let dir = fresh_dir("journal", "replay");
+    let log = generate(&dir, "cuzk.log", &["--jobs", "6"]);
+    let other = generate(&dir, "other.log", &["--jobs", "3", "--seed", "9"]);
+    let (entries, _) = entries(&log, &other);
+    let file = journal(&dir, &entries);
+    let roots = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = roots.clone();
+    let (url, _) = proofline_tests::collector_with(move |_, body| {
+        let req = ExportTraceServiceRequest::decode(body).expect("OTLP protobuf");
+        for rs in req.resource_spans {
+            for ss in rs.scope_spans {
+                for s in ss.spans.into_iter().filter(|s| s.parent_span_id.is_empty()) {
+                    seen.lock().unwrap().push((s.name, s.start_time_unix_nano));
+                }
+            }
+        }
+        let resp = ExportTraceServiceResponse {
+            partial_success: None,
+        };
+        Some(("200 OK", resp.encode_to_vec()))
+    });
+    let o = proofline()
+        .args(["replay", "--endpoint", url.trim_end_matches("/v1/traces")])
+        .args(["--journal-unit", "cuzk.service", "--journal-file"])
+        .arg(&file)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("all delivered"), "{err}");
+    // each process's first entry (its first sector's first SYNTH_START, at offset 0)
+    let mut firsts: Vec<u64> = Vec::new();
+    for pid in [101, 202, 303] {
+        let t = entries.iter().find(|e| e.1 == pid).unwrap().0;
+        firsts.push((T0_US + t) * 1000);
+    }
+    let mut starts: Vec<u64> = roots
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|(name, _)| name.ends_with(" porep-1000-0"))
+        .map(|(_, t)| *t)
+        .collect();
+    starts.sort_unstable();
+    assert_eq!(
+        starts, firsts,
+        "roots of porep-1000-0, one per process ({err})"
+    );
+
+    let svg = dir.join("journal.svg");
+    let o = proofline()
+        .args(["chart", "--journal-unit", "cuzk.service", "--journal-file"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&svg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    let json = dir.join("journal.json");
+    let o = proofline()
+        .args(["export", "--journal-unit", "cuzk.service", "--journal-file"])
+        .arg(&file)
+        .arg("-o")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(!v["traceEvents"].as_array().unwrap().is_empty());
+}

@@ -285,6 +285,13 @@ impl Engine {
         self.run
     }
 
+    /// Where the current run's offset 0 sits on the engine's timeline (runs are laid one
+    /// after the other): an update's time is this plus the line's offset. A caller that knows
+    /// a run's wall-clock start places the run's updates with it.
+    pub fn run_base(&self) -> u64 {
+        self.run_base
+    }
+
     /// The newest TIMELINE offset an event of the current run carried, if any came. The
     /// live clock ([`Engine::advance`]) does not move it, nor does a held line.
     pub fn newest_offset(&self) -> Option<u64> {
