@@ -495,3 +495,23 @@ fn a_stray_line_behind_or_ahead_splits_no_run() {
         );
     }
 }
+
+/// `CUZK_NTT_H:` lines (the H polynomial's NTT and MSM per GPU call, `ms`-suffixed values)
+/// are read beside the TIMELINE lines: each stage's milliseconds per line, a key cuzk may add
+/// kept.
+#[test]
+fn ntt_h_lines_are_read_per_stage() {
+    let log = format!(
+        "{LOG}CUZK_NTT_H: d_b_alloc=1ms ntt_kernels=100ms msm_invoke=400ms total=510ms\n\
+         noise CUZK_NTT_H: d_b_alloc=3ms ntt_kernels=140ms msm_invoke=420ms total=570ms later=9ms\n"
+    );
+    let r = analyze_str(&log, cfg());
+    let k = r.kernel.as_ref().expect("a kernel report from NTT_H lines alone");
+    assert_eq!(k.ntt_h_lines, 2);
+    let keys: Vec<&str> = k.ntt_h.iter().map(|s| s.key.as_str()).collect();
+    assert_eq!(keys, ["d_b_alloc", "ntt_kernels", "msm_invoke", "total", "later"]);
+    let ntt = &k.ntt_h[1].ms;
+    assert_eq!((ntt.count, ntt.mean_ms, ntt.total_ms), (2, Some(120.0), 240));
+    assert_eq!(k.ntt_h[4].ms.count, 1);
+    assert!(proofline_core::text::render(&r).contains("CUZK_NTT_H (2 lines"));
+}

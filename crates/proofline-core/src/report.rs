@@ -616,6 +616,21 @@ pub struct KernelReport {
     pub attribution: String,
     /// Per GPU, when attributed.
     pub gpus: Vec<GpuKernel>,
+    /// `CUZK_NTT_H:` lines read (the H polynomial's NTT and MSM, per GPU call).
+    #[serde(default)]
+    pub ntt_h_lines: u64,
+    /// Their stages, in the order printed, each with its milliseconds per call.
+    #[serde(default)]
+    pub ntt_h: Vec<NttHStage>,
+}
+
+/// One stage of the `CUZK_NTT_H:` lines.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NttHStage {
+    /// The key as printed (`ntt_kernels`, `msm_invoke`, ...).
+    pub key: String,
+    /// Its milliseconds per line.
+    pub ms: DistSummary,
 }
 
 /// One GPU's kernel time.

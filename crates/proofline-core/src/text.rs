@@ -633,6 +633,19 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
             k.unknown_keys.join(", ")
         );
     }
+    if k.ntt_h_lines > 0 {
+        let stages: Vec<String> = k
+            .ntt_h
+            .iter()
+            .map(|s| format!("{} {}", s.key, p(&s.ms)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "  CUZK_NTT_H ({} lines; the H polynomial per call): {}",
+            k.ntt_h_lines,
+            stages.join(", ")
+        );
+    }
 }
 
 fn secs3(ms: Option<i64>) -> String {

@@ -23,6 +23,22 @@ const MAX_BAD_PAIRS: usize = 4;
 /// What marks a timing line.
 pub const TIMING_MARKER: &str = "CUZK_TIMING:";
 
+/// What marks the H polynomial's breakdown, per GPU call (supraseal's `groth16_ntt_h.cu`):
+/// `CUZK_NTT_H: d_b_alloc=1ms ntt_kernels=120ms coset_intt_sync=3ms msm_init=2ms
+/// msm_invoke=410ms msm_dtor=0ms total=536ms`: milliseconds with an `ms` suffix.
+pub const NTT_H_MARKER: &str = "CUZK_NTT_H:";
+
+/// One `CUZK_NTT_H:` line: its keys and milliseconds in the order printed (any key kept:
+/// the line's stages are the prover's to name), and the pairs that were no number of
+/// milliseconds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NttH {
+    /// `(key, ms)`, as printed.
+    pub stages: Vec<(String, u64)>,
+    /// Pairs whose value is no number of milliseconds (at most a few).
+    pub bad: Vec<String>,
+}
+
 /// The keys cuzk prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum TimingKey {
@@ -202,6 +218,8 @@ impl fmt::Display for Timing {
 pub enum TimingLine {
     /// A timing.
     Timing(Timing),
+    /// A `CUZK_NTT_H:` line.
+    NttH(NttH),
     /// A line that is no timing (`set pool release threshold ...`, `d_a_cache allocated ...`).
     Note,
 }
@@ -210,9 +228,22 @@ pub enum TimingLine {
 /// value is not a number of milliseconds does not lose the line: the other pairs are kept and
 /// the bad ones listed ([`Timing::bad`]); the line is an error only when no pair is good.
 pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
+    // one search for both markers: their common start
     static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(TIMING_MARKER));
-    let at = FINDER.find(line.as_bytes())?;
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("CUZK_"));
+    let bytes = line.as_bytes();
+    let mut from = 0;
+    let at = loop {
+        let at = from + FINDER.find(&bytes[from..])?;
+        let tail = &bytes[at..];
+        if tail.starts_with(TIMING_MARKER.as_bytes()) {
+            break at;
+        }
+        if tail.starts_with(NTT_H_MARKER.as_bytes()) {
+            return Some(parse_ntt_h(line[at + NTT_H_MARKER.len()..].trim()));
+        }
+        from = at + 1;
+    };
     let rest = line[at + TIMING_MARKER.len()..].trim();
     let mut t = Timing::default();
     let mut pairs = 0;
@@ -246,9 +277,56 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
     })
 }
 
+/// The pairs of a `CUZK_NTT_H:` line (after the marker).
+fn parse_ntt_h(rest: &str) -> Result<TimingLine, String> {
+    let mut n = NttH::default();
+    for token in rest.split_ascii_whitespace() {
+        let Some((key, value)) = token.split_once('=') else {
+            continue;
+        };
+        match value.strip_suffix("ms").unwrap_or(value).parse::<u64>() {
+            Ok(ms) if n.stages.len() < MAX_NTT_H_STAGES => n.stages.push((key.to_owned(), ms)),
+            Ok(_) => {}
+            Err(_) if n.bad.len() < MAX_BAD_PAIRS => n.bad.push(token.chars().take(80).collect()),
+            Err(_) => {}
+        }
+    }
+    if n.stages.is_empty() && !n.bad.is_empty() {
+        return Err(format!(
+            "CUZK_NTT_H: no value is a number of milliseconds: {}",
+            n.bad.join(" ")
+        ));
+    }
+    Ok(TimingLine::NttH(n))
+}
+
+/// Stages of one `CUZK_NTT_H:` line kept at most (cuzk prints seven).
+const MAX_NTT_H_STAGES: usize = 16;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ntt_h_lines_are_read_with_their_ms_suffix_and_any_key() {
+        let line = "2026-12-01T03:00:00Z cuzk[7]: CUZK_NTT_H: d_b_alloc=1ms ntt_kernels=120ms \
+                    coset_intt_sync=3ms msm_init=2ms msm_invoke=410ms msm_dtor=0ms total=536ms new=7";
+        let Some(Ok(TimingLine::NttH(n))) = parse_timing(line) else {
+            panic!("{:?}", parse_timing(line));
+        };
+        assert_eq!(n.stages.len(), 8);
+        assert_eq!(n.stages[1], ("ntt_kernels".to_owned(), 120));
+        assert_eq!(n.stages[7], ("new".to_owned(), 7));
+        let Some(Ok(TimingLine::NttH(n))) = parse_timing("CUZK_NTT_H: total=5ms msm_init=x") else {
+            panic!()
+        };
+        assert_eq!((n.stages.len(), n.bad.len()), (1, 1));
+        assert!(parse_timing("CUZK_NTT_H: total=lots").unwrap().is_err());
+        // another CUZK_ word before the marker is passed over
+        let t = timing("CUZK_SOMETHING then CUZK_TIMING: prep_msm_ms=5");
+        assert_eq!(t.get(TimingKey::PrepMsm), Some(5));
+        assert_eq!(parse_timing("CUZK_OTHER: x=1"), None);
+    }
 
     fn timing(line: &str) -> Timing {
         match parse_timing(line) {

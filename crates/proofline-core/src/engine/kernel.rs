@@ -73,7 +73,14 @@ pub(super) struct KernelTotals {
     /// `prep_msm_ms` and `b_g2_msm_ms` per call.
     pub prep_msm: Dist,
     pub b_g2_msm: Dist,
+    /// `CUZK_NTT_H:` lines.
+    pub ntt_h_lines: u64,
+    /// Their stages, in the order first printed, each a distribution of its milliseconds.
+    pub ntt_h: Vec<(String, Dist)>,
 }
+
+/// `CUZK_NTT_H:` stages kept at most (a hostile log cannot grow the table).
+const MAX_NTT_H_KEYS: usize = 16;
 
 impl KernelTotals {
     /// Takes in one timing line, given to `gpu` (or to none); returns the kernel time of
@@ -146,6 +153,21 @@ impl KernelTotals {
         self.per_call
             .record(i64::try_from(kernel).unwrap_or(i64::MAX));
         Some(kernel)
+    }
+
+    /// Takes in one `CUZK_NTT_H:` line.
+    pub fn add_ntt_h(&mut self, n: &crate::timing::NttH) {
+        self.ntt_h_lines += 1;
+        for (key, ms) in &n.stages {
+            let v = i64::try_from(*ms).unwrap_or(i64::MAX);
+            if let Some((_, d)) = self.ntt_h.iter_mut().find(|(k, _)| k == key) {
+                d.record(v);
+            } else if self.ntt_h.len() < MAX_NTT_H_KEYS {
+                let mut d = Dist::default();
+                d.record(v);
+                self.ntt_h.push((key.clone(), d));
+            }
+        }
     }
 
     /// The totals so far, for live counters.
@@ -228,6 +250,15 @@ impl KernelTotals {
             attributed,
             attribution,
             gpus: per_gpu,
+            ntt_h_lines: self.ntt_h_lines,
+            ntt_h: self
+                .ntt_h
+                .iter()
+                .map(|(key, d)| crate::report::NttHStage {
+                    key: key.clone(),
+                    ms: d.summary(),
+                })
+                .collect(),
         }
     }
 }
@@ -285,6 +316,7 @@ impl Engine {
         match t {
             crate::timing::TimingLine::Timing(t) => self.ingest_timing(t),
             crate::timing::TimingLine::Note => self.ingest_timing_note(),
+            crate::timing::TimingLine::NttH(n) => self.kernel.add_ntt_h(n),
         }
     }
 

@@ -276,7 +276,8 @@ impl Engine {
         let steady_ratio = ratio(sbusy_all, selapsed_all);
         let busy_ratio = ratio(busy_all, elapsed_all);
         let kernel =
-            (self.kernel.lines + self.kernel.notes > 0).then(|| self.kernel.report(&gpu_times));
+            (self.kernel.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
+                .then(|| self.kernel.report(&gpu_times));
         let verdict = verdict(Evidence {
             steady: steady_ratio,
             whole: busy_ratio,
