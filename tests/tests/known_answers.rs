@@ -506,12 +506,21 @@ fn ntt_h_lines_are_read_per_stage() {
          noise CUZK_NTT_H: d_b_alloc=3ms ntt_kernels=140ms msm_invoke=420ms total=570ms later=9ms\n"
     );
     let r = analyze_str(&log, cfg());
-    let k = r.kernel.as_ref().expect("a kernel report from NTT_H lines alone");
+    let k = r
+        .kernel
+        .as_ref()
+        .expect("a kernel report from NTT_H lines alone");
     assert_eq!(k.ntt_h_lines, 2);
     let keys: Vec<&str> = k.ntt_h.iter().map(|s| s.key.as_str()).collect();
-    assert_eq!(keys, ["d_b_alloc", "ntt_kernels", "msm_invoke", "total", "later"]);
+    assert_eq!(
+        keys,
+        ["d_b_alloc", "ntt_kernels", "msm_invoke", "total", "later"]
+    );
     let ntt = &k.ntt_h[1].ms;
-    assert_eq!((ntt.count, ntt.mean_ms, ntt.total_ms), (2, Some(120.0), 240));
+    assert_eq!(
+        (ntt.count, ntt.mean_ms, ntt.total_ms),
+        (2, Some(120.0), 240)
+    );
     assert_eq!(k.ntt_h[4].ms.count, 1);
     assert!(proofline_core::text::render(&r).contains("CUZK_NTT_H (2 lines"));
 }

@@ -364,6 +364,7 @@ impl Follower {
             }
             self.process = Some(key);
             self.epoch_pending = true;
+            feeder.expect_startup();
             self.state.process_cursor = e.cursor.clone();
         }
         let mut line = match e.message {

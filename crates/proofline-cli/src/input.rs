@@ -16,11 +16,12 @@ use proofline_core::{Engine, EngineConfig, engine};
 /// Settings of the analysis engine shared by the commands that run one.
 #[derive(Debug, Clone, clap::Args)]
 pub(crate) struct EngineArgs {
-    /// GPU workers per device: GPU = worker / N (cuzk's default is 2).
-    /// Range 1..=1024.
-    #[arg(long, default_value_t = engine::DEFAULT_GPU_WORKERS_PER_DEVICE, value_name = "N",
-        value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub(crate) gpu_workers_per_device: u32,
+    /// GPU workers per device: GPU = worker / N. Default: what cuzk's start-up lines say
+    /// when the log has them (`initializing GPU workers`, `pipeline GPU worker started`),
+    /// else cuzk's default, 2. Given, it wins over the start-up lines (a disagreement is
+    /// warned about). Range 1..=1024.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) gpu_workers_per_device: Option<u32>,
     /// Partitions of a job that no --partitions-for prefix and not its id's form tells
     /// (porep-* is 10, snap-* 16, whole-proof jobs 1). Default: the highest partition seen
     /// + 1, once the job is quiet. Range 1..=65536.
@@ -71,7 +72,10 @@ pub(crate) struct EngineArgs {
 impl EngineArgs {
     pub(crate) fn config(&self) -> EngineConfig {
         EngineConfig {
-            gpu_workers_per_device: self.gpu_workers_per_device,
+            gpu_workers_per_device: self
+                .gpu_workers_per_device
+                .unwrap_or(engine::DEFAULT_GPU_WORKERS_PER_DEVICE),
+            gpu_workers_per_device_given: self.gpu_workers_per_device.is_some(),
             expected_partitions: self.partitions,
             partitions_by_prefix: self.partitions_for.clone(),
             reorder_window_ms: self.reorder_window_ms,

@@ -207,6 +207,9 @@ pub(crate) fn run_journal_until(
                 engine.restart(&mut sink);
                 epoch_pending = anchor.is_some();
             }
+            // its start-up lines (how its GPU workers map to GPUs) come before its first
+            // TIMELINE line
+            feeder.expect_startup();
             let first_unix_ms = entry
                 .realtime_us
                 .as_deref()

@@ -899,3 +899,63 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("holds JSON that is no report"), "{err}");
 }
+
+/// cuzk's start-up lines say how its GPU workers map to GPUs (here one worker per GPU on two
+/// GPUs, against the default of two per GPU, which would read one GPU): analyze uses them and
+/// says so; a --gpu-workers-per-device given wins, and the disagreement is warned about.
+#[test]
+fn cuzk_start_up_lines_map_workers_to_gpus() {
+    let log = tmp("startup.log");
+    generate(
+        &["--jobs", "4", "--gpus", "2", "--workers-per-gpu", "1"],
+        &log,
+    );
+    let timeline = std::fs::read_to_string(&log).unwrap();
+    let startup = "2026-12-01T03:00:00.1Z  INFO cuzk_core::engine: initializing GPU workers num_gpus=2 gpu_workers_per_device=1 total_workers=2 gpus=[0, 1]\n\
+        2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started worker_id=0 gpu=0 sub_id=0\n\
+        2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started worker_id=1 gpu=1 sub_id=0\n";
+    let with = tmp("startup-with.log");
+    std::fs::write(&with, format!("{startup}{timeline}")).unwrap();
+    let gpus = |args: &[&str], path: &std::path::Path| {
+        let out = proofline()
+            .args(["analyze", "--format", "json"])
+            .args(args)
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (r["gpus"].as_array().unwrap().len(), r)
+    };
+    let (n, r) = gpus(&[], &log);
+    assert_eq!(
+        n, 1,
+        "without start-up lines, the default pairs the two workers"
+    );
+    assert!(
+        r["gpu_mapping"].as_str().unwrap().contains("default"),
+        "{}",
+        r["gpu_mapping"]
+    );
+    let (n, r) = gpus(&[], &with);
+    assert_eq!(n, 2, "{}", r["gpu_mapping"]);
+    assert!(
+        r["gpu_mapping"]
+            .as_str()
+            .unwrap()
+            .contains("start-up lines")
+    );
+    let (n, r) = gpus(&["--gpu-workers-per-device", "2"], &with);
+    assert_eq!(n, 1, "the flag wins");
+    let said = r["gpu_mapping_disagreements"].as_array().unwrap();
+    assert!(
+        !said.is_empty() && said[0].as_str().unwrap().contains("start-up lines say 1"),
+        "{said:?}"
+    );
+    let text = proofline()
+        .args(["analyze", "--gpu-workers-per-device", "2"])
+        .arg(&with)
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&text.stdout).contains("Warning: cuzk's start-up lines"));
+}

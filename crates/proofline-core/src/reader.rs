@@ -48,9 +48,18 @@ impl Parsed<'_> {
 pub struct LineFeeder {
     /// What was seen so far.
     pub stats: LineStats,
+    /// A TIMELINE line came since the run's start: cuzk's start-up lines (which map GPU
+    /// workers to GPUs) are no longer looked for, so that the lines after cost nothing more.
+    startup_over: bool,
 }
 
 impl LineFeeder {
+    /// The prover starts again (a new process in the journal): its start-up lines are
+    /// looked for again, until its first TIMELINE line.
+    pub fn expect_startup(&mut self) {
+        self.startup_over = false;
+    }
+
     /// A new feeder.
     pub fn new() -> Self {
         Self::default()
@@ -94,6 +103,8 @@ impl LineFeeder {
         self.stats.lines += 1;
         match parse_line(text) {
             Ok(None) => match parse_timing(text) {
+                None if !self.startup_over => Ok(crate::timing::parse_worker_map(text)
+                    .map(|m| Parsed::Timing(TimingLine::WorkerMap(m)))),
                 None => Ok(None),
                 Some(Ok(t)) => {
                     self.stats.timing_lines += 1;
@@ -112,6 +123,7 @@ impl LineFeeder {
             },
             Ok(Some(ev)) => {
                 self.stats.timeline_lines += 1;
+                self.startup_over = true;
                 Ok(Some(Parsed::Event(ev)))
             }
             Err(e) => {

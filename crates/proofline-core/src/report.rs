@@ -653,6 +653,13 @@ pub struct Report {
     pub schema_version: u32,
     /// `gpu_workers_per_device` the GPUs were derived with.
     pub gpu_workers_per_device: u32,
+    /// Where the worker-to-GPU mapping came from, in words: cuzk's start-up lines, the
+    /// user's `--gpu-workers-per-device`, or cuzk's default.
+    #[serde(default)]
+    pub gpu_mapping: String,
+    /// What cuzk's start-up lines said against the user's mapping (the first few).
+    #[serde(default)]
+    pub gpu_mapping_disagreements: Vec<String>,
     /// Where the GPU intervals came from when not from the prover's own GPU_START/GPU_END
     /// events (absent then): e.g. the edges of the `gpu_worker` span, which end before
     /// cuzk's finalizer work.

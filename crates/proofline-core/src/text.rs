@@ -334,6 +334,9 @@ fn render_raw(r: &Report) -> String {
             e.unattributed
         );
     }
+    for d in &r.gpu_mapping_disagreements {
+        let _ = writeln!(o, "Warning: {d}");
+    }
     let _ = writeln!(o, "\nVerdict: {}\n", r.verdict.sentence);
 
     let s = &r.summary;
@@ -388,6 +391,9 @@ fn render_raw(r: &Report) -> String {
         "  GPU queue depth max {}, mean {:.2}",
         r.queue.max_depth, r.queue.mean_depth
     );
+    if !r.gpu_mapping.is_empty() {
+        let _ = writeln!(o, "  {}", r.gpu_mapping);
+    }
     kernel_section(&mut o, r.kernel.as_ref());
 
     if !r.jobs.is_empty() {

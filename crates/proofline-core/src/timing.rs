@@ -220,6 +220,8 @@ pub enum TimingLine {
     Timing(Timing),
     /// A `CUZK_NTT_H:` line.
     NttH(NttH),
+    /// One of cuzk's start-up lines that map GPU workers to GPUs.
+    WorkerMap(WorkerMap),
     /// A line that is no timing (`set pool release threshold ...`, `d_a_cache allocated ...`).
     Note,
 }
@@ -300,12 +302,101 @@ fn parse_ntt_h(rest: &str) -> Result<TimingLine, String> {
     Ok(TimingLine::NttH(n))
 }
 
+/// What cuzk's start-up lines (its `tracing` lines, on stdout) say of its GPU workers:
+/// `initializing GPU workers num_gpus=2 gpu_workers_per_device=2 total_workers=4 gpus=[0, 1]`
+/// and, per worker, `pipeline GPU worker started worker_id=3 gpu=1 sub_id=1`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WorkerMap {
+    /// GPU workers per device.
+    PerDevice(u32),
+    /// A worker and its GPU.
+    Worker {
+        /// `worker_id=`, as TIMELINE's `worker=`.
+        worker: u32,
+        /// `gpu=`, the device ordinal.
+        gpu: u32,
+    },
+}
+
+/// Parses one of cuzk's start-up lines (`None` for any other line). ANSI colours, which
+/// `tracing`'s formatter adds on a terminal, are passed over.
+pub fn parse_worker_map(line: &str) -> Option<WorkerMap> {
+    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("GPU worker"));
+    FINDER.find(line.as_bytes())?;
+    let plain;
+    let line = if line.contains('\x1b') {
+        plain = strip_ansi(line);
+        plain.as_str()
+    } else {
+        line
+    };
+    let field = |name: &str| {
+        line.split_ascii_whitespace()
+            .filter_map(|t| t.split_once('='))
+            .find(|(k, _)| *k == name)
+            .and_then(|(_, v)| v.trim_end_matches(',').parse::<u32>().ok())
+    };
+    if line.contains("initializing GPU workers") {
+        return field("gpu_workers_per_device").map(WorkerMap::PerDevice);
+    }
+    if line.contains("pipeline GPU worker started") {
+        return Some(WorkerMap::Worker {
+            worker: field("worker_id")?,
+            gpu: field("gpu")?,
+        });
+    }
+    None
+}
+
+/// `s` without its ANSI escape sequences (`ESC [ ... letter`).
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if c.is_ascii_alphabetic() {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Stages of one `CUZK_NTT_H:` line kept at most (cuzk prints seven).
 const MAX_NTT_H_STAGES: usize = 16;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cuzk_start_up_lines_map_workers_to_gpus() {
+        let init = "2026-12-01T03:00:00.1Z  INFO cuzk_core::engine: initializing GPU workers \
+                    num_gpus=2 gpu_workers_per_device=3 total_workers=6 gpus=[0, 1]";
+        assert_eq!(parse_worker_map(init), Some(WorkerMap::PerDevice(3)));
+        let started = "\x1b[2m2026-12-01T03:00:00.2Z\x1b[0m \x1b[32m INFO\x1b[0m \
+                       \x1b[2mcuzk_core::engine\x1b[0m\x1b[2m:\x1b[0m pipeline GPU worker started \
+                       \x1b[3mworker_id\x1b[0m\x1b[2m=\x1b[0m4 \x1b[3mgpu\x1b[0m\x1b[2m=\x1b[0m1 \
+                       \x1b[3msub_id\x1b[0m\x1b[2m=\x1b[0m1";
+        assert_eq!(
+            parse_worker_map(started),
+            Some(WorkerMap::Worker { worker: 4, gpu: 1 })
+        );
+        for other in [
+            "pipeline GPU worker received shutdown signal worker_id=3",
+            "initializing GPU workers num_workers=2 gpus=[0, 1]",
+            "TIMELINE,1,GPU_START,j,worker=0",
+        ] {
+            assert_eq!(parse_worker_map(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn ntt_h_lines_are_read_with_their_ms_suffix_and_any_key() {

@@ -40,6 +40,9 @@ pub(super) const MAX_KINDS: usize = 64;
 pub struct EngineConfig {
     /// GPU = worker / this, unless the event says `gpu=`. Default 2, as cuzk.
     pub gpu_workers_per_device: u32,
+    /// Whether the user gave `gpu_workers_per_device` (then cuzk's start-up lines do not
+    /// change it, and a disagreement is said); else they do, when the log has them.
+    pub gpu_workers_per_device_given: bool,
     /// How far out of time order events may arrive and still be processed in order.
     /// Default [`DEFAULT_REORDER_WINDOW_MS`].
     pub reorder_window_ms: u64,
@@ -94,6 +97,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             gpu_workers_per_device: DEFAULT_GPU_WORKERS_PER_DEVICE,
+            gpu_workers_per_device_given: false,
             reorder_window_ms: DEFAULT_REORDER_WINDOW_MS,
             job_timeout_ms: DEFAULT_JOB_TIMEOUT_MS,
             restart_after_ms: DEFAULT_RESTART_AFTER_MS,

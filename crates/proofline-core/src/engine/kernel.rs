@@ -317,6 +317,7 @@ impl Engine {
             crate::timing::TimingLine::Timing(t) => self.ingest_timing(t),
             crate::timing::TimingLine::Note => self.ingest_timing_note(),
             crate::timing::TimingLine::NttH(n) => self.kernel.add_ntt_h(n),
+            crate::timing::TimingLine::WorkerMap(m) => self.learn_worker_map(*m),
         }
     }
 
@@ -341,7 +342,7 @@ impl Engine {
         }
         let gpu = match (ev.gpu, ev.worker) {
             (Some(g), _) => g,
-            (None, Some(w)) => w / self.cfg.gpu_workers_per_device.max(1),
+            (None, Some(w)) => self.gpu_of_worker(w),
             (None, None) => return,
         };
         let key = (job_key(ev.job_id), ev.partition.unwrap_or(0));

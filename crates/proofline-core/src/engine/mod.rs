@@ -122,6 +122,19 @@ pub struct Engine {
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
     part_kernel: rustc_hash::FxHashMap<kernel::PartKey, u64>,
+    /// Each worker's GPU, as cuzk's start-up lines said (empty: worker / per device).
+    worker_gpu: rustc_hash::FxHashMap<u32, u32>,
+    /// Where the worker-to-GPU mapping came from, and what disagreed with the user's.
+    mapping: Mapping,
+}
+
+/// Where the worker-to-GPU mapping came from.
+#[derive(Debug, Default)]
+struct Mapping {
+    /// cuzk's start-up lines gave it.
+    from_startup: bool,
+    /// What they said against the user's `gpu_workers_per_device` (the first few).
+    disagreements: Vec<String>,
 }
 
 impl Default for Engine {
@@ -162,7 +175,72 @@ impl Engine {
             kernel: kernel::KernelTotals::default(),
             line_open: BTreeMap::new(),
             part_kernel: Default::default(),
+            worker_gpu: Default::default(),
+            mapping: Mapping::default(),
         }
+    }
+
+    /// The GPU of a worker: as cuzk's start-up lines said, else worker / per device.
+    #[inline]
+    pub(super) fn gpu_of_worker(&self, w: u32) -> u32 {
+        if !self.worker_gpu.is_empty() {
+            if let Some(&g) = self.worker_gpu.get(&w) {
+                return g;
+            }
+        }
+        w / self.cfg.gpu_workers_per_device.max(1)
+    }
+
+    /// Takes in one of cuzk's start-up lines: the mapping it says is used, unless the user
+    /// gave one (then a disagreement is noted for the report).
+    pub(super) fn learn_worker_map(&mut self, m: crate::timing::WorkerMap) {
+        use crate::timing::WorkerMap;
+        let wpd = self.cfg.gpu_workers_per_device.max(1);
+        if self.cfg.gpu_workers_per_device_given {
+            let differs = match m {
+                WorkerMap::PerDevice(n) => (n != wpd).then(|| {
+                    format!("cuzk's start-up lines say {n} GPU workers per device, --gpu-workers-per-device {wpd} was given (and is used)")
+                }),
+                WorkerMap::Worker { worker, gpu } => (worker / wpd != gpu).then(|| {
+                    format!("cuzk's start-up lines put worker {worker} on GPU {gpu}; --gpu-workers-per-device {wpd} (used) puts it on {}", worker / wpd)
+                }),
+            };
+            if let Some(d) = differs {
+                if self.mapping.disagreements.len() < 4 {
+                    self.mapping.disagreements.push(d);
+                }
+            }
+            return;
+        }
+        self.mapping.from_startup = true;
+        match m {
+            WorkerMap::PerDevice(n) => self.cfg.gpu_workers_per_device = n.max(1),
+            WorkerMap::Worker { worker, gpu } => {
+                self.worker_gpu.insert(worker, gpu);
+            }
+        }
+    }
+
+    /// The worker-to-GPU mapping in words, and what disagreed with it.
+    pub(super) fn mapping_words(&self) -> (String, Vec<String>) {
+        let wpd = self.cfg.gpu_workers_per_device;
+        let words = if self.mapping.from_startup {
+            format!(
+                "GPUs from cuzk's start-up lines ({wpd} GPU workers per device{})",
+                if self.worker_gpu.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {} workers placed as logged", self.worker_gpu.len())
+                }
+            )
+        } else if self.cfg.gpu_workers_per_device_given {
+            format!("GPUs from --gpu-workers-per-device {wpd} (GPU = worker / {wpd})")
+        } else {
+            format!(
+                "GPUs by cuzk's default of {wpd} GPU workers per device (GPU = worker / {wpd}); the log has no start-up lines: pass --gpu-workers-per-device if the prover was set otherwise"
+            )
+        };
+        (words, self.mapping.disagreements.clone())
     }
 
     /// The configuration in force.

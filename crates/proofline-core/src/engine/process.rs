@@ -147,10 +147,9 @@ impl Engine {
 
     /// The device of a GPU event: `gpu=` if the event says, else the worker's.
     fn device_of(&self, e: &Ev, part: &Part) -> u32 {
-        let wpd = self.cfg.gpu_workers_per_device;
         e.gpu
             .or(part.gpu())
-            .or(part.worker().map(|w| w / wpd))
+            .or(part.worker().map(|w| self.gpu_of_worker(w)))
             .unwrap_or(0)
     }
 

@@ -275,9 +275,8 @@ impl Engine {
         }
         let steady_ratio = ratio(sbusy_all, selapsed_all);
         let busy_ratio = ratio(busy_all, elapsed_all);
-        let kernel =
-            (self.kernel.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
-                .then(|| self.kernel.report(&gpu_times));
+        let kernel = (self.kernel.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
+            .then(|| self.kernel.report(&gpu_times));
         let verdict = verdict(Evidence {
             steady: steady_ratio,
             whole: busy_ratio,
@@ -307,9 +306,12 @@ impl Engine {
             .first_t
             .map(|f| self.now.saturating_sub(f))
             .unwrap_or(0);
+        let (gpu_mapping, gpu_mapping_disagreements) = self.mapping_words();
         Report {
             schema_version: SCHEMA_VERSION,
             gpu_workers_per_device: self.cfg.gpu_workers_per_device,
+            gpu_mapping,
+            gpu_mapping_disagreements,
             gpu_interval_source: self.cfg.gpu_interval_source.clone(),
             lines: LineStats::default(),
             events: t.stats.clone(),
