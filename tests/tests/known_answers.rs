@@ -524,3 +524,39 @@ fn ntt_h_lines_are_read_per_stage() {
     assert_eq!(k.ntt_h[4].ms.count, 1);
     assert!(proofline_core::text::render(&r).contains("CUZK_NTT_H (2 lines"));
 }
+
+/// Curio resubmits a proof under the same id after its timeout without cancelling the first:
+/// two attempts of one job in flight at once. From TIMELINE lines they cannot be told apart;
+/// the job is named, counted, and its figures are the first attempt's (the second's lines
+/// conflicts), not a silent merge. A retry after the job ended is a new attempt, as before.
+#[test]
+fn a_second_attempt_in_flight_under_the_same_id_is_named() {
+    let log = "\
+TIMELINE,0,SYNTH_START,porep-7,partition=0
+TIMELINE,1000,SYNTH_START,porep-7,partition=0
+TIMELINE,30000,SYNTH_END,porep-7,partition=0,synth_ms=30000
+TIMELINE,30000,GPU_START,porep-7,worker=0,partition=0
+TIMELINE,31000,SYNTH_END,porep-7,partition=0,synth_ms=30000
+TIMELINE,34000,GPU_END,porep-7,worker=0,partition=0,gpu_ms=4000
+TIMELINE,34000,GPU_START,porep-7,worker=0,partition=0
+TIMELINE,38000,GPU_END,porep-7,worker=0,partition=0,gpu_ms=4000
+";
+    let r = analyze_str(
+        log,
+        EngineConfig {
+            expected_partitions: Some(1),
+            ..EngineConfig::default()
+        },
+    );
+    assert_eq!(r.events.overlapping_attempts, 1, "{:?}", r.events);
+    assert_eq!(r.events.overlapping_examples, ["porep-7"]);
+    assert!(r.events.conflicts >= 1);
+    let text = proofline_core::text::render(&r);
+    assert!(
+        text.contains("second attempt under the same id in flight at once"),
+        "{text}"
+    );
+    assert!(text.contains("porep-7"));
+    // the clean log of four jobs has none
+    assert_eq!(analyze_str(LOG, cfg()).events.overlapping_attempts, 0);
+}

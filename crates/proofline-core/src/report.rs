@@ -467,6 +467,15 @@ pub struct EventStats {
     /// closed on their GPU)`, no longer counted busy (each named among the examples).
     #[serde(default)]
     pub gpu_stuck: u64,
+    /// Jobs with a second attempt under the same id in flight at once (a partition started
+    /// twice while the job was active): Curio resubmits after its timeout without cancelling
+    /// the first. From TIMELINE lines the attempts cannot be told apart: the figures are the
+    /// first's, the second's lines counted as conflicts.
+    #[serde(default)]
+    pub overlapping_attempts: u64,
+    /// The first few of those jobs.
+    #[serde(default)]
+    pub overlapping_examples: Vec<String>,
 }
 
 /// Counts about the input lines (filled by the reader, not the engine).

@@ -334,6 +334,18 @@ fn render_raw(r: &Report) -> String {
             e.unattributed
         );
     }
+    if e.overlapping_attempts > 0 {
+        let _ = writeln!(
+            o,
+            "Warning: {} job(s) had a second attempt under the same id in flight at once (a partition started twice while the job ran: Curio resubmits after its timeout): {}; their figures are the first attempt's, the second's lines counted as conflicts",
+            e.overlapping_attempts,
+            e.overlapping_examples
+                .iter()
+                .map(|n| printable(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for d in &r.gpu_mapping_disagreements {
         let _ = writeln!(o, "Warning: {d}");
     }

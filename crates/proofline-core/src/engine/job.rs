@@ -273,6 +273,8 @@ pub(super) struct Job {
     pub chain_refs: u32,
     /// Kept at least until then after finishing, for duplicate detection.
     pub retain_until: u64,
+    /// A second attempt of it was seen in flight at once (a partition started twice).
+    pub overlapped: bool,
 }
 
 impl DevJob {

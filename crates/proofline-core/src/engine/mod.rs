@@ -668,6 +668,7 @@ impl Engine {
             unobserved_gpu: false,
             chain_refs: 0,
             retain_until: 0,
+            overlapped: false,
         };
         let idx = match self.free_jobs.pop() {
             Some(i) => {

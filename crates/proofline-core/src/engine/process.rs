@@ -102,6 +102,20 @@ impl Engine {
             Recorded::Conflict { first } => {
                 self.totals.stats.conflicts += 1;
                 let name = self.names.name(job.name).clone();
+                // a partition started twice while its job is in flight: a second attempt of
+                // the job under the same id (Curio resubmits after its 30-minute timeout
+                // without cancelling the first), not a garbled line. Said, not merged: the
+                // job's figures are its first attempt's.
+                if e.kind == EventKind::SynthStart
+                    && job.state == JobState::Active
+                    && !job.overlapped
+                {
+                    job.overlapped = true;
+                    self.totals.stats.overlapping_attempts += 1;
+                    super::push_example(&mut self.totals.stats.overlapping_examples, || {
+                        name.to_string()
+                    });
+                }
                 let (kind, t) = (e.kind, e.t);
                 let part = match e.partition {
                     Some(p) => format!("partition {p}"),
