@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use proofline_core::Engine;
 use proofline_core::reader::LineFeeder;
-use proofline_core::sink::{Driver, NoUpdates, RunInfo, TelemetryCounts};
+use proofline_core::sink::{Driver, NoUpdates, TelemetryCounts};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::JournalArgs;
@@ -82,6 +82,8 @@ struct Entry {
     pid: Option<String>,
     #[serde(rename = "_BOOT_ID")]
     boot: Option<String>,
+    #[serde(rename = "_SYSTEMD_UNIT")]
+    unit: Option<String>,
     #[serde(rename = "MESSAGE")]
     message: Option<crate::journal::Message>,
 }
@@ -164,8 +166,12 @@ pub(crate) struct Watching<'a> {
 const ENTRIES_PER_POLL: usize = 65_536;
 
 /// With no entry for this long, the entries read again are over even if the previous watch's
-/// last was not met.
+/// last was not met (its entry is gone from the journal).
 const REPLAY_IDLE: Duration = Duration::from_secs(2);
+
+/// With no entry at all for this long, reading again is over: journalctl found nothing
+/// from the cursor on (a large journal can take seconds before its first entry).
+const REPLAY_NOTHING: Duration = Duration::from_secs(30);
 
 /// How often the state is written while entries come.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
@@ -206,6 +212,7 @@ pub(crate) fn follow(
         replaying: saved.clone(),
         replayed: 0,
         process: None,
+        seen: Vec::new(),
         epoch_pending: false,
         newest: None,
         state: saved.clone().unwrap_or_default(),
@@ -213,6 +220,7 @@ pub(crate) fn follow(
         bad: 0,
     };
     let mut idle_since = Instant::now();
+    let mut got_any = false;
     let result = (|| -> Result<()> {
         loop {
             if stop.requested() {
@@ -220,10 +228,17 @@ pub(crate) fn follow(
             }
             let mut taken = 0;
             let mut wait = w.poll;
+            // a whole poll with no entry: caught up, the prover quiet (only then does the
+            // clock move at wall speed past the newest entry: a backlog read in bursts must
+            // not move it to the present before its lines are in)
+            let mut quiet = false;
             while taken < ENTRIES_PER_POLL {
                 let item = match rx.recv_timeout(wait) {
                     Ok(item) => item,
-                    Err(mpsc::RecvTimeoutError::Timeout) => break,
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        quiet = wait > Duration::ZERO;
+                        break;
+                    }
                     Err(mpsc::RecvTimeoutError::Disconnected) => {
                         bail!("journalctl's reader ended unexpectedly")
                     }
@@ -253,11 +268,14 @@ pub(crate) fn follow(
             // own entry is gone from the journal, or journalctl found nothing after it)
             if taken > 0 {
                 idle_since = Instant::now();
-            } else if f.replaying.is_some() && idle_since.elapsed() >= REPLAY_IDLE {
+                got_any = true;
+            } else if f.replaying.is_some()
+                && idle_since.elapsed() >= if got_any { REPLAY_IDLE } else { REPLAY_NOTHING }
+            {
                 f.resume(engine, feeder, driver);
             }
             if f.replaying.is_none() {
-                let clock = f.clock();
+                let clock = f.clock(quiet);
                 if let Some(c) = clock {
                     engine.advance(c, driver.sinks());
                 }
@@ -309,6 +327,8 @@ struct Follower {
     replayed: u64,
     /// The process of the run in progress: boot id and pid.
     process: Option<(String, String)>,
+    /// The processes seen (the last few).
+    seen: Vec<(String, String)>,
     /// The run's epoch is to be taken from its next entry that moves the engine.
     epoch_pending: bool,
     /// The newest offset of the run and the wall-clock time of its entry, ms.
@@ -342,8 +362,20 @@ impl Follower {
         {
             self.resume(engine, feeder, driver);
         }
+        if !w.journal.is_own(e.unit.as_deref()) {
+            return;
+        }
         let key = (e.boot.unwrap_or_default(), e.pid.unwrap_or_default());
-        if self.process.as_ref() != Some(&key) {
+        // a process seen before (an old one's late entry at a restart's seam) goes with the
+        // run in progress, as in the journal's history reader
+        let known = self.process.as_ref() == Some(&key) || self.seen.contains(&key);
+        if !known {
+            self.seen.push(key.clone());
+            if self.seen.len() > 64 {
+                self.seen.remove(0);
+            }
+            // the old run's offset is no clock for the new one
+            self.newest = None;
             if self.process.is_some() {
                 match self.replaying {
                     Some(_) => engine.restart(&mut NoUpdates),
@@ -388,8 +420,12 @@ impl Follower {
                 // the run's offsets on the wall clock: when its newest line was written (the
                 // sinks place updates at the engine's timeline, where the run starts at its
                 // base)
-                let epoch = (realtime_us / 1000).saturating_sub(engine.run_base() + o);
-                driver.restart(RunInfo::new(w.instance, epoch));
+                let zero = (realtime_us / 1000).saturating_sub(o);
+                driver.restart(crate::journal::run_info(
+                    w.instance,
+                    zero,
+                    engine.run_base(),
+                ));
                 self.epoch_pending = false;
             }
         }
@@ -419,10 +455,15 @@ impl Follower {
         );
     }
 
-    /// The engine's clock: the newest offset plus the wall-clock time since its entry was
-    /// written (entries read late, after a restart of watch, are not taken as new).
-    fn clock(&self) -> Option<u64> {
+    /// The engine's clock: the newest offset, plus, when `quiet` (caught up with the
+    /// journal), the wall-clock time since its entry was written (entries read late, after a
+    /// restart of watch, are not taken as new). `None` before the run in progress has an
+    /// offset (a new process still starting: the old run's offset is not its clock).
+    fn clock(&self, quiet: bool) -> Option<u64> {
         let (offset, at_ms, _) = self.newest?;
+        if !quiet {
+            return Some(offset);
+        }
         let now = proofline_core::ids::unix_ms(std::time::SystemTime::now());
         Some(offset + now.saturating_sub(at_ms))
     }

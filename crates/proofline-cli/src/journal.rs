@@ -71,7 +71,7 @@ impl JournalArgs {
             "--no-pager",
             "--quiet",
             // the fields used; journalctl adds the cursor and the timestamps
-            "--output-fields=MESSAGE,_PID,_BOOT_ID",
+            "--output-fields=MESSAGE,_PID,_BOOT_ID,_SYSTEMD_UNIT",
         ]);
         if let Some(u) = &self.journal_unit {
             c.arg("--unit").arg(u);
@@ -103,6 +103,20 @@ struct Entry {
     boot: Option<String>,
     #[serde(rename = "__REALTIME_TIMESTAMP")]
     realtime_us: Option<String>,
+    #[serde(rename = "_SYSTEMD_UNIT")]
+    unit: Option<String>,
+}
+
+impl JournalArgs {
+    /// Whether an entry of `unit` (its `_SYSTEMD_UNIT`) is the prover's own: `journalctl
+    /// --unit` also gives systemd's messages about the unit (PID 1's "Stopping cuzk.service",
+    /// systemd-coredump's), which are no lines of it and no process of its.
+    pub(crate) fn is_own(&self, unit: Option<&str>) -> bool {
+        let Some(want) = &self.journal_unit else {
+            return true;
+        };
+        unit.is_some_and(|u| u == want || u.strip_suffix(".service") == Some(want.as_str()))
+    }
 }
 
 /// `MESSAGE` is a string, or an array of bytes when it is not valid UTF-8 (or null when
@@ -194,6 +208,9 @@ pub(crate) fn run_journal_until(
             bad_entries += 1;
             continue;
         };
+        if !j.is_own(entry.unit.as_deref()) {
+            continue;
+        }
         let key = (
             entry.boot.unwrap_or_default(),
             entry.pid.unwrap_or_default(),
@@ -237,11 +254,10 @@ pub(crate) fn run_journal_until(
                     .as_deref()
                     .and_then(|t| t.parse::<u64>().ok())
                     .map_or(0, |us| us / 1000);
-                let timeline_ms = engine.run_base().saturating_add(offset);
-                let epoch = at_ms.saturating_sub(timeline_ms);
-                sink.start_run(&proofline_core::RunInfo::new(
+                sink.start_run(&run_info(
                     anchor.unwrap_or_default(),
-                    epoch,
+                    at_ms.saturating_sub(offset),
+                    engine.run_base(),
                 ));
                 epoch_pending = false;
             }
@@ -318,4 +334,14 @@ fn first_offset(text: &[u8]) -> Option<u64> {
     text.lines()
         .find_map(|l| proofline_core::parse_line(l).ok().flatten())
         .map(|ev| ev.offset_ms)
+}
+
+/// A run's information from its process's wall-clock offset 0 (`zero_ms`): the run key
+/// derives from it alone (so `watch`, however it started, and `replay` give the same trace
+/// ids for the same process), the epoch places the run where the engine laid it
+/// (`run_base` on its timeline).
+pub(crate) fn run_info(instance: &str, zero_ms: u64, run_base: u64) -> proofline_core::RunInfo {
+    let mut info = proofline_core::RunInfo::new(instance, zero_ms.saturating_sub(run_base));
+    info.run_key = proofline_core::ids::run_key(instance, zero_ms);
+    info
 }

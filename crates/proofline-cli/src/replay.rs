@@ -91,8 +91,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     const Y2200_MS: u64 = 7_258_118_400_000;
     if epoch > Y2200_MS {
         bail!(
-            "--epoch {}: spans after 2200 cannot be sent (OTLP's nanoseconds end in 2554, many collectors' in 2262); it is the wall-clock time of the log's offset 0",
-            args.epoch.as_deref().unwrap_or_default()
+            "the epoch {}: spans after 2200 cannot be sent (OTLP's nanoseconds end in 2554, many collectors' in 2262); it is the wall-clock time of the log's offset 0 (--epoch, or the file's modification time less its newest offset)",
+            args.epoch
+                .clone()
+                .unwrap_or_else(|| crate::rfc3339::format_rfc3339(epoch))
         );
     }
     let given = match &args.epoch {
@@ -258,10 +260,20 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             "proofline replay: {unplaced} sector-to-sector links had no trace to carry them (both sectors finished before the one ahead of them on their GPU)"
         );
     }
+    let no_answer = proofline_otlp::FailureKind::Network(proofline_otlp::Found::NoAnswer);
     for f in &failures {
+        // an export that timed out at replay's own deadline: the collector may be slow
+        let first = if timeout_capped && f.kind == no_answer {
+            f.first.replace(
+                "did not answer the export in time",
+                "had not answered the export when replay's deadline came (--timeout-s bounds each export)",
+            )
+        } else {
+            f.first.clone()
+        };
         eprintln!(
-            "proofline replay: {} trace(s) ({} spans) failed: {}; first: {}",
-            f.traces, f.spans, f.kind, f.first
+            "proofline replay: {} trace(s) ({} spans) failed: {}; first: {first}",
+            f.traces, f.spans, f.kind
         );
     }
     // an export still waiting is the cause only when nothing failed outright
@@ -298,7 +310,6 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
                 configured.as_secs_f64()
             )
         };
-        let no_answer = proofline_otlp::FailureKind::Network(proofline_otlp::Found::NoAnswer);
         let cause = match (failures.first(), hanging) {
             (Some(f), _) if timeout_capped && f.kind == no_answer => slow(),
             (Some(f), _) => f.first.clone(),

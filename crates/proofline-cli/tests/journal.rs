@@ -126,7 +126,17 @@ fn the_journal_tells_runs_apart_by_process_and_keeps_to_its_unit() {
     let dir = fresh_dir("journal", "runs");
     let log = generate(&dir, "cuzk.log", &["--jobs", "6"]);
     let other = generate(&dir, "other.log", &["--jobs", "3", "--seed", "9"]);
-    let (entries, per_run) = entries(&log, &other);
+    let (mut entries, per_run) = entries(&log, &other);
+    // what journalctl --unit also gives: systemd's own word on the unit (PID 1, in
+    // init.scope, with UNIT=), which is no process of the prover's and no line of it
+    let second = entries.iter().find(|e| e.1 == 202).unwrap().0;
+    entries.push((
+        second - 5,
+        1,
+        "init.scope",
+        "Started cuzk.service - cuzk proving daemon.\nUNIT=cuzk.service".to_owned(),
+    ));
+    entries.sort_by_key(|e| e.0);
     let file = journal(&dir, &entries);
 
     let (r, err) = json(&["--journal-unit", "cuzk.service", "--journal-file"], &file);
@@ -364,6 +374,14 @@ fn watch_follows_the_journal_and_resumes_from_its_cursor() {
     for l in other.lines().take(40) {
         all.push((offset(l) * 1000 + 500, 999, "prover2.service", l.to_owned()));
     }
+    // systemd's own word between the two processes (PID 1, UNIT=cuzk.service): no process
+    // of the prover's, no restart (it flipped watch's process back and forth)
+    all.push((
+        4_990_000,
+        1,
+        "init.scope",
+        "Started cuzk.service.\nUNIT=cuzk.service".into(),
+    ));
     all.sort_by_key(|e| e.0);
     // the stop: 8 s into the second process, its sectors in flight
     let cut_us = 5_000_000 + 8_000_000;

@@ -655,7 +655,7 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
         let stages: Vec<String> = k
             .ntt_h
             .iter()
-            .map(|s| format!("{} {}", s.key, p(&s.ms)))
+            .map(|s| format!("{} {}", printable(&s.key), p(&s.ms)))
             .collect();
         let _ = writeln!(
             o,

@@ -109,7 +109,7 @@ pub(crate) struct Endpoint {
     /// For `https://`: the TLS configuration the transport and the probe use.
     #[cfg(feature = "tls")]
     pub tls: Option<Arc<rustls::ClientConfig>>,
-    /// The files that configuration was built from (gRPC builds its own from them).
+    /// The files that configuration was built from (for the words of a TLS failure).
     #[cfg(feature = "tls")]
     pub files: Option<tls::Files>,
 }

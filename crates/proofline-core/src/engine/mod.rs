@@ -135,6 +135,8 @@ struct Mapping {
     from_startup: bool,
     /// What they said against the user's `gpu_workers_per_device` (the first few).
     disagreements: Vec<String>,
+    /// The process restarted: the mapping holds until its own start-up lines replace it.
+    stale: bool,
 }
 
 impl Default for Engine {
@@ -211,6 +213,10 @@ impl Engine {
                 }
             }
             return;
+        }
+        if std::mem::take(&mut self.mapping.stale) {
+            // a new process's own start-up lines: the last one's placements go
+            self.worker_gpu.clear();
         }
         self.mapping.from_startup = true;
         match m {
@@ -342,6 +348,7 @@ impl Engine {
         }
         self.settle_held_at_end(sink);
         self.new_run(sink);
+        self.mapping.stale = true;
     }
 
     /// Processes everything buffered and closes every job still in flight as incomplete.
