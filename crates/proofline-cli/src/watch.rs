@@ -648,13 +648,18 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
     };
     let deadline = Instant::now() + STOP_DELIVERY;
-    if let Err(e) = driver.finish(&engine.live(), &counts, deadline) {
-        eprintln!("proofline watch: {e}");
+    match driver.finish(&engine.live(), &counts, deadline) {
+        // the sinks said what they did not deliver: the exporter's handle is only closed
+        // (it said the same again, "within 363ns", once the deadline had passed)
+        Err(e) => {
+            eprintln!("proofline watch: {e}");
+            exporters.close();
+        }
+        Ok(()) => exporters.finish(
+            "proofline watch",
+            deadline.saturating_duration_since(Instant::now()),
+        ),
     }
-    exporters.finish(
-        "proofline watch",
-        deadline.saturating_duration_since(Instant::now()),
-    );
     result
 }
 
