@@ -309,8 +309,10 @@ impl Engine {
         self.max_event_offset = Some(self.max_event_offset.map_or(offset, |m| m.max(offset)));
         self.max_offset = Some(self.max_offset.map_or(offset, |m| m.max(offset)));
         e.t = self.run_base.saturating_add(offset);
-        let key = self.recent_key(offset, &e);
-        self.recent.insert(key);
+        if e.kind == crate::event::EventKind::SynthStart {
+            let key = self.recent_key(offset, &e);
+            self.recent.insert(key);
+        }
         if self.started && e.t < self.now {
             self.totals.stats.late += 1;
             self.process(e, sink);

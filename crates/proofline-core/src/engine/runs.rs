@@ -16,20 +16,18 @@
 //!   used: they change no job's figures. At the end of the input, held lines ahead are used,
 //!   held lines behind are strays.
 //!
-//! A line behind that repeats one the run already used (the same job, partition, event,
-//! offset, worker and printed duration, to the millisecond) confirms nothing: a log shipper
-//! that sends a block again, or a file concatenated into itself, is not a restart. Repeats are
-//! held like any line behind, but a restart needs [`RESTART_CONFIRMATIONS`] held lines that
-//! are not repeats, and more of them than repeats (a restarted prover never prints its lines
-//! again to the millisecond; a block sent again whose oldest lines fell out of the table has
-//! a few); otherwise the held repeats are duplicates, and the others strays, when a line
-//! comes back into the window, when they spread further apart than one restart's first
-//! lines, at the end of the input, or past [`MAX_HELD_REPEATS`] held. The lines used are
-//! remembered in [`Recent`], a fixed table of 16,384 hashes in sets of four (a line falls
-//! out once four newer ones share its set): of a block sent again from 2,500 lines back
-//! (about half an hour of a cuzk log) fewer than one line in a hundred is forgotten and read
-//! as a stray, which the majority rule tolerates; from 10,000 lines back one in five is, and
-//! the block may read as a restart.
+//! A new run begins with SYNTH_STARTs, and a restarted prover never prints them again to
+//! the millisecond; a log shipper that sends a block again, or a file concatenated into
+//! itself, does. So the SYNTH_STARTs a run used are remembered (the same job, partition and
+//! offset), and a restart needs [`RESTART_CONFIRMATIONS`] held lines among which a
+//! SYNTH_START the run never had, and more such than repeated ones (a block sent again from
+//! far back has a few forgotten). Otherwise, when a line comes back into the window, when they
+//! spread further apart than one restart's first lines, at the end of the input, or past
+//! [`MAX_HELD_REPEATS`] held, the held SYNTH_STARTs that repeat are duplicates and the other
+//! held lines strays: none is used. [`Recent`] is a fixed table of 16,384 hashes in sets of
+//! four (a line falls out once four newer ones share its set): SYNTH_STARTs only, a sixth of
+//! a cuzk log's lines, so a block from 10,000 lines back is still known to one start in a
+//! hundred.
 
 use super::Engine;
 use super::reorder::Ev;
@@ -60,8 +58,10 @@ pub(super) struct Held {
     /// Their offsets and events (with no timeline time yet), in arrival order, each with
     /// whether it repeats a line the run used.
     pub events: Vec<(u64, Ev, bool)>,
-    /// How many of them are not repeats.
-    pub fresh: usize,
+    /// SYNTH_STARTs among them the run never had.
+    pub fresh_starts: usize,
+    /// SYNTH_STARTs among them that repeat one the run had.
+    pub repeat_starts: usize,
 }
 
 /// Sets of [`Recent`] (a power of two), each of [`WAYS`] keys: 16,384 keys, 128 KiB.
@@ -153,7 +153,10 @@ impl Engine {
                 }
             }
             Some(Side::Behind) => {
-                let repeat = self.recent.contains(self.recent_key(offset, &e));
+                // only SYNTH_STARTs are remembered (a sixth of the lines: the table's cost on
+                // the hot path), and they are what a new run begins with
+                let start = e.kind == crate::event::EventKind::SynthStart;
+                let repeat = start && self.recent.contains(self.recent_key(offset, &e));
                 if self.held.side == Some(Side::Ahead) {
                     self.stray_held();
                 }
@@ -165,10 +168,16 @@ impl Engine {
                     self.stray_held();
                 }
                 self.hold(Side::Behind, offset, e, repeat);
-                let (held, fresh) = (self.held.events.len(), self.held.fresh);
-                // a restart: lines that are not repeats, more of them than repeats (a block
-                // sent again whose oldest lines fell out of the table has a few)
-                if fresh >= RESTART_CONFIRMATIONS && 2 * fresh > held {
+                self.held.fresh_starts += usize::from(start && !repeat);
+                self.held.repeat_starts += usize::from(repeat);
+                let held = self.held.events.len();
+                // a restart: lines enough, among them a SYNTH_START the run never had (a new
+                // run begins with them), and more such than repeated ones (a block sent again
+                // whose oldest lines fell out of the table has a few)
+                if held >= RESTART_CONFIRMATIONS
+                    && self.held.fresh_starts > 0
+                    && self.held.fresh_starts > self.held.repeat_starts
+                {
                     self.new_run(sink);
                     self.accept_held(sink);
                 } else if held >= MAX_HELD_REPEATS {
@@ -180,14 +189,14 @@ impl Engine {
 
     fn hold(&mut self, side: Side, offset: u64, e: Ev, repeat: bool) {
         self.held.side = Some(side);
-        self.held.fresh += usize::from(!repeat);
         self.held.events.push((offset, e, repeat));
     }
 
     /// The held lines are used, in the run in progress.
     pub(super) fn accept_held(&mut self, sink: &mut impl UpdateSink) {
         self.held.side = None;
-        self.held.fresh = 0;
+        self.held.fresh_starts = 0;
+        self.held.repeat_starts = 0;
         for (offset, e, _) in std::mem::take(&mut self.held.events) {
             self.accept(offset, e, sink);
         }
@@ -199,7 +208,8 @@ impl Engine {
         let Some(side) = self.held.side.take() else {
             return;
         };
-        self.held.fresh = 0;
+        self.held.fresh_starts = 0;
+        self.held.repeat_starts = 0;
         let newest = self.max_event_offset.unwrap_or(0);
         for (offset, e, repeat) in std::mem::take(&mut self.held.events) {
             if repeat {
