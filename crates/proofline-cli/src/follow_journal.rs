@@ -11,9 +11,9 @@
 //! takes what the counters had counted as their starting point ([`Driver::baseline`]), and
 //! goes on from there.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -71,26 +71,9 @@ impl State {
     }
 }
 
-/// One journal entry, the fields used.
-#[derive(Debug, Deserialize)]
-struct Entry {
-    #[serde(rename = "__CURSOR")]
-    cursor: String,
-    #[serde(rename = "__REALTIME_TIMESTAMP")]
-    realtime_us: Option<String>,
-    #[serde(rename = "_PID")]
-    pid: Option<String>,
-    #[serde(rename = "_BOOT_ID")]
-    boot: Option<String>,
-    #[serde(rename = "_SYSTEMD_UNIT")]
-    unit: Option<String>,
-    #[serde(rename = "MESSAGE")]
-    message: Option<crate::journal::Message>,
-}
-
 /// What the reader thread hands over.
 enum Item {
-    Entry(Entry),
+    Entry(crate::journal::Entry),
     /// A line journalctl printed that is not an entry.
     Bad,
     /// journalctl ended: its status and what it said.
@@ -115,14 +98,11 @@ fn spawn(j: &JournalArgs, start: Start<'_>) -> Result<(Child, mpsc::Receiver<Ite
         Start::Beginning => c.arg("--lines=all"),
         Start::End => c.arg("--lines=0"),
     };
-    let mut child = c
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run journalctl, which reads the journal (Debian's systemd package)")?;
-    let stdout = child.stdout.take().context("journalctl's output")?;
-    let mut stderr = child.stderr.take().context("journalctl's errors")?;
+    let crate::journal::Journalctl {
+        child,
+        stdout,
+        errors,
+    } = crate::journal::spawn(c)?;
     let (tx, rx) = mpsc::sync_channel(4096);
     std::thread::Builder::new()
         .name("proofline-journal".into())
@@ -135,7 +115,7 @@ fn spawn(j: &JournalArgs, start: Start<'_>) -> Result<(Child, mpsc::Receiver<Ite
                     Ok(0) | Err(_) => break,
                     Ok(_) => {}
                 }
-                let item = match serde_json::from_slice::<Entry>(&raw) {
+                let item = match serde_json::from_slice(&raw) {
                     Ok(e) => Item::Entry(e),
                     Err(_) => Item::Bad,
                 };
@@ -143,9 +123,7 @@ fn spawn(j: &JournalArgs, start: Start<'_>) -> Result<(Child, mpsc::Receiver<Ite
                     return;
                 }
             }
-            let mut said = String::new();
-            let _ = stderr.read_to_string(&mut said);
-            let _ = tx.send(Item::Ended(said));
+            let _ = tx.send(Item::Ended(errors.join().unwrap_or_default()));
         })
         .context("cannot start the journal's reader thread")?;
     Ok((child, rx))
@@ -211,8 +189,7 @@ pub(crate) fn follow(
     let mut f = Follower {
         replaying: saved.clone(),
         replayed: 0,
-        process: None,
-        seen: Vec::new(),
+        processes: crate::journal::Processes::default(),
         epoch_pending: false,
         newest: None,
         state: saved.clone().unwrap_or_default(),
@@ -325,10 +302,8 @@ struct Follower {
     /// The previous watch's state while its entries are read again (sinks muted).
     replaying: Option<State>,
     replayed: u64,
-    /// The process of the run in progress: boot id and pid.
-    process: Option<(String, String)>,
-    /// The processes seen (the last few).
-    seen: Vec<(String, String)>,
+    /// The processes seen.
+    processes: crate::journal::Processes,
     /// The run's epoch is to be taken from its next entry that moves the engine.
     epoch_pending: bool,
     /// The newest offset of the run and the wall-clock time of its entry, ms.
@@ -342,41 +317,33 @@ struct Follower {
 impl Follower {
     fn entry(
         &mut self,
-        e: Entry,
+        mut e: crate::journal::Entry,
         w: &Watching<'_>,
         engine: &mut Engine,
         feeder: &mut LineFeeder,
         driver: &mut Driver,
     ) {
-        let realtime_us = e
-            .realtime_us
-            .as_deref()
-            .and_then(|t| t.parse::<u64>().ok())
-            .unwrap_or(0);
+        let realtime_us = e.realtime_us();
+        let cursor = e.cursor.take().unwrap_or_default();
         // an entry past the previous watch's last (its own entry gone from the journal, the
         // journal rotated or vacuumed): what was read again is over
         if self
             .replaying
             .as_ref()
-            .is_some_and(|s| realtime_us > s.realtime_us && e.cursor != s.cursor)
+            .is_some_and(|s| realtime_us > s.realtime_us && cursor != s.cursor)
         {
             self.resume(engine, feeder, driver);
         }
         if !w.journal.is_own(e.unit.as_deref()) {
             return;
         }
-        let key = (e.boot.unwrap_or_default(), e.pid.unwrap_or_default());
         // a process seen before (an old one's late entry at a restart's seam) goes with the
         // run in progress, as in the journal's history reader
-        let known = self.process.as_ref() == Some(&key) || self.seen.contains(&key);
-        if !known {
-            self.seen.push(key.clone());
-            if self.seen.len() > 64 {
-                self.seen.remove(0);
-            }
+        if self.processes.is_new(&e) {
             // the old run's offset is no clock for the new one
             self.newest = None;
-            if self.process.is_some() {
+            let first = self.processes.len() == 1;
+            if !first {
                 match self.replaying {
                     Some(_) => engine.restart(&mut NoUpdates),
                     None => engine.restart(driver.sinks()),
@@ -385,27 +352,35 @@ impl Follower {
             if self.replaying.is_none() {
                 eprintln!(
                     "proofline watch: pid {} from {}: {}",
-                    key.1,
+                    e.process().1,
                     crate::rfc3339::format_rfc3339(realtime_us / 1000),
-                    if self.process.is_some() {
-                        "a new process, a new run"
-                    } else {
+                    if first {
                         "the prover's process"
+                    } else {
+                        "a new process, a new run"
                     }
                 );
             }
-            self.process = Some(key);
             self.epoch_pending = true;
             feeder.expect_startup();
-            self.state.process_cursor = e.cursor.clone();
+            self.state.process_cursor = cursor.clone();
         }
-        let mut line = match e.message {
-            Some(crate::journal::Message::Text(t)) => t.into_bytes(),
-            Some(crate::journal::Message::Bytes(b)) => b,
-            _ => Vec::new(),
-        };
-        if !line.is_empty() {
-            line.push(b'\n');
+        let mut line = Vec::new();
+        if e.line_into(&mut line) {
+            if self.epoch_pending {
+                // the run's offsets on the wall clock from its first TIMELINE line, as the
+                // history reader places them (the sinks place updates at the engine's
+                // timeline, where the run starts at its base)
+                if let Some(offset) = crate::journal::first_offset(&line) {
+                    let zero = (realtime_us / 1000).saturating_sub(offset);
+                    driver.restart(crate::journal::run_info(
+                        w.instance,
+                        zero,
+                        engine.run_base(),
+                    ));
+                    self.epoch_pending = false;
+                }
+            }
             match self.replaying {
                 Some(_) => feeder.feed_lines(&line, engine, &mut NoUpdates),
                 None => feeder.feed_lines(&line, engine, driver.sinks()),
@@ -416,20 +391,8 @@ impl Follower {
             if self.newest.is_none_or(|(n, _, r)| o != n || r != run) {
                 self.newest = Some((o, realtime_us / 1000, run));
             }
-            if self.epoch_pending {
-                // the run's offsets on the wall clock: when its newest line was written (the
-                // sinks place updates at the engine's timeline, where the run starts at its
-                // base)
-                let zero = (realtime_us / 1000).saturating_sub(o);
-                driver.restart(crate::journal::run_info(
-                    w.instance,
-                    zero,
-                    engine.run_base(),
-                ));
-                self.epoch_pending = false;
-            }
         }
-        self.state.cursor = e.cursor;
+        self.state.cursor = cursor;
         self.state.realtime_us = realtime_us;
         match &self.replaying {
             Some(s) if s.cursor == self.state.cursor => self.resume(engine, feeder, driver),

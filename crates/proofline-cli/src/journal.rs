@@ -92,9 +92,11 @@ impl JournalArgs {
     }
 }
 
-/// One journal entry, the fields used.
+/// One journal entry, the fields used (by the history reader here and by `watch`).
 #[derive(Debug, Deserialize)]
-struct Entry {
+pub(crate) struct Entry {
+    #[serde(rename = "__CURSOR")]
+    pub(crate) cursor: Option<String>,
     #[serde(rename = "MESSAGE")]
     message: Option<Message>,
     #[serde(rename = "_PID")]
@@ -104,7 +106,100 @@ struct Entry {
     #[serde(rename = "__REALTIME_TIMESTAMP")]
     realtime_us: Option<String>,
     #[serde(rename = "_SYSTEMD_UNIT")]
-    unit: Option<String>,
+    pub(crate) unit: Option<String>,
+}
+
+impl Entry {
+    /// When it was written, µs since the Unix epoch (0 when the journal does not say).
+    pub(crate) fn realtime_us(&self) -> u64 {
+        self.realtime_us
+            .as_deref()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The process that wrote it: boot id and pid.
+    pub(crate) fn process(&self) -> (String, String) {
+        (
+            self.boot.clone().unwrap_or_default(),
+            self.pid.clone().unwrap_or_default(),
+        )
+    }
+
+    /// Its message as lines (a newline added), into `line`; false when it has none.
+    pub(crate) fn line_into(&mut self, line: &mut Vec<u8>) -> bool {
+        line.clear();
+        match self.message.take() {
+            Some(Message::Text(t)) => line.extend_from_slice(t.as_bytes()),
+            Some(Message::Bytes(b)) => line.extend_from_slice(&b),
+            _ => return false,
+        }
+        line.push(b'\n');
+        true
+    }
+}
+
+/// journalctl running: its output, and its errors read beside it on a thread (so that
+/// neither pipe fills and blocks it).
+pub(crate) struct Journalctl {
+    pub(crate) child: std::process::Child,
+    pub(crate) stdout: std::process::ChildStdout,
+    pub(crate) errors: std::thread::JoinHandle<String>,
+}
+
+/// Starts `c` (a [`JournalArgs::command`] and its own arguments).
+pub(crate) fn spawn(mut c: Command) -> Result<Journalctl> {
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .context("cannot run journalctl, which reads the journal (Debian's systemd package)")?;
+    let stdout = child.stdout.take().context("journalctl's output")?;
+    let mut stderr = child.stderr.take().context("journalctl's errors")?;
+    let errors = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    Ok(Journalctl {
+        child,
+        stdout,
+        errors,
+    })
+}
+
+/// The processes a journal's entries came from, in order: each new one is a new run, and a
+/// process seen before (an old one's late entry at a restart's seam, as the journal orders
+/// entries by time) goes with the run in progress.
+#[derive(Debug, Default)]
+pub(crate) struct Processes(Vec<Process>);
+
+impl Processes {
+    /// Whether `e`'s process is new (then it is noted, with when it began).
+    pub(crate) fn is_new(&mut self, e: &Entry) -> bool {
+        let (boot, pid) = e.process();
+        let same = |p: &Process| p.boot == boot && p.pid == pid;
+        if self.0.last().is_some_and(same) || self.0.iter().any(same) {
+            return false;
+        }
+        self.0.push(Process {
+            boot,
+            pid,
+            first_unix_ms: e.realtime_us.is_some().then(|| e.realtime_us() / 1000),
+        });
+        true
+    }
+
+    /// How many there were.
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there was none.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 impl JournalArgs {
@@ -161,24 +256,14 @@ pub(crate) fn run_journal_until(
     anchor: Option<&str>,
     stop: &mut dyn FnMut() -> bool,
 ) -> Result<LogRun> {
-    let mut child = j
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .context("cannot run journalctl, which reads the journal (Debian's systemd package)")?;
-    let stdout = child.stdout.take().context("journalctl's output")?;
-    let mut stderr = child.stderr.take().context("journalctl's errors")?;
-    // its errors are read beside its output, so that neither pipe fills and blocks it
-    let errors = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
+    let Journalctl {
+        mut child,
+        stdout,
+        errors,
+    } = spawn(j.command())?;
     let mut engine = Engine::new(cfg);
     let mut feeder = LineFeeder::new();
-    let mut processes: Vec<Process> = Vec::new();
+    let mut processes = Processes::default();
     let mut bad_entries = 0u64;
     let mut line = Vec::with_capacity(256);
     let mut raw = Vec::with_capacity(1024);
@@ -204,56 +289,30 @@ pub(crate) fn run_journal_until(
                 break;
             }
         }
-        let Ok(entry) = serde_json::from_slice::<Entry>(&raw) else {
+        let Ok(mut entry) = serde_json::from_slice::<Entry>(&raw) else {
             bad_entries += 1;
             continue;
         };
         if !j.is_own(entry.unit.as_deref()) {
             continue;
         }
-        let key = (
-            entry.boot.unwrap_or_default(),
-            entry.pid.unwrap_or_default(),
-        );
-        // a process seen before (an old one's late entry at a restart's seam, as the
-        // journal orders entries by time) goes with the run in progress
-        let same = |p: &Process| (&p.boot, &p.pid) == (&key.0, &key.1);
-        let known = processes.last().is_some_and(same) || processes.iter().any(same);
-        if !known {
-            if !processes.is_empty() {
+        if processes.is_new(&entry) {
+            if processes.len() > 1 {
                 engine.restart(&mut sink);
                 epoch_pending = anchor.is_some();
             }
             // its start-up lines (how its GPU workers map to GPUs) come before its first
             // TIMELINE line
             feeder.expect_startup();
-            let first_unix_ms = entry
-                .realtime_us
-                .as_deref()
-                .and_then(|t| t.parse::<u64>().ok())
-                .map(|us| us / 1000);
-            processes.push(Process {
-                boot: key.0,
-                pid: key.1,
-                first_unix_ms,
-            });
         }
-        line.clear();
-        match entry.message {
-            Some(Message::Text(t)) => line.extend_from_slice(t.as_bytes()),
-            Some(Message::Bytes(b)) => line.extend_from_slice(&b),
-            _ => continue,
+        if !entry.line_into(&mut line) {
+            continue;
         }
-        line.push(b'\n');
         if epoch_pending {
             // the run's first TIMELINE offset, placed on the wall clock before its events
             // reach the sink (they wait a reorder window in the engine)
             if let Some(offset) = first_offset(&line) {
-                let at_ms = entry
-                    .realtime_us
-                    .as_deref()
-                    .and_then(|t| t.parse::<u64>().ok())
-                    .map_or(0, |us| us / 1000);
+                let at_ms = entry.realtime_us() / 1000;
                 sink.start_run(&run_info(
                     anchor.unwrap_or_default(),
                     at_ms.saturating_sub(offset),
@@ -295,7 +354,7 @@ pub(crate) fn run_journal_until(
             }
         );
     }
-    say_processes(j, &processes);
+    say_processes(j, &processes.0);
     let error =
         read_error.map(|e| anyhow::Error::new(e).context(format!("reading {}", j.describe())));
     Ok(LogRun {
@@ -329,7 +388,7 @@ fn say_processes(j: &JournalArgs, processes: &[Process]) {
 }
 
 /// The offset of the first TIMELINE line of `text`, if it has one that parses.
-fn first_offset(text: &[u8]) -> Option<u64> {
+pub(crate) fn first_offset(text: &[u8]) -> Option<u64> {
     let text = std::str::from_utf8(text).ok()?;
     text.lines()
         .find_map(|l| proofline_core::parse_line(l).ok().flatten())

@@ -917,14 +917,7 @@ fn cuzk_start_up_lines_map_workers_to_gpus() {
     let with = tmp("startup-with.log");
     std::fs::write(&with, format!("{startup}{timeline}")).unwrap();
     let gpus = |args: &[&str], path: &std::path::Path| {
-        let out = proofline()
-            .args(["analyze", "--format", "json"])
-            .args(args)
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let r = common::analyze_json_with(args, path);
         (r["gpus"].as_array().unwrap().len(), r)
     };
     let (n, r) = gpus(&[], &log);

@@ -13,12 +13,12 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{Proc, free_port, fresh_dir, prometheus, proofline, scaled_alerts, wait_ready};
+use common::{free_port, fresh_dir, prometheus, proofline, scaled_alerts, wait_ready};
 
 /// The compressed clock: scrape and evaluation intervals, s.
 const INTERVAL_S: f64 = 1.0;
@@ -232,26 +232,12 @@ fn webhook() -> (String, Arrivals) {
 fn each_failure_reaches_alertmanager_within_its_floor_and_a_few_intervals() {
     let dir = fresh_dir("failures", "clock");
     let (hook, arrivals) = webhook();
-    let am_addr = format!("127.0.0.1:{}", free_port());
-    std::fs::write(
-        dir.join("alertmanager.yml"),
-        format!(
+    let (_am, am_addr) = common::alertmanager(
+        &dir,
+        &format!(
             "route:\n  receiver: hook\n  group_by: [alertname, instance]\n  group_wait: 0s\n  group_interval: 1s\n  repeat_interval: 1h\nreceivers:\n  - name: hook\n    webhook_configs:\n      - url: {hook}\n        send_resolved: false\n"
         ),
-    )
-    .unwrap();
-    let _am = Proc(
-        Command::new("prometheus-alertmanager")
-            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
-            .arg(format!("--storage.path={}", dir.join("am").display()))
-            .arg(format!("--web.listen-address={am_addr}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus-alertmanager not found: install Debian's prometheus-alertmanager (scripts/test.sh does)"),
     );
-    wait_ready(&am_addr, "/-/ready", "alertmanager");
 
     let normal = generate(&dir, "normal", &[]);
     let stalled = generate(&dir, "stalled", &["--stall", "3:600000"]);

@@ -125,22 +125,9 @@ fn fifty_provers_two_levels_the_idle_alert_comes_from_the_global_level_for_the_s
     std::fs::create_dir_all(dir.join("targets")).unwrap();
 
     // Alertmanager, clustering off, grouping fast
-    let am_addr = format!("127.0.0.1:{}", free_port());
-    std::fs::write(
-        dir.join("alertmanager.yml"),
+    let (_am, am_addr) = common::alertmanager(
+        &dir,
         "route:\n  receiver: default\n  group_by: [alertname, instance]\n  group_wait: 1s\n  group_interval: 1s\nreceivers:\n  - name: default\n",
-    )
-    .unwrap();
-    let _am = Proc(
-        Command::new("prometheus-alertmanager")
-            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
-            .arg(format!("--storage.path={}", dir.join("am").display()))
-            .arg(format!("--web.listen-address={am_addr}"))
-            .arg("--cluster.listen-address=")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus-alertmanager not found: install Debian's prometheus-alertmanager (scripts/test.sh does)"),
     );
 
     // the provers: 49 that finished their work, one stopped in the middle of a sector

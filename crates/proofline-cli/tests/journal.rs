@@ -4,7 +4,6 @@
 //! restarted, crashed again 150 s later, restarted and ran to the end, a `tracing` line
 //! on stdout beside each TIMELINE line, and a second prover unit's lines among them.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -12,7 +11,7 @@ mod common;
 use common::{fresh_dir, proofline};
 
 const T0_US: u64 = 1_764_558_000_000_000; // 2025-12-01T03:00:00Z
-use common::journal::{BOOT, Entry};
+use common::journal::Entry;
 
 fn generate(dir: &Path, name: &str, args: &[&str]) -> String {
     let p = dir.join(name);
@@ -89,14 +88,7 @@ fn journal(dir: &Path, entries: &[Entry]) -> PathBuf {
             "systemd-journal-remote (Debian's systemd-journal-remote; scripts/test.sh installs it)",
         );
     let mut stdin = child.stdin.take().unwrap();
-    for (t, pid, unit, msg) in entries {
-        write!(
-            stdin,
-            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
-            T0_US + t
-        )
-        .unwrap();
-    }
+    common::journal::write_export(&mut stdin, T0_US, entries);
     drop(stdin);
     let out = child.wait_with_output().unwrap();
     assert!(

@@ -11,6 +11,19 @@ pub const BOOT: &str = "0123456789abcdef0123456789abcdef";
 /// A journal entry: realtime µs from the journal's start, pid, unit, message.
 pub type Entry = (u64, u32, &'static str, String);
 
+/// Writes `entries` in journald's export format (what systemd-journal-remote reads), their
+/// times counted from `t0_us`.
+pub fn write_export(w: &mut impl Write, t0_us: u64, entries: &[Entry]) {
+    for (t, pid, unit, msg) in entries {
+        write!(
+            w,
+            "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
+            t0_us + t
+        )
+        .unwrap();
+    }
+}
+
 /// A journal written as the test goes (systemd-journal-remote reading its stdin), its
 /// entries stamped with the present: `watch` follows it as it grows.
 pub struct LiveJournal {
@@ -52,14 +65,7 @@ impl LiveJournal {
 
     pub fn write(&mut self, entries: &[Entry]) {
         let stdin = self.stdin.as_mut().unwrap();
-        for (t, pid, unit, msg) in entries {
-            write!(
-                stdin,
-                "__REALTIME_TIMESTAMP={}\n__MONOTONIC_TIMESTAMP={t}\n_BOOT_ID={BOOT}\n_PID={pid}\n_SYSTEMD_UNIT={unit}\nMESSAGE={msg}\n\n",
-                self.t0_us + t
-            )
-            .unwrap();
-        }
+        write_export(stdin, self.t0_us, entries);
         stdin.flush().unwrap();
     }
 }

@@ -74,8 +74,14 @@ pub fn watch(
 
 /// `proofline analyze --format json LOG`, parsed.
 pub fn analyze_json(log: &Path) -> serde_json::Value {
+    analyze_json_with(&[], log)
+}
+
+/// `proofline analyze --format json ARGS LOG`, parsed.
+pub fn analyze_json_with(args: &[&str], log: &Path) -> serde_json::Value {
     let out = proofline()
         .args(["analyze", "--format", "json"])
+        .args(args)
         .arg(log)
         .output()
         .unwrap();
@@ -278,6 +284,26 @@ pub fn cut_where_the_gpus_first_idle(text: &str) -> Vec<&str> {
         }
     }
     panic!("the log's GPUs never fell idle")
+}
+
+/// An Alertmanager on a free loopback port with the configuration `config` (its files under
+/// `dir`), clustering off, ready; its process and address.
+pub fn alertmanager(dir: &std::path::Path, config: &str) -> (Proc, String) {
+    let addr = format!("127.0.0.1:{}", free_port());
+    std::fs::write(dir.join("alertmanager.yml"), config).unwrap();
+    let p = Proc(
+        std::process::Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", dir.join("alertmanager.yml").display()))
+            .arg(format!("--storage.path={}", dir.join("am").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("prometheus-alertmanager not found: install Debian's prometheus-alertmanager (scripts/test.sh does)"),
+    );
+    wait_ready(&addr, "/-/ready", "alertmanager");
+    (p, addr)
 }
 
 /// A Prometheus server on a free loopback port with the configuration `config` (its files

@@ -260,7 +260,11 @@ where
         });
         // `error` given when the span is made (a span opened for work already failed); the
         // values are visited again only for the rare callsite that declares the field
-        state.failed = attrs.metadata().fields().field("error").is_some() && has_error_field(attrs);
+        let error_field = match info {
+            Some(i) => i.error_field,
+            None => attrs.metadata().fields().field("error").is_some(),
+        };
+        state.failed = error_field && has_error_field(attrs);
         let whole = match info {
             Some(i) => i.whole.clone(),
             None => self.cfg.whole_for(attrs.metadata().name()),

@@ -132,6 +132,8 @@ pub(crate) struct CallsiteInfo {
     /// A whole-proof span (and the kind it synthesizes, if known).
     pub(crate) whole: Option<Option<std::sync::Arc<crate::fields::Name>>>,
     pub(crate) slots: Box<[Option<Slot>]>,
+    /// The callsite declares a field named `error` (worked out once, not per span).
+    pub(crate) error_field: bool,
 }
 
 /// Settings the layer and its filter share (read-only after `build`).
@@ -178,6 +180,7 @@ impl LayerConfig {
                 .iter()
                 .map(|f| self.fields.slot(f.name()))
                 .collect(),
+            error_field: meta.fields().field("error").is_some(),
         }
     }
 
