@@ -189,6 +189,11 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
             once(64)?;
             ev.monolithic = true;
             i += 10;
+        } else if item.starts_with(b"request=") {
+            once(128)?;
+            let (v, at) = digits(b, i + 8)?;
+            ev.request = Some(u32::try_from(v).ok()?);
+            i = at;
         } else {
             return None;
         }
@@ -339,6 +344,7 @@ fn parse_detail<'a>(detail: &'a str, ev: &mut EventRef<'a>) -> Result<(), ParseE
                     "partition" | "snap_partition" => set_num(&mut ev.partition, key, value)?,
                     "worker" | "worker_id" => set_num(&mut ev.worker, key, value)?,
                     "gpu" => set_num(&mut ev.gpu, key, value)?,
+                    "request" => set_num(&mut ev.request, key, value)?,
                     "synth_ms" => set_num(&mut ev.synth_ms, key, value)?,
                     "gpu_ms" => set_num(&mut ev.gpu_ms, key, value)?,
                     "kind" => match ev.proof_kind {
@@ -359,7 +365,7 @@ fn parse_detail<'a>(detail: &'a str, ev: &mut EventRef<'a>) -> Result<(), ParseE
 }
 
 /// Writes the detail field in cuzk's order: `worker`, `partition`, `kind`, `synth_ms`,
-/// `gpu_ms`, `monolithic`, then proofline's own `gpu`.
+/// `gpu_ms`, `monolithic`, then proofline's own `gpu` and `request`.
 pub fn write_detail<S: AsRef<str>>(
     out: &mut impl fmt::Write,
     ev: &TimelineEvent<S>,
@@ -390,6 +396,9 @@ pub fn write_detail<S: AsRef<str>>(
     }
     if let Some(g) = ev.gpu {
         item(out, format_args!("gpu={g}"))?;
+    }
+    if let Some(r) = ev.request {
+        item(out, format_args!("request={r}"))?;
     }
     Ok(())
 }
@@ -621,9 +630,10 @@ mod proptests {
             proptest::option::of(any::<u64>()),
             proptest::option::of("[a-z][a-z-]{0,15}"),
             any::<bool>(),
+            proptest::option::of(1u32..5),
         )
             .prop_map(
-                |(off, k, job, partition, worker, gpu, s, g, kind, mono)| Event {
+                |(off, k, job, partition, worker, gpu, s, g, kind, mono, request)| Event {
                     offset_ms: off,
                     kind: EventKind::ALL[k],
                     job_id: Arc::from(job.as_str()),
@@ -634,6 +644,7 @@ mod proptests {
                     gpu_ms: g,
                     proof_kind: kind.map(|k| Arc::from(k.as_str())),
                     monolithic: mono,
+                    request,
                 },
             )
             // a GPU event names its worker (or GPU), or it is malformed (tested below)
@@ -731,7 +742,8 @@ mod proptests {
                     prop_oneof![
                         Just("partition="), Just("snap_partition="), Just("worker="),
                         Just("worker_id="), Just("gpu="), Just("gpu_ms="), Just("synth_ms="),
-                        Just("kind="), Just("monolithic"), Just("mystery="), Just(""),
+                        Just("kind="), Just("monolithic"), Just("request="), Just("mystery="),
+                        Just(""),
                     ],
                     prop_oneof!["[0-9]{1,2}", "[0-9]{10,21}", "[a-z0-9=]{0,3}", Just(String::new())],
                 ),

@@ -133,6 +133,12 @@ pub struct TimelineEvent<S> {
     pub proof_kind: Option<S>,
     /// The bare `monolithic` word of whole-proof GPU_QUEUE lines.
     pub monolithic: bool,
+    /// `request=`: which request of the job id the event belongs to, when the writer knows
+    /// (proofline's layer, for a prover whose request span carries the job id): two requests
+    /// of one id in flight at once (a client's retry that did not cancel the first) are two
+    /// jobs, not one. Numbers start at 1; `None` (and 0) for the lines of a writer that
+    /// cannot tell, cuzk's own among them.
+    pub request: Option<u32>,
 }
 
 /// An event that owns its strings.
@@ -154,6 +160,7 @@ impl<S> TimelineEvent<S> {
             gpu_ms: None,
             proof_kind: None,
             monolithic: false,
+            request: None,
         }
     }
 
@@ -170,6 +177,7 @@ impl<S> TimelineEvent<S> {
             gpu_ms: self.gpu_ms,
             proof_kind: self.proof_kind.map(f),
             monolithic: self.monolithic,
+            request: self.request,
         }
     }
 }
@@ -188,6 +196,7 @@ impl<S: AsRef<str>> TimelineEvent<S> {
             gpu_ms: self.gpu_ms,
             proof_kind: self.proof_kind.as_ref().map(AsRef::as_ref),
             monolithic: self.monolithic,
+            request: self.request,
         }
     }
 
@@ -204,6 +213,7 @@ impl<S: AsRef<str>> TimelineEvent<S> {
             gpu_ms: self.gpu_ms,
             proof_kind: self.proof_kind.as_ref().map(|k| Arc::from(k.as_ref())),
             monolithic: self.monolithic,
+            request: self.request,
         }
     }
 }

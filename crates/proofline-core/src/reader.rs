@@ -535,6 +535,7 @@ impl TimelineEvent<(usize, usize)> {
             gpu_ms: self.gpu_ms,
             proof_kind: self.proof_kind.map(s),
             monolithic: self.monolithic,
+            request: self.request,
         }
     }
 }

@@ -476,6 +476,11 @@ pub struct EventStats {
     /// The first few of those jobs.
     #[serde(default)]
     pub overlapping_examples: Vec<String>,
+    /// Requests of a job id that came while another request of the id was in flight, told
+    /// apart by the `request=` their writer (proofline's layer) gave them: each is a job of
+    /// its own (the next attempt), with its own figures and trace.
+    #[serde(default)]
+    pub concurrent_requests: u64,
 }
 
 /// Counts about the input lines (filled by the reader, not the engine).

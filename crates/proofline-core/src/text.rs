@@ -346,6 +346,13 @@ fn render_raw(r: &Report) -> String {
                 .join(", ")
         );
     }
+    if e.concurrent_requests > 0 {
+        let _ = writeln!(
+            o,
+            "{} request(s) came for a job id while another request of it was in flight (a retry that did not cancel the first); told apart by their `request=`, each is a job of its own, the next attempt",
+            e.concurrent_requests
+        );
+    }
     for d in &r.gpu_mapping_disagreements {
         let _ = writeln!(o, "Warning: {d}");
     }

@@ -360,6 +360,7 @@ impl Builder {
             clock,
             callsites: CallsiteSet::new(),
             spans,
+            requests: crate::layer::Requests::default(),
         };
         let guard = TimelineGuard {
             shutdown,

@@ -114,6 +114,9 @@ pub(crate) struct SpanFields {
     pub worker: Option<u32>,
     pub gpu: Option<u32>,
     pub proof_kind: Option<Arc<Name>>,
+    /// The request of the job id the span belongs to (see `layer::requests`): `Some(1)`
+    /// inside the first request span of the id, `None` outside any.
+    pub request: Option<u32>,
 }
 
 impl SpanFields {
@@ -138,6 +141,16 @@ impl SpanFields {
         if self.proof_kind.is_none() {
             self.proof_kind.clone_from(&other.proof_kind);
         }
+        // a request is the job id's: a span of another job inside it is not of it
+        if self.request.is_none() && other.request.is_some() && self.job_id == other.job_id {
+            self.request = other.request;
+        }
+    }
+
+    /// The `request=` its events carry: a second (or later) request of the id in flight.
+    #[inline]
+    pub fn printed_request(&self) -> Option<u32> {
+        self.request.filter(|&n| n > 1)
     }
 
     pub fn complete(&self) -> bool {

@@ -67,6 +67,8 @@ struct Ext {
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
     timing: Option<proofline_core::timing::TimingLine>,
+    /// `request=` (a second request of the job id in flight).
+    request: Option<u32>,
 }
 
 impl Queued {
@@ -134,7 +136,9 @@ impl Queued {
             ext.job = Some(Arc::new(Name::new(ev.job_id)));
             ([0; INLINE], 0)
         });
+        ext.request = ev.request;
         let needs_ext = ext.job.is_some()
+            || ext.request.is_some()
             || ext.proof_kind.is_some()
             || ext.synth_ms.is_some()
             || ext.gpu_ms.is_some();
@@ -201,6 +205,9 @@ impl Queued {
         }
         if c.monolithic_if_whole && whole {
             flags |= MONOLITHIC;
+        }
+        if let Some(r) = f.printed_request() {
+            ext.get_or_insert_with(Box::default).request = Some(r);
         }
         // a fixed-size copy of the padded head
         let job = match id.head() {
@@ -273,6 +280,7 @@ impl Queued {
             ev.gpu = end.gpu;
         }
         ev.proof_kind = end.proof_kind;
+        ev.request = end.request;
         Some(ev)
     }
 
@@ -348,6 +356,7 @@ impl Queued {
         }
         if let Some(e) = ext {
             ev.proof_kind = e.proof_kind.as_deref().map(Name::as_str);
+            ev.request = e.request;
             if e.synth_ms.is_some() || e.gpu_ms.is_some() {
                 (ev.synth_ms, ev.gpu_ms) = (e.synth_ms, e.gpu_ms);
             }
@@ -380,9 +389,10 @@ mod tests {
             proptest::option::of("[a-z-]{1,12}"),
             any::<bool>(),
             any::<bool>(),
+            proptest::option::of(2u32..6),
         )
             .prop_map(
-                |(off, k, job, partition, worker, gpu, s, g, kind, mono, then_queue)| {
+                |(off, k, job, partition, worker, gpu, s, g, kind, mono, then_queue, request)| {
                     let mut ev = TimelineEvent::new(off, EventKind::ALL[k], Arc::from(job));
                     ev.partition = partition;
                     ev.worker = worker;
@@ -391,6 +401,7 @@ mod tests {
                     ev.gpu_ms = g;
                     ev.proof_kind = kind.map(Arc::from);
                     ev.monolithic = mono;
+                    ev.request = request;
                     (ev, then_queue)
                 },
             )
@@ -472,13 +483,15 @@ mod tests {
             proptest::option::of(any::<u32>()),
             proptest::option::of(any::<u32>()),
             proptest::option::of("[a-z-]{1,12}"),
+            proptest::option::of(1u32..4),
         )
-            .prop_map(|(job, partition, worker, gpu, kind)| SpanFields {
+            .prop_map(|(job, partition, worker, gpu, kind, request)| SpanFields {
                 job_id: job.map(|j| Arc::new(Name::new(&j))),
                 partition,
                 worker,
                 gpu,
                 proof_kind: kind.map(|k| Arc::new(Name::new(&k))),
+                request,
             })
     }
 }

@@ -275,6 +275,8 @@ pub(super) struct Job {
     pub retain_until: u64,
     /// A second attempt of it was seen in flight at once (a partition started twice).
     pub overlapped: bool,
+    /// The request its events named (`request=`), when the writer knows requests apart.
+    pub request: Option<std::num::NonZeroU32>,
 }
 
 impl DevJob {

@@ -299,6 +299,7 @@ impl Engine {
             synth_ms: ev.synth_ms,
             gpu_ms: ev.gpu_ms,
             proof_kind,
+            request: ev.request.and_then(std::num::NonZeroU32::new),
         };
         self.admit(ev.offset_ms, e, sink);
     }
@@ -603,8 +604,10 @@ impl Engine {
             }
         }
         let entry = self.names.get_mut(job.name);
+        entry.others.retain(|&i| i != idx);
         if entry.current == Some(idx) {
-            entry.current = None;
+            // another request's instance of the id, still in flight, takes its place
+            entry.current = entry.others.pop();
         }
         self.names.unref(job.name);
         self.free_jobs.push(idx);
@@ -678,6 +681,7 @@ impl Engine {
             chain_refs: 0,
             retain_until: 0,
             overlapped: false,
+            request: e.request,
         };
         let idx = match self.free_jobs.pop() {
             Some(i) => {

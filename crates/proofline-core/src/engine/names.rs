@@ -23,6 +23,9 @@ pub(super) struct NameEntry {
     /// Instances seen so far (the next attempt number): a retry that reuses the id is a
     /// new instance with the next attempt.
     pub attempts: u32,
+    /// Instances of the id in flight besides `current`, each for a request of its own
+    /// (`request=`): two requests of one id at once are two jobs. Empty but for them.
+    pub others: Vec<usize>,
     /// A hash of the id, taken once when it was interned (for the table of recent lines,
     /// which must not hash the string per event).
     pub hash: u64,
@@ -51,6 +54,7 @@ impl Names {
             refs: 1,
             current: None,
             attempts: 0,
+            others: Vec::new(),
             hash: {
                 use std::hash::{BuildHasher, BuildHasherDefault};
                 BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(name)
@@ -77,6 +81,7 @@ impl Names {
         if e.refs == 0 {
             self.ids.remove(&e.name);
             e.current = None;
+            e.others.clear();
             self.free.push(id);
         }
     }

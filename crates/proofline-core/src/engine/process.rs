@@ -61,9 +61,15 @@ impl Engine {
     /// active; after it finished, a new instance for a SYNTH_START (a retry reusing the id),
     /// else nothing (a duplicate, or a conflict: counted).
     fn job_for(&mut self, e: &Ev, sink: &mut impl UpdateSink) -> Option<usize> {
-        let Some(idx) = self.names.get(e.name).current else {
+        let entry = self.names.get(e.name);
+        let Some(idx) = entry.current else {
             return Some(self.new_job(e, sink));
         };
+        if e.request.is_some() || !entry.others.is_empty() {
+            if let Some(found) = self.request_instance(e, idx, sink) {
+                return Some(found);
+            }
+        }
         let job = live(&self.jobs, idx);
         if job.state == JobState::Active {
             return Some(idx);
@@ -83,6 +89,76 @@ impl Engine {
         let name = self.names.name(e.name).clone();
         self.example(|| format!("{name}: {} after the job had ended, ignored", e.kind));
         None
+    }
+
+    /// Where requests are told apart (`request=`): the instance in flight for the event's
+    /// request, or a new one when another request of the id is in flight (a retry that did
+    /// not cancel the first: the next attempt, a job of its own). An event that names no
+    /// request, while several are in flight (the GPU spans of a prover may lie outside its
+    /// request spans), goes to the oldest that waits for it on that partition (has the stage
+    /// before it and not it), else the oldest that lacks it: exact unless two requests
+    /// are at the same stage of the same partition at once. `None`: the usual rules decide.
+    fn request_instance(
+        &mut self,
+        e: &Ev,
+        current: usize,
+        sink: &mut impl UpdateSink,
+    ) -> Option<usize> {
+        let entry = self.names.get(e.name);
+        let Some(r) = e.request else {
+            let pidx = e.partition.unwrap_or(0) as usize;
+            // the stage before it on that partition, if the event has one to wait for
+            let before = match e.kind {
+                EventKind::GpuPickup | EventKind::GpuStart => Some(EventKind::SynthEnd),
+                EventKind::GpuEnd => Some(EventKind::GpuStart),
+                _ => None,
+            };
+            let (mut lacking, mut ready) = (None::<(u32, usize)>, None::<(u32, usize)>);
+            for i in std::iter::once(current).chain(entry.others.iter().copied()) {
+                let job = live(&self.jobs, i);
+                if job.state != JobState::Active {
+                    continue;
+                }
+                let part = job.parts.get(pidx);
+                if part.is_some_and(|p| p.at(e.kind).is_some()) {
+                    continue;
+                }
+                let oldest = |o: Option<(u32, usize)>| match o {
+                    Some((a, _)) if a < job.attempt => o,
+                    _ => Some((job.attempt, i)),
+                };
+                lacking = oldest(lacking);
+                if before.is_none_or(|b| part.is_some_and(|p| p.at(b).is_some())) {
+                    ready = oldest(ready);
+                }
+            }
+            // the oldest that waits for it, else the oldest that lacks it
+            return ready.or(lacking).map(|(_, i)| i);
+        };
+        if let Some(i) = std::iter::once(current)
+            .chain(entry.others.iter().copied())
+            .find(|&i| {
+                let job = live(&self.jobs, i);
+                job.state == JobState::Active && job.request == Some(r)
+            })
+        {
+            return Some(i);
+        }
+        let job = live_mut(&mut self.jobs, current);
+        if job.state != JobState::Active {
+            return None;
+        }
+        if job.request.is_none() && r.get() == 1 {
+            // its events so far named no request, and this is the first: they were its
+            job.request = Some(r);
+            return Some(current);
+        }
+        // another request while this one is in flight (a writer names the first request
+        // `1` or not at all, proofline's layer the latter: cuzk's own lines then stay as
+        // they are while requests do not overlap)
+        self.totals.stats.concurrent_requests += 1;
+        self.names.get_mut(e.name).others.push(current);
+        Some(self.new_job(e, sink))
     }
 
     /// Records the event on its partition. Returns false for a second record of the same

@@ -37,6 +37,8 @@ pub(super) struct Ev {
     pub gpu_ms: Option<u64>,
     /// Interned `kind=`.
     pub proof_kind: Option<u16>,
+    /// `request=` (in the struct's padding: the buffer's entries stay 88 bytes).
+    pub request: Option<std::num::NonZeroU32>,
 }
 
 impl Ev {
@@ -157,7 +159,18 @@ mod tests {
             synth_ms: None,
             gpu_ms: None,
             proof_kind: None,
+            request: None,
         }
+    }
+
+    #[test]
+    fn an_event_in_the_buffer_stays_88_bytes() {
+        // `request` lives in what was padding: the buffer moves no more bytes for it
+        assert!(
+            std::mem::size_of::<Ev>() <= 88,
+            "{}",
+            std::mem::size_of::<Ev>()
+        );
     }
 
     /// Whatever the order events come in (sorted, reversed, shuffled, ties), they leave by

@@ -24,6 +24,7 @@ pub(crate) fn printed<'a>(ev: &EventRef<'a>) -> EventRef<'a> {
 pub(crate) fn queue_after<'a>(synth_end: &EventRef<'a>) -> EventRef<'a> {
     let mut g = TimelineEvent::new(synth_end.offset_ms, EventKind::GpuQueue, synth_end.job_id);
     g.partition = synth_end.partition;
+    g.request = synth_end.request;
     g.monolithic = EventKind::GpuQueue.carries().monolithic_if_whole && g.partition.is_none();
     g
 }
@@ -71,6 +72,7 @@ pub(crate) fn span_event(
         }
     }
     ev.monolithic = c.monolithic_if_whole && whole;
+    ev.request = f.printed_request();
     Some(ev)
 }
 

@@ -17,6 +17,7 @@
 
 mod callsites;
 mod event;
+mod requests;
 mod rules;
 mod spans;
 mod stats;
@@ -25,6 +26,7 @@ pub(crate) use callsites::CallsiteSet;
 #[cfg(test)]
 pub(crate) use event::span_event;
 pub(crate) use event::{printed, queue_after};
+pub(crate) use requests::Requests;
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
 pub(crate) use spans::SpanTable;
@@ -60,6 +62,7 @@ pub struct TimelineLayer {
     pub(crate) clock: Clock,
     pub(crate) callsites: CallsiteSet,
     pub(crate) spans: Arc<SpanTable>,
+    pub(crate) requests: Requests,
 }
 
 impl TimelineLayer {
@@ -252,6 +255,7 @@ where
             first_enter: None,
             start_pending: false,
             failed: false,
+            request_origin: false,
         };
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
@@ -269,13 +273,34 @@ where
             Some(i) => i.whole.clone(),
             None => self.cfg.whole_for(attrs.metadata().name()),
         };
-        if whole.is_none() && !state.fields.complete() {
+        // a request span: one of the prover's own (no rule), for a whole request (a job
+        // id, no partition), unless it is inside another request span of the id
+        let request_span = state.rules == [0; 3]
+            && whole.is_none()
+            && state.fields.job_id.is_some()
+            && state.fields.partition.is_none();
+        // (a span with all its fields looks further only while a request span is open)
+        if whole.is_none() && (!state.fields.complete() || self.requests.any_open()) {
             self.inherit(attrs, &ctx, &mut state.fields);
+        }
+        if request_span && state.fields.request.is_none() {
+            if let Some(job) = state.fields.job_id() {
+                state.fields.request = Some(self.requests.open(job));
+                state.request_origin = true;
+            }
         }
         if let Some(kind) = whole {
             // a whole proof: no partition, whatever the span's fields say
             if state.fields.job_id.is_none() {
                 self.inherit(attrs, &ctx, &mut state.fields);
+            } else if self.requests.any_open() {
+                // only the request it is part of, if any (once a proof)
+                let mut around = SpanFields {
+                    job_id: state.fields.job_id.clone(),
+                    ..SpanFields::default()
+                };
+                self.inherit(attrs, &ctx, &mut around);
+                state.fields.request = around.request;
             }
             state.fields.partition = None;
             if state.fields.proof_kind.is_none() {
@@ -332,6 +357,11 @@ where
     fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
         if let Some(st) = self.spans.remove(&id) {
             self.close(&st);
+            if st.request_origin {
+                if let (Some(job), Some(n)) = (st.fields.job_id(), st.fields.request) {
+                    self.requests.close(job, n);
+                }
+            }
         }
     }
 

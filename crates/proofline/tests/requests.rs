@@ -1,0 +1,221 @@
+//! Two requests of one job id in flight at once (a client's retry that did not cancel the
+//! first, as Curio does after its proof timeout): where the prover opens a span for each
+//! request, the layer tells them apart, and each is a job of its own with its own figures
+//! and trace; the log it writes tells them apart too.
+
+use std::sync::{Arc, Barrier, mpsc};
+use std::thread;
+use std::time::Duration;
+
+use proofline::core::ids::trace_id;
+use proofline::core::report::{JobRecord, JobStatus};
+use proofline::core::sink::NoUpdates;
+use proofline::core::{Engine, codec};
+use proofline::{Edge, EventKind, TimelineLayer};
+use tracing::info_span;
+use tracing_subscriber::prelude::*;
+
+mod common;
+use common::*;
+
+const PARTS: u32 = 4;
+const JOB: &str = "batch-00017";
+
+fn builder() -> proofline::Builder {
+    TimelineLayer::builder()
+        .clear_mappings()
+        .map("witness", EventKind::SynthStart, Edge::FirstEnter)
+        .map("witness", EventKind::SynthEnd, Edge::Close)
+        .map("prove_segment", EventKind::GpuStart, Edge::FirstEnter)
+        .map("prove_segment", EventKind::GpuEnd, Edge::Close)
+        .partitions_for("batch-", PARTS)
+        .engine_config(engine_cfg())
+        .silence_warning_after(Duration::from_secs(3600))
+}
+
+/// One request of `JOB`: a `request` span carrying the id, its partitions' witness spans
+/// inside it on this thread, and their GPU work on the GPU thread, inside the request span
+/// (`gpu_inside`) or outside any (a GPU queue that carries no span, as cuzk's does).
+fn request(
+    d: &tracing::Dispatch,
+    gpu: &mpsc::Sender<(tracing::Span, u32)>,
+    gpu_inside: bool,
+    synth_ms: u64,
+    started: Option<&Barrier>,
+) {
+    let _d = tracing::dispatcher::set_default(d);
+    let req = info_span!("request", job_id = %JOB);
+    let _in = req.enter();
+    for p in 0..PARTS {
+        info_span!("witness", partition = p).in_scope(|| {
+            if let (0, Some(b)) = (p, started) {
+                b.wait();
+            }
+            thread::sleep(Duration::from_millis(synth_ms));
+        });
+        let parent = if gpu_inside {
+            req.clone()
+        } else {
+            tracing::Span::none()
+        };
+        gpu.send((parent, p)).unwrap();
+    }
+    // the request waits for its proof (its span stays open while the GPU works)
+    thread::sleep(Duration::from_millis(60));
+}
+
+/// Runs two requests of one id, the second starting while the first synthesizes, and
+/// returns the report and the TIMELINE text.
+fn two_requests(gpu_inside: bool) -> (proofline::Report, String) {
+    // the retry synthesizes faster: its partitions reach the GPU before the first's
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = builder().timeline_to_writer(buf.clone()).build();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (gpu_tx, gpu_rx) = mpsc::channel::<(tracing::Span, u32)>();
+    let gpu = {
+        let d = d.clone();
+        thread::spawn(move || {
+            let _d = tracing::dispatcher::set_default(&d);
+            for (parent, p) in gpu_rx {
+                let s = if parent.is_none() {
+                    info_span!(parent: None, "prove_segment", job_id = %JOB, partition = p,
+                        worker = 0u32, gpu = 0u32)
+                } else {
+                    info_span!(parent: &parent, "prove_segment", partition = p,
+                        worker = 0u32, gpu = 0u32)
+                };
+                s.in_scope(|| thread::sleep(Duration::from_millis(4)));
+            }
+        })
+    };
+    let started = Arc::new(Barrier::new(2));
+    let first = {
+        let (d, tx, b) = (d.clone(), gpu_tx.clone(), started.clone());
+        thread::spawn(move || request(&d, &tx, gpu_inside, 60, Some(&b)))
+    };
+    // the retry comes while the first request's first partition synthesizes
+    started.wait();
+    thread::sleep(Duration::from_millis(5));
+    let second = {
+        let (d, tx) = (d.clone(), gpu_tx.clone());
+        thread::spawn(move || request(&d, &tx, gpu_inside, 10, None))
+    };
+    first.join().unwrap();
+    second.join().unwrap();
+    drop(gpu_tx);
+    gpu.join().unwrap();
+    drop(d);
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    (report, buf.text())
+}
+
+/// The two requests' jobs, first attempt first.
+fn jobs(report: &proofline::Report) -> Vec<&JobRecord> {
+    let mut jobs: Vec<&JobRecord> = report.jobs.iter().filter(|j| &*j.job_id == JOB).collect();
+    jobs.sort_by_key(|j| j.attempt);
+    jobs
+}
+
+fn assert_two_whole_jobs(report: &proofline::Report, what: &str) {
+    let jobs = jobs(report);
+    assert_eq!(jobs.len(), 2, "{what}: {:#?}", report.jobs);
+    for j in &jobs {
+        assert_eq!(j.status, JobStatus::Complete, "{what}: {j:#?}");
+        assert_eq!(j.partitions_done, PARTS, "{what}: {j:#?}");
+        // its GPU work is its own: none before its synthesis
+        assert!(
+            j.first_gpu_start_ms >= j.first_synth_end_ms,
+            "{what}: {j:#?}"
+        );
+    }
+    assert_eq!((jobs[0].attempt, jobs[1].attempt), (0, 1), "{what}");
+    // the second started while the first ran
+    assert!(
+        jobs[1].first_synth_start_ms < jobs[0].last_gpu_end_ms,
+        "{what}: {jobs:#?}"
+    );
+    let e = &report.events;
+    assert_eq!(e.concurrent_requests, 1, "{what}: {e:#?}");
+    assert_eq!(
+        (e.conflicts, e.duplicates, e.overlapping_attempts),
+        (0, 0, 0),
+        "{what}: nothing merged, nothing lost: {e:#?}"
+    );
+    // each its own trace
+    let run = &report.jobs[0].run;
+    assert_ne!(
+        trace_id("k", *run, JOB, jobs[0].attempt),
+        trace_id("k", *run, JOB, jobs[1].attempt)
+    );
+}
+
+/// What `analyze` makes of the lines the layer wrote.
+fn analyzed(text: &str) -> proofline::Report {
+    let mut cfg = engine_cfg();
+    cfg.partitions_by_prefix.push(("batch-".into(), PARTS));
+    let mut engine = Engine::new(cfg);
+    for line in text.lines() {
+        if let Some(ev) = codec::parse_line(line).unwrap() {
+            engine.ingest(&ev, &mut NoUpdates);
+        }
+    }
+    engine.finish(&mut NoUpdates);
+    engine.report()
+}
+
+#[test]
+fn two_requests_of_one_id_in_flight_are_two_jobs_each_with_its_own_trace() {
+    let (report, text) = two_requests(true);
+    assert_two_whole_jobs(&report, "the layer");
+    // the first request's lines are cuzk's own; the second's say which request they are
+    let (plain, marked): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| !l.contains("request="));
+    assert_eq!(plain.len(), (PARTS * 5) as usize, "{text}");
+    assert_eq!(marked.len(), (PARTS * 5) as usize, "{text}");
+    assert!(marked.iter().all(|l| l.ends_with(",request=2")), "{text}");
+    // the log alone gives the same two jobs
+    assert_two_whole_jobs(&analyzed(&text), "analyze of the log");
+}
+
+#[test]
+fn gpu_work_outside_the_request_spans_goes_to_the_request_that_waits_for_it() {
+    // the GPU queue carries no span: its events name no request, and each goes to the
+    // oldest request in flight that waits for it on that partition (the retry's, which
+    // reach the GPU first, are not taken for the first request's)
+    let (report, text) = two_requests(false);
+    assert_two_whole_jobs(&report, "the layer");
+    let marked = text.lines().filter(|l| l.contains("request=2")).count();
+    assert_eq!(
+        marked,
+        (PARTS * 3) as usize,
+        "SYNTH_START, SYNTH_END, GPU_QUEUE: {text}"
+    );
+    assert_two_whole_jobs(&analyzed(&text), "analyze of the log");
+}
+
+#[test]
+fn one_request_at_a_time_writes_no_request_number() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = builder().timeline_to_writer(buf.clone()).build();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let (gpu_tx, gpu_rx) = mpsc::channel::<(tracing::Span, u32)>();
+    // the same id twice, one after the other: a retry after the first ended
+    for _ in 0..2 {
+        request(&d, &gpu_tx, true, 2, None);
+        while let Ok((parent, p)) = gpu_rx.try_recv() {
+            let _d = tracing::dispatcher::set_default(&d);
+            info_span!(parent: &parent, "prove_segment", partition = p, worker = 0u32, gpu = 0u32)
+                .in_scope(|| thread::sleep(Duration::from_millis(1)));
+        }
+    }
+    drop(d);
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    assert!(!text.contains("request="), "{text}");
+    assert_eq!(report.events.concurrent_requests, 0);
+    assert_eq!(
+        jobs(&report).len(),
+        2,
+        "a retry after the end is an attempt too"
+    );
+}
