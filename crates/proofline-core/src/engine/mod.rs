@@ -301,11 +301,17 @@ impl Engine {
             proof_kind,
             request: ev.request.and_then(std::num::NonZeroU32::new),
         };
-        self.admit(ev.offset_ms, e, sink);
+        // the usual line: in the window, nothing held (the rest decides in `admit`)
+        if self.held.side.is_none() && self.side_of(ev.offset_ms).is_none() {
+            self.accept(ev.offset_ms, e, sink);
+        } else {
+            self.admit(ev.offset_ms, e, sink);
+        }
     }
 
     /// Uses an event at `offset` of the run in progress: in the reorder buffer, or processed
     /// at once when it is older than the present (counted late).
+    #[inline]
     fn accept(&mut self, offset: u64, mut e: Ev, sink: &mut impl UpdateSink) {
         self.max_event_offset = Some(self.max_event_offset.map_or(offset, |m| m.max(offset)));
         self.max_offset = Some(self.max_offset.map_or(offset, |m| m.max(offset)));
@@ -316,7 +322,7 @@ impl Engine {
         }
         if self.started && e.t < self.now {
             self.totals.stats.late += 1;
-            self.process(e, sink);
+            self.process(&e, sink);
         } else {
             self.reorder.insert(e);
         }
@@ -394,14 +400,14 @@ impl Engine {
             .saturating_add(max)
             .saturating_sub(self.cfg.reorder_window_ms);
         while let Some(e) = self.reorder.pop_until(horizon) {
-            self.process(e, sink);
+            self.process(&e, sink);
         }
     }
 
     /// Ends the current run: drains the buffer, closes jobs, folds run totals.
     fn end_run(&mut self, status: JobStatus, sink: &mut impl UpdateSink) {
         while let Some(e) = self.reorder.pop() {
-            self.process(e, sink);
+            self.process(&e, sink);
         }
         self.finalize_gaps(sink);
         // complete what is complete, close the rest

@@ -31,29 +31,29 @@ fn live_mut(jobs: &mut [Option<Job>], idx: usize) -> &mut Job {
 impl Engine {
     /// Applies one event. Events come in time order, except late ones (older than the
     /// present), which are recorded at their own time and accounted at the present.
-    pub(super) fn process(&mut self, e: Ev, sink: &mut impl UpdateSink) {
+    pub(super) fn process(&mut self, e: &Ev, sink: &mut impl UpdateSink) {
         let late = self.started && e.t < self.now;
         if !late {
             self.advance_time(e.t, sink);
         }
         // accounting time: a late event is placed at the present for busy/queue bookkeeping
         let at = e.t.max(self.now);
-        let Some(idx) = self.job_for(&e, sink) else {
+        let Some(idx) = self.job_for(e, sink) else {
             self.names.unref(e.name);
             return;
         };
         self.names.unref(e.name);
         let pidx = e.partition.unwrap_or(0) as usize;
-        if !self.record(idx, pidx, &e) {
+        if !self.record(idx, pidx, e) {
             return;
         }
         match e.kind {
             EventKind::SynthStart => self.on_synth_start(idx, pidx, e.t),
-            EventKind::SynthEnd => self.on_synth_end(idx, pidx, &e),
+            EventKind::SynthEnd => self.on_synth_end(idx, pidx, e),
             EventKind::GpuQueue => self.on_gpu_queue(idx, pidx, e.t),
             EventKind::GpuPickup => self.on_gpu_pickup(idx, pidx),
-            EventKind::GpuStart => self.on_gpu_start(idx, pidx, &e, at, sink),
-            EventKind::GpuEnd => self.on_gpu_end(idx, pidx, &e, at, sink),
+            EventKind::GpuStart => self.on_gpu_start(idx, pidx, e, at, sink),
+            EventKind::GpuEnd => self.on_gpu_end(idx, pidx, e, at, sink),
         }
     }
 

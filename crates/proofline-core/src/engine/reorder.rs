@@ -102,8 +102,14 @@ impl Reorder {
 
     /// Buffers an event in its place: in the sorted queue when its place is among the last
     /// [`NEAR`] (a few threads' lines interleaved), else in the heap.
+    #[inline]
     pub fn insert(&mut self, e: Ev) {
         let len = self.pending.len();
+        // most events come in order: at the back, with no search and no shift
+        if self.pending.back().is_none_or(|b| b.key() <= e.key()) {
+            self.pending.push_back(e);
+            return;
+        }
         let mut at = len;
         while at > 0 && len - at < NEAR && self.pending[at - 1].key() > e.key() {
             at -= 1;
@@ -126,6 +132,7 @@ impl Reorder {
     }
 
     /// The oldest event, if it is at or before `horizon`.
+    #[inline]
     pub fn pop_until(&mut self, horizon: u64) -> Option<Ev> {
         let t = match self.oldest_behind()? {
             true => self.behind.peek().map(|Reverse(ByKey(e))| e.t),
@@ -135,6 +142,7 @@ impl Reorder {
     }
 
     /// The oldest event, whatever its time.
+    #[inline]
     pub fn pop(&mut self) -> Option<Ev> {
         match self.oldest_behind()? {
             true => self.behind.pop().map(|Reverse(ByKey(e))| e),
