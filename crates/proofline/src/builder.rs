@@ -297,6 +297,15 @@ impl Builder {
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
         let mut engine = self.overrides.apply(self.engine);
         engine.gpu_interval_source = gpu_interval_source(&self.rules);
+        let setup_of = |cfg: &Arc<LayerConfig>, engine: &EngineConfig| crate::worker::Setup {
+            cfg: cfg.clone(),
+            workers_per_device: engine.gpu_workers_per_device,
+            workers_per_device_given: engine.gpu_workers_per_device_given,
+            warned_job_id: false,
+            warned_assumed_gpu: false,
+            gpu_since: None,
+            warned_no_synth: false,
+        };
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,
             whole: self.whole,
@@ -324,6 +333,7 @@ impl Builder {
             Output::Writer(w) => Some(w),
             Output::Discard => None,
         };
+        let setup = setup_of(&cfg, &engine);
         let worker = Worker {
             handoff: handoff.clone(),
             rings: handoff::Rings::default(),
@@ -347,6 +357,7 @@ impl Builder {
             pickup_since: None,
             warned_no_start: false,
             kinds_seen: [0; 6],
+            setup,
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())
@@ -420,6 +431,7 @@ impl EngineOverrides {
     fn apply(self, mut base: EngineConfig) -> EngineConfig {
         if let Some(n) = self.gpu_workers_per_device {
             base.gpu_workers_per_device = n;
+            base.gpu_workers_per_device_given = true;
         }
         if let Some(w) = self.reorder_window_ms {
             base.reorder_window_ms = w;

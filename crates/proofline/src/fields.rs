@@ -6,6 +6,10 @@ use std::sync::Arc;
 use tracing::field::{Field, Visit};
 
 /// Names of the span fields proofline reads (on the span, then on its ancestors).
+///
+/// One name may be given for several roles: a prover with one worker per GPU that calls
+/// both `device` fills the worker and the GPU from it (`worker: vec!["device".into()], gpu:
+/// vec!["device".into()]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldNames {
     /// The job (request) id. Default `job_id`.
@@ -43,22 +47,57 @@ pub(crate) enum Slot {
     ProofKind,
 }
 
+impl Slot {
+    const ALL: [Slot; 5] = [
+        Slot::JobId,
+        Slot::Partition,
+        Slot::Worker,
+        Slot::Gpu,
+        Slot::ProofKind,
+    ];
+}
+
+/// The roles one field name fills (usually one, none for a field proofline does not read).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Slots(u8);
+
+impl Slots {
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    pub fn contains(self, slot: Slot) -> bool {
+        self.0 & (1 << slot as u8) != 0
+    }
+
+    pub fn iter(self) -> impl Iterator<Item = Slot> {
+        Slot::ALL.into_iter().filter(move |&s| self.contains(s))
+    }
+}
+
+impl From<Slot> for Slots {
+    fn from(s: Slot) -> Self {
+        Slots(1 << s as u8)
+    }
+}
+
 impl FieldNames {
-    pub(crate) fn slot(&self, name: &str) -> Option<Slot> {
-        let has = |v: &Vec<String>| v.iter().any(|n| n == name);
-        if has(&self.job_id) {
-            Some(Slot::JobId)
-        } else if has(&self.partition) {
-            Some(Slot::Partition)
-        } else if has(&self.worker) {
-            Some(Slot::Worker)
-        } else if has(&self.gpu) {
-            Some(Slot::Gpu)
-        } else if has(&self.proof_kind) {
-            Some(Slot::ProofKind)
-        } else {
-            None
-        }
+    /// The roles a field of this name fills.
+    pub(crate) fn slots(&self, name: &str) -> Slots {
+        let of = |slot: Slot| match slot {
+            Slot::JobId => &self.job_id,
+            Slot::Partition => &self.partition,
+            Slot::Worker => &self.worker,
+            Slot::Gpu => &self.gpu,
+            Slot::ProofKind => &self.proof_kind,
+        };
+        Slots(Slot::ALL.into_iter().fold(0, |bits, slot| {
+            if of(slot).iter().any(|n| n == name) {
+                bits | 1 << slot as u8
+            } else {
+                bits
+            }
+        }))
     }
 }
 
@@ -248,16 +287,16 @@ pub(crate) fn intern(s: &str) -> Arc<Name> {
 /// Visits a span's fields into [`SpanFields`].
 pub(crate) struct FieldVisitor<'a> {
     pub names: &'a FieldNames,
-    /// The slot of each field of the callsite, by field index, when worked out beforehand.
-    pub slots: Option<&'a [Option<Slot>]>,
+    /// The roles of each field of the callsite, by field index, when worked out beforehand.
+    pub slots: Option<&'a [Slots]>,
     pub out: &'a mut SpanFields,
 }
 
 impl FieldVisitor<'_> {
-    fn slot(&self, field: &Field) -> Option<Slot> {
+    fn slots(&self, field: &Field) -> Slots {
         match self.slots {
-            Some(slots) => slots.get(field.index()).copied().flatten(),
-            None => self.names.slot(field.name()),
+            Some(slots) => slots.get(field.index()).copied().unwrap_or_default(),
+            None => self.names.slots(field.name()),
         }
     }
 
@@ -300,37 +339,43 @@ impl FieldVisitor<'_> {
 
 impl Visit for FieldVisitor<'_> {
     fn record_u64(&mut self, field: &Field, value: u64) {
-        if let Some(slot) = self.slot(field) {
+        for slot in self.slots(field).iter() {
             self.set_num(slot, value);
         }
     }
 
     fn record_i64(&mut self, field: &Field, value: i64) {
-        if let Some(slot) = self.slot(field) {
-            if let Ok(v) = u64::try_from(value) {
+        if let Ok(v) = u64::try_from(value) {
+            for slot in self.slots(field).iter() {
                 self.set_num(slot, v);
             }
         }
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        if let Some(slot) = self.slot(field) {
+        for slot in self.slots(field).iter() {
             self.set_str(slot, value);
         }
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        if let Some(slot) = self.slot(field) {
-            let mut s = StackStr::new();
-            if write!(s, "{value:?}").is_ok() {
-                if let Some(s) = s.as_str() {
-                    let s = unquote(s);
+        let slots = self.slots(field);
+        if slots.is_empty() {
+            return;
+        }
+        let mut s = StackStr::new();
+        if write!(s, "{value:?}").is_ok() {
+            if let Some(s) = s.as_str() {
+                let s = unquote(s);
+                for slot in slots.iter() {
                     self.set_str(slot, s);
-                    return;
                 }
+                return;
             }
-            // longer than the stack buffer: allocate (rare; job ids are short)
-            let s = format!("{value:?}");
+        }
+        // longer than the stack buffer: allocate (rare; job ids are short)
+        let s = format!("{value:?}");
+        for slot in slots.iter() {
             self.set_str(slot, unquote(&s));
         }
     }

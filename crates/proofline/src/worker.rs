@@ -70,6 +70,46 @@ pub(crate) struct Worker {
     pub warned_no_start: bool,
     /// Events handled, by kind.
     pub kinds_seen: [u64; 6],
+    /// What the warnings about the layer's set-up need, and which were printed.
+    pub setup: Setup,
+}
+
+/// The warnings that name what in the layer's set-up is likely wrong.
+pub(crate) struct Setup {
+    pub cfg: Arc<crate::layer::LayerConfig>,
+    /// GPU = worker / this, when an event names no GPU.
+    pub workers_per_device: u32,
+    /// The prover's set-up gave it (else it is cuzk's default, assumed).
+    pub workers_per_device_given: bool,
+    pub warned_job_id: bool,
+    pub warned_assumed_gpu: bool,
+    /// Since when GPU events come and no synthesis event.
+    pub gpu_since: Option<Instant>,
+    pub warned_no_synth: bool,
+}
+
+impl Setup {
+    /// Whether a rule maps a span edge to `kind`.
+    fn maps(&self, kind: EventKind) -> bool {
+        self.cfg.rules.iter().any(|r| r.event == kind)
+    }
+
+    /// The spans mapped to any of `kinds`, for a message.
+    fn spans_of(&self, kinds: &[EventKind]) -> String {
+        let mut names: Vec<&str> = self
+            .cfg
+            .rules
+            .iter()
+            .filter(|r| kinds.contains(&r.event))
+            .map(|r| r.span.as_str())
+            .collect();
+        names.dedup();
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }
 
 impl Worker {
@@ -102,6 +142,7 @@ impl Worker {
                 self.flush();
             }
             self.warn_once();
+            self.warn_no_synthesis();
             if stop && self.rings.is_empty() && !self.handoff.any_opened() {
                 break;
             }
@@ -147,7 +188,26 @@ impl Worker {
             );
         }
         let received = self.stats.received.load(Ordering::Relaxed);
-        if self.stats.mapped_callsites.load(Ordering::Relaxed) > 0 && received == 0 {
+        let no_job_id = self.stats.missing_job_id.load(Ordering::Relaxed);
+        if no_job_id > 0 && !self.setup.warned_job_id {
+            self.setup.warned_job_id = true;
+            let span = self
+                .stats
+                .first_without_job_id
+                .get()
+                .map(|s| format!(" (the first: `{s}`)"))
+                .unwrap_or_default();
+            self.warn(&format!(
+                "{no_job_id} span edges had no job id{span}: none of the fields {:?} was on the span or an ancestor, so their events were dropped (counted as unattributed); name the prover's job field: Builder::field_names(FieldNames {{ job_id: vec![\"<field>\".into()], ..FieldNames::default() }})",
+                self.setup.cfg.fields.job_id
+            ));
+        }
+        // (events that were all dropped for want of a job id are said above, not blamed
+        // on a filter)
+        if self.stats.mapped_callsites.load(Ordering::Relaxed) > 0
+            && received == 0
+            && no_job_id == 0
+        {
             let since = *self.silent_since.get_or_insert_with(Instant::now);
             if !self.warned_silent && since.elapsed() >= self.silence {
                 self.warned_silent = true;
@@ -170,6 +230,53 @@ impl Worker {
                 ));
             }
         }
+    }
+
+    /// GPU events and no synthesis event for the silence delay, though spans are mapped to
+    /// synthesis: those spans never reach the layer (filtered out by level, or named
+    /// otherwise in the prover), and every figure that needs them is missing.
+    fn warn_no_synthesis(&mut self) {
+        let gpu = self.kinds_seen[EventKind::GpuStart.index()]
+            + self.kinds_seen[EventKind::GpuEnd.index()];
+        let synth = self.kinds_seen[EventKind::SynthStart.index()]
+            + self.kinds_seen[EventKind::SynthEnd.index()];
+        let synth_mapped =
+            self.setup.maps(EventKind::SynthStart) || self.setup.maps(EventKind::SynthEnd);
+        if gpu == 0 || synth > 0 || !synth_mapped || self.setup.warned_no_synth {
+            return;
+        }
+        let since = *self.setup.gpu_since.get_or_insert_with(Instant::now);
+        if since.elapsed() >= self.silence {
+            self.setup.warned_no_synth = true;
+            let spans = self
+                .setup
+                .spans_of(&[EventKind::SynthStart, EventKind::SynthEnd]);
+            self.warn(&format!(
+                "{gpu} GPU events and no synthesis event in {:?}: the spans mapped to SYNTH_START and SYNTH_END ({spans}) never reached the layer; a filter is likely below their level (a `debug` span under an `info` filter), or the prover names them otherwise. Synthesis figures (lead time, synthesis-bound verdicts) are missing until they come",
+                self.silence
+            ));
+        }
+    }
+
+    /// A GPU event from a span names its worker and no GPU, and nothing said how workers
+    /// map to GPUs: GPU = worker / N is assumed (cuzk's layout), which mislabels a prover
+    /// with one worker per GPU; said once.
+    fn check_assumed_gpu(&mut self, ev: &EventRef<'_>) {
+        if self.setup.warned_assumed_gpu
+            || self.setup.workers_per_device_given
+            || !ev.kind.is_gpu()
+            || ev.gpu.is_some()
+            || ev.worker.is_none()
+            || !(self.setup.maps(EventKind::GpuStart) || self.setup.maps(EventKind::GpuEnd))
+        {
+            return;
+        }
+        self.setup.warned_assumed_gpu = true;
+        let n = self.setup.workers_per_device;
+        self.warn(&format!(
+            "GPU events name a worker and no GPU (no field of {:?} on the span or its ancestors): GPU = worker / {n} is assumed, cuzk's layout of {n} workers a GPU; where a worker has a GPU of its own, name its field for both roles (FieldNames {{ worker: vec![\"device\".into()], gpu: vec![\"device\".into()], .. }}), or set Builder::gpu_workers_per_device",
+            self.setup.cfg.fields.gpu
+        ));
     }
 
     fn warn(&self, what: &str) {
@@ -245,6 +352,7 @@ impl Worker {
 
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         self.kinds_seen[ev.kind.index()] += 1;
+        self.check_assumed_gpu(ev);
         if let Some(out) = &mut self.out {
             line.clear();
             codec::write_line(line, &printed(ev));

@@ -112,7 +112,7 @@ impl CallsiteSet {
 mod tests {
     use super::*;
     use crate::fields::FieldNames;
-    use crate::fields::Slot;
+    use crate::fields::{Slot, Slots};
     use proofline_core::EventKind;
 
     /// A span can be created while its callsite is still being registered on another
@@ -153,7 +153,10 @@ mod tests {
                 1 << EventKind::GpuEnd.index()
             ]
         );
-        assert_eq!(&*info.slots, &[None, Some(Slot::Partition)]);
+        assert_eq!(
+            &*info.slots,
+            &[Slots::default(), Slots::from(Slot::Partition)]
+        );
         assert_eq!(set.find(other), Known::Missing);
         assert_eq!(set.classify(other, &cfg), Known::Unwanted);
         assert_eq!(set.find(other), Known::Unwanted);

@@ -307,6 +307,12 @@ where
                 state.fields.proof_kind = kind;
             }
         }
+        if state.fields.job_id.is_none()
+            && state.rules != [0; 3]
+            && self.stats.first_without_job_id.get().is_none()
+        {
+            let _ = self.stats.first_without_job_id.set(attrs.metadata().name());
+        }
         let created = state.rules[Edge::Created.index()];
         if created != 0 {
             self.emit_mask(created, &state.fields, self.clock.now(), None);

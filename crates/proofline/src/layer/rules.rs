@@ -3,7 +3,7 @@
 use proofline_core::EventKind;
 use tracing::Metadata;
 
-use crate::fields::{FieldNames, Slot};
+use crate::fields::{FieldNames, Slots};
 
 /// When, in a span's life, a TIMELINE event is emitted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,7 +131,7 @@ pub(crate) struct CallsiteInfo {
     pub(crate) rules: RuleMask,
     /// A whole-proof span (and the kind it synthesizes, if known).
     pub(crate) whole: Option<Option<std::sync::Arc<crate::fields::Name>>>,
-    pub(crate) slots: Box<[Option<Slot>]>,
+    pub(crate) slots: Box<[Slots]>,
     /// The callsite declares a field named `error` (worked out once, not per span).
     pub(crate) error_field: bool,
 }
@@ -178,7 +178,7 @@ impl LayerConfig {
             slots: meta
                 .fields()
                 .iter()
-                .map(|f| self.fields.slot(f.name()))
+                .map(|f| self.fields.slots(f.name()))
                 .collect(),
             error_field: meta.fields().field("error").is_some(),
         }
@@ -192,7 +192,7 @@ impl LayerConfig {
             || meta
                 .fields()
                 .iter()
-                .any(|f| self.fields.slot(f.name()).is_some())
+                .any(|f| !self.fields.slots(f.name()).is_empty())
     }
 }
 

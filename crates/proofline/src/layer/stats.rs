@@ -25,6 +25,9 @@ pub struct LayerStats {
     pub mapped_callsites: AtomicU64,
     /// Warnings printed on stderr (nothing received, no GPU_START, events dropped, ...).
     pub warnings: AtomicU64,
+    /// The first mapped span made with no job id on it or its ancestors (named in the
+    /// warning about events without one).
+    pub(crate) first_without_job_id: std::sync::OnceLock<&'static str>,
 }
 
 /// A snapshot of [`LayerStats`].
