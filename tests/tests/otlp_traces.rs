@@ -134,3 +134,67 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     b.sort();
     assert_eq!(a, b);
 }
+
+/// Job `b` runs on two GPUs after job `a` on both: 50 ms after it on GPU 0, 3 s after it on
+/// GPU 1 (a stall there only).
+const TWO_GPU_LOG: &str = "\
+TIMELINE,0,SYNTH_START,a,partition=0
+TIMELINE,0,SYNTH_START,a,partition=1
+TIMELINE,90,SYNTH_END,a,partition=0,synth_ms=90
+TIMELINE,90,SYNTH_END,a,partition=1,synth_ms=90
+TIMELINE,100,GPU_START,a,worker=0,partition=0,gpu=0
+TIMELINE,100,GPU_START,a,worker=2,partition=1,gpu=1
+TIMELINE,150,SYNTH_START,b,partition=0
+TIMELINE,150,SYNTH_START,b,partition=1
+TIMELINE,200,GPU_END,a,worker=0,partition=0,gpu_ms=100,gpu=0
+TIMELINE,200,GPU_END,a,worker=2,partition=1,gpu_ms=100,gpu=1
+TIMELINE,240,SYNTH_END,b,partition=0,synth_ms=90
+TIMELINE,250,GPU_START,b,worker=0,partition=0,gpu=0
+TIMELINE,350,GPU_END,b,worker=0,partition=0,gpu_ms=100,gpu=0
+TIMELINE,3100,SYNTH_END,b,partition=1,synth_ms=2950
+TIMELINE,3200,GPU_START,b,worker=2,partition=1,gpu=1
+TIMELINE,3300,GPU_END,b,worker=2,partition=1,gpu_ms=100,gpu=1
+";
+
+#[test]
+fn a_job_on_two_gpus_carries_each_gpus_transition_into_it() {
+    let rx = HttpReceiver::start(Mode::Answer);
+    let (mut sink, mut handle) = proofline_otlp::start(cfg(rx.endpoint())).unwrap();
+    replay(TWO_GPU_LOG, engine_cfg(), &mut sink);
+    drop(sink);
+    handle.shutdown(Duration::from_secs(10)).unwrap();
+    let spans = rx.got.spans();
+    let b = root_of(&spans, "b").clone();
+    // the first GPU's numbers as before, and the widest gap with its GPU
+    assert_eq!(int(&b, "transition.gpu"), Some(0));
+    assert_eq!(int(&b, "transition.gap_ms"), Some(50));
+    assert_eq!(int(&b, "transition.gpus"), Some(2));
+    assert_eq!(int(&b, "transition.max_gap_ms"), Some(3000));
+    assert_eq!(int(&b, "transition.max_gap_gpu"), Some(1));
+    // a link per GPU, each with its own numbers: the stall on GPU 1 is in the trace
+    let prev = child(&spans, &b, "previous sector").expect("b's link to a");
+    let by_gpu: Vec<(i64, i64)> = prev
+        .links
+        .iter()
+        .map(|l| {
+            let get = |key: &str| {
+                l.attributes.iter().find(|a| a.key == key).and_then(|a| {
+                    match a.value.as_ref()?.value.as_ref()? {
+                        Value::IntValue(i) => Some(*i),
+                        _ => None,
+                    }
+                })
+            };
+            (get("gpu").unwrap(), get("transition.gap_ms").unwrap())
+        })
+        .collect();
+    assert_eq!(by_gpu, vec![(0, 50), (1, 3000)]);
+    // the span covers both transitions
+    let a = root_of(&spans, "a");
+    assert_eq!(prev.links[0].trace_id, a.trace_id);
+    assert_eq!(
+        (prev.end_time_unix_nano - prev.start_time_unix_nano) / 1_000_000,
+        3000,
+        "from a's last GPU_END (200) to b's last first GPU_START (3200)"
+    );
+}

@@ -176,13 +176,25 @@ impl TraceBuilder {
         if job.unobserved_gpu {
             attrs.push(KeyValue::new("gpu.unobserved", true));
         }
-        // the transition into this job (the first GPU's, when it ran on several)
+        // the transition into this job: the first GPU's as `transition.*`; when it ran on
+        // several, how many, and the widest gap (each GPU's own numbers are on its link of
+        // the `previous sector` span)
         let mut trs: Vec<&Arc<TransitionRecord>> = transitions.into.iter().collect();
         trs.sort_by_key(|t| t.gpu);
         if let Some(t) = trs.first() {
             attrs.push(KeyValue::new("transition.from_job", t.from_job.to_string()));
             attrs.push(KeyValue::new("transition.gpu", i64::from(t.gpu)));
             push_transition_numbers(&mut attrs, t);
+        }
+        if trs.len() > 1 {
+            attrs.push(KeyValue::new("transition.gpus", trs.len() as i64));
+            if let Some(w) = trs
+                .iter()
+                .max_by_key(|t| (t.gap_ms, std::cmp::Reverse(t.gpu)))
+            {
+                attrs.push(KeyValue::new("transition.max_gap_ms", w.gap_ms));
+                attrs.push(KeyValue::new("transition.max_gap_gpu", i64::from(w.gpu)));
+            }
         }
         let status = match job.status {
             JobStatus::Complete => Status::Unset,
@@ -208,16 +220,18 @@ impl TraceBuilder {
         // points into another trace reads, in Jaeger, as a trace with a missing parent
         // ("Incomplete"); a child has its parent and the link besides.
         if let Some(first) = trs.first() {
+            // a link per GPU, each with that GPU's transition (a stall on the second GPU
+            // of two is in the trace, not only the first GPU's numbers)
             let links = trs
                 .iter()
                 .map(|t| {
-                    self.root_link(
-                        (t.run, &t.from_job, t.from_attempt),
-                        vec![
-                            KeyValue::new("link.kind", "previous_sector"),
-                            KeyValue::new("gpu", i64::from(t.gpu)),
-                        ],
-                    )
+                    let mut a = vec![
+                        KeyValue::new("link.kind", "previous_sector"),
+                        KeyValue::new("gpu", i64::from(t.gpu)),
+                        KeyValue::new("transition.from_job", t.from_job.to_string()),
+                    ];
+                    push_transition_numbers(&mut a, t);
+                    self.root_link((t.run, &t.from_job, t.from_attempt), a)
                 })
                 .collect();
             let mut a = vec![
@@ -225,10 +239,17 @@ impl TraceBuilder {
                 KeyValue::new("transition.gpu", i64::from(first.gpu)),
             ];
             push_transition_numbers(&mut a, first);
-            let (s, e) = (
-                first.from_last_gpu_end_ms.min(first.to_first_gpu_start_ms),
-                first.from_last_gpu_end_ms.max(first.to_first_gpu_start_ms),
-            );
+            // it spans every GPU's transition
+            let s = trs
+                .iter()
+                .map(|t| t.from_last_gpu_end_ms.min(t.to_first_gpu_start_ms))
+                .min()
+                .unwrap_or(0);
+            let e = trs
+                .iter()
+                .map(|t| t.from_last_gpu_end_ms.max(t.to_first_gpu_start_ms))
+                .max()
+                .unwrap_or(0);
             spans.push(self.span(
                 tid,
                 span_id(&raw, "previous sector"),
