@@ -358,6 +358,7 @@ impl Builder {
             warned_no_start: false,
             kinds_seen: [0; 6],
             setup,
+            anchored: None,
         };
         let handle = std::thread::Builder::new()
             .name("proofline-worker".into())

@@ -72,7 +72,12 @@ pub(crate) struct Worker {
     pub kinds_seen: [u64; 6],
     /// What the warnings about the layer's set-up need, and which were printed.
     pub setup: Setup,
+    /// When the clock was last re-anchored to the OS's monotonic clock.
+    pub anchored: Option<Instant>,
 }
+
+/// How often the worker re-anchors the layer's clock (see `clock`).
+const REANCHOR_EVERY: Duration = Duration::from_secs(1);
 
 /// The warnings that name what in the layer's set-up is likely wrong.
 pub(crate) struct Setup {
@@ -143,6 +148,10 @@ impl Worker {
             }
             self.warn_once();
             self.warn_no_synthesis();
+            if self.anchored.is_none_or(|t| t.elapsed() >= REANCHOR_EVERY) {
+                self.clock.reanchor();
+                self.anchored = Some(Instant::now());
+            }
             if stop && self.rings.is_empty() && !self.handoff.any_opened() {
                 break;
             }
