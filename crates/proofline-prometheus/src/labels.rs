@@ -159,9 +159,8 @@ pub struct TraceL {
     pub(crate) trace_id: String,
 }
 
-pub(crate) type ExHist<L> =
-    Family<L, HistogramWithExemplars<TraceL>, fn() -> HistogramWithExemplars<TraceL>>;
-pub(crate) type PlainHist<L> = Family<L, Histogram, fn() -> Histogram>;
+pub(crate) type ExHist<L> = Family<L, HistogramWithExemplars<TraceL>, crate::metrics::HistOf>;
+pub(crate) type PlainHist<L> = Family<L, Histogram, crate::metrics::HistOf>;
 pub(crate) type FloatCounter = Counter<f64, AtomicU64>;
 pub(crate) type FloatGauge = Gauge<f64, AtomicU64>;
 

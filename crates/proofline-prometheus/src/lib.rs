@@ -26,7 +26,7 @@ mod sink;
 mod web;
 
 pub use labels::{TraceL, escape_label_value};
-pub use metrics::Metrics;
+pub use metrics::{Buckets, BucketsError, MAX_BUCKETS, Metrics};
 pub use server::{
     ConnectionStats, DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
     DEFAULT_MAX_CONNECTIONS, MetricsServer, ServeError, ServeOptions, serve, serve_with,

@@ -33,17 +33,141 @@ pub(crate) const SECTOR_BUCKETS: [f64; 10] = [
 /// Cold starts, seconds.
 pub(crate) const COLD_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
-pub(crate) fn gap_hist() -> HistogramWithExemplars<TraceL> {
-    HistogramWithExemplars::new(GAP_BUCKETS.into_iter())
+/// The most finite buckets a histogram may have (the series budget: README "Series budget").
+pub const MAX_BUCKETS: usize = 10;
+
+/// The buckets (upper bounds, in seconds) of proofline's histograms. The defaults are sized
+/// for cuzk (a partition's GPU work 2-7 s, its synthesis ~30 s, a sector ~40 s to minutes);
+/// a prover of another size sets its own:
+///
+/// ```
+/// use proofline_prometheus::{Buckets, Metrics};
+/// // jobs of 1-2 s, GPU stages of ~100 ms
+/// let buckets = Buckets::default()
+///     .job(vec![0.5, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0])
+///     .stage(vec![0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0]);
+/// let metrics = Metrics::with_buckets(buckets).unwrap();
+/// ```
+///
+/// Each list holds 1 to [`MAX_BUCKETS`] finite, positive, increasing bounds (`+Inf` is
+/// always added). deploy/'s recording rules take quantiles, which any buckets serve; its
+/// rules test feeds the default bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Buckets {
+    idle_gap: Vec<f64>,
+    transition: Vec<f64>,
+    stage: Vec<f64>,
+    job: Vec<f64>,
+    cold_start: Vec<f64>,
 }
-pub(crate) fn transition_hist() -> HistogramWithExemplars<TraceL> {
-    HistogramWithExemplars::new(TRANSITION_BUCKETS.into_iter())
+
+impl Default for Buckets {
+    /// cuzk's.
+    fn default() -> Self {
+        Buckets {
+            idle_gap: GAP_BUCKETS.to_vec(),
+            transition: TRANSITION_BUCKETS.to_vec(),
+            stage: STAGE_BUCKETS.to_vec(),
+            job: SECTOR_BUCKETS.to_vec(),
+            cold_start: COLD_BUCKETS.to_vec(),
+        }
+    }
 }
-pub(crate) fn sector_hist() -> HistogramWithExemplars<TraceL> {
-    HistogramWithExemplars::new(SECTOR_BUCKETS.into_iter())
+
+impl Buckets {
+    /// `proofline_gpu_idle_gap_seconds`.
+    pub fn idle_gap(mut self, bounds: Vec<f64>) -> Self {
+        self.idle_gap = bounds;
+        self
+    }
+
+    /// The transition histograms (`proofline_sector_transition_gap_seconds`, `_overlap_`)
+    /// and `proofline_synthesis_lead_seconds`, `_lag_`.
+    pub fn transition(mut self, bounds: Vec<f64>) -> Self {
+        self.transition = bounds;
+        self
+    }
+
+    /// `proofline_partition_stage_seconds`.
+    pub fn stage(mut self, bounds: Vec<f64>) -> Self {
+        self.stage = bounds;
+        self
+    }
+
+    /// `proofline_sector_seconds` (a job's wall time).
+    pub fn job(mut self, bounds: Vec<f64>) -> Self {
+        self.job = bounds;
+        self
+    }
+
+    /// `proofline_cold_starts_seconds`.
+    pub fn cold_start(mut self, bounds: Vec<f64>) -> Self {
+        self.cold_start = bounds;
+        self
+    }
+
+    fn check(&self) -> Result<(), BucketsError> {
+        for (name, b) in [
+            ("idle_gap", &self.idle_gap),
+            ("transition", &self.transition),
+            ("stage", &self.stage),
+            ("job", &self.job),
+            ("cold_start", &self.cold_start),
+        ] {
+            let bad = |why: String| BucketsError {
+                histogram: name,
+                why,
+            };
+            if b.is_empty() || b.len() > MAX_BUCKETS {
+                return Err(bad(format!(
+                    "{} bounds; 1 to {MAX_BUCKETS} (+Inf is added)",
+                    b.len()
+                )));
+            }
+            if let Some(v) = b.iter().find(|v| !v.is_finite() || **v <= 0.0) {
+                return Err(bad(format!(
+                    "bound {v} is not a finite positive number of seconds"
+                )));
+            }
+            if let Some(w) = b.windows(2).find(|w| w[0] >= w[1]) {
+                return Err(bad(format!(
+                    "bounds not increasing: {} then {}",
+                    w[0], w[1]
+                )));
+            }
+        }
+        Ok(())
+    }
 }
-pub(crate) fn stage_hist() -> Histogram {
-    Histogram::new(STAGE_BUCKETS)
+
+/// Buckets that cannot be a histogram's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("buckets of `{histogram}`: {why}")]
+pub struct BucketsError {
+    histogram: &'static str,
+    why: String,
+}
+
+/// Makes a family's histograms with its buckets.
+#[derive(Debug, Clone)]
+pub(crate) struct HistOf(Arc<[f64]>);
+
+impl prometheus_client::metrics::family::MetricConstructor<HistogramWithExemplars<TraceL>>
+    for HistOf
+{
+    fn new_metric(&self) -> HistogramWithExemplars<TraceL> {
+        HistogramWithExemplars::new(self.0.iter().copied())
+    }
+}
+
+impl prometheus_client::metrics::family::MetricConstructor<Histogram> for HistOf {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+fn ex_hist(b: &[f64]) -> HistogramWithExemplars<TraceL> {
+    HistogramWithExemplars::new(b.iter().copied())
 }
 
 /// Every proofline metric, registered in one registry.
@@ -98,27 +222,38 @@ impl Metrics {
             .inc();
     }
 
-    /// A registry with every metric, all at zero.
+    /// A registry with every metric, all at zero, with cuzk's buckets.
     pub fn new() -> Arc<Metrics> {
+        Self::build(&Buckets::default())
+    }
+
+    /// [`Metrics::new`] with buckets of the prover's own size.
+    pub fn with_buckets(buckets: Buckets) -> Result<Arc<Metrics>, BucketsError> {
+        buckets.check()?;
+        Ok(Self::build(&buckets))
+    }
+
+    fn build(b: &Buckets) -> Arc<Metrics> {
+        let of = |v: &[f64]| HistOf(v.into());
         let mut r = Registry::default();
         let m = Metrics {
             gpu_busy_seconds: Family::default(),
             gpu_busy_ratio: Family::default(),
             gpu_idle_seconds: Family::default(),
             gap_idle_seconds: Family::default(),
-            idle_gap: Family::new_with_constructor(gap_hist),
-            transition_gap: transition_hist(),
-            transition_overlap: transition_hist(),
-            synthesis_lead: transition_hist(),
-            synthesis_lag: transition_hist(),
-            stage: Family::new_with_constructor(stage_hist),
-            sector: Family::new_with_constructor(sector_hist),
+            idle_gap: Family::new_with_constructor(of(&b.idle_gap)),
+            transition_gap: ex_hist(&b.transition),
+            transition_overlap: ex_hist(&b.transition),
+            synthesis_lead: ex_hist(&b.transition),
+            synthesis_lag: ex_hist(&b.transition),
+            stage: Family::new_with_constructor(of(&b.stage)),
+            sector: Family::new_with_constructor(of(&b.job)),
             proofs_completed: Family::default(),
             seconds_per_proof: FloatGauge::default(),
             gpu_floor: FloatGauge::default(),
             synthesis_floor: FloatGauge::default(),
             cold_start: FloatGauge::default(),
-            cold_starts: Histogram::new(COLD_BUCKETS),
+            cold_starts: Histogram::new(b.cold_start.iter().copied()),
             queue_depth: Gauge::default(),
             in_flight: Family::default(),
             jobs_in_flight: Gauge::default(),

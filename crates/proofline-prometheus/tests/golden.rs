@@ -217,3 +217,54 @@ fn cuzk_getmetrics_text_joined_with_proofline_defines_no_family_twice() {
             .all(|f| f.starts_with("cuzk_") || f.starts_with("proofline_"))
     );
 }
+
+/// Buckets of a prover of another size: the exposition has its bounds, and the engine's
+/// observations fall in them; bounds that cannot be a histogram's are refused by name.
+#[test]
+fn buckets_of_the_provers_own_size() {
+    use proofline_prometheus::Buckets;
+    let metrics = Metrics::with_buckets(Buckets::default().job(vec![1.0, 2.5, 4.0])).unwrap();
+    let mut sink = PrometheusSink::new(metrics.clone());
+    sink.start_run(&proofline_core::RunInfo::new("buckets", 0));
+    let mut engine = Engine::new(EngineConfig {
+        expected_partitions: None,
+        ..EngineConfig::default()
+    });
+    LineFeeder::new()
+        .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
+        .unwrap();
+    engine.finish(&mut sink);
+    let text = metrics.render_classic();
+    let les: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("proofline_sector_seconds_bucket{") && l.contains("kind=\"unknown\"")
+        })
+        .map(|l| l.split("le=\"").nth(1).unwrap().split('"').next().unwrap())
+        .collect();
+    assert_eq!(les, ["1.0", "2.5", "4.0", "+Inf"], "{text}");
+    // the others keep cuzk's
+    assert!(
+        text.contains(
+            "proofline_gpu_idle_gap_seconds_bucket{le=\"300.0\",boundary=\"cross_sector\"}"
+        )
+    );
+    for (b, want) in [
+        (Buckets::default().job(vec![]), "buckets of `job`: 0 bounds"),
+        (
+            Buckets::default().stage(vec![1.0, 0.5]),
+            "buckets of `stage`: bounds not increasing: 1 then 0.5",
+        ),
+        (
+            Buckets::default().idle_gap(vec![0.1, f64::INFINITY]),
+            "buckets of `idle_gap`: bound inf",
+        ),
+        (
+            Buckets::default().cold_start((1..=11).map(f64::from).collect()),
+            "buckets of `cold_start`: 11 bounds",
+        ),
+    ] {
+        let err = Metrics::with_buckets(b).unwrap_err().to_string();
+        assert!(err.starts_with(want), "{err}");
+    }
+}
