@@ -19,7 +19,11 @@ use std::time::Instant;
 use crate::report::{IdleGap, JobRecord, PartitionRecord, TransitionRecord};
 
 /// A typed update the engine emits the moment it learns something.
+///
+/// New kinds of update come as the engine learns more: a sink matches the ones it uses and
+/// ignores the rest (`_ => {}`), so that a new one breaks no sink.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub enum Update {
     /// A partition's GPU work ended (or it was abandoned with its job). Sent only to sinks
     /// whose [`UpdateSink::wants_partitions`] says yes.

@@ -182,7 +182,8 @@ impl UpdateSink for PrometheusSink {
                     self.m.cold_starts.observe(secs(cs));
                 }
             }
-            Update::NewRun { .. } => {}
+            // NewRun, and what a later version adds
+            _ => {}
         }
     }
 
