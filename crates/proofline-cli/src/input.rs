@@ -31,6 +31,12 @@ pub(crate) struct EngineArgs {
     /// prefix wins over every other rule), e.g. --partitions-for porep-=3.
     #[arg(long, value_name = "PREFIX=N", value_parser = parse_prefix_partitions)]
     pub(crate) partitions_for: Vec<(String, u32)>,
+    /// The proof kind of jobs whose id starts with PREFIX where their lines name none
+    /// (repeatable; the longest matching prefix wins over the id's form; an empty PREFIX is
+    /// every job's), e.g. --proof-kind-for batch-=batch. Default: the id's form (porep-* is
+    /// porep-c2, ...), else unknown.
+    #[arg(long, value_name = "PREFIX=KIND", value_parser = parse_prefix_kind)]
+    pub(crate) proof_kind_for: Vec<(String, String)>,
     /// How far out of time order lines may be and still be processed in order. Range
     /// 0..=600000 (10 min).
     #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS",
@@ -78,6 +84,7 @@ impl EngineArgs {
             gpu_workers_per_device_given: self.gpu_workers_per_device.is_some(),
             expected_partitions: self.partitions,
             partitions_by_prefix: self.partitions_for.clone(),
+            kinds_by_prefix: self.proof_kind_for.clone(),
             reorder_window_ms: self.reorder_window_ms,
             completion_grace_ms: self.reorder_window_ms,
             job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
@@ -522,6 +529,20 @@ fn same_file(a: &Path, b: &Path) -> bool {
         }
     }
     false
+}
+
+/// Parses `PREFIX=KIND` for `--proof-kind-for`.
+fn parse_prefix_kind(s: &str) -> Result<(String, String), String> {
+    let (prefix, kind) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("expected PREFIX=KIND (e.g. batch-=batch), got `{s}`"))?;
+    let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if kind.is_empty() || kind.len() > 64 || !kind.chars().all(ok) {
+        return Err(format!(
+            "`{kind}` is not a proof kind: 1 to 64 letters, digits, `-`, `_` or `.`"
+        ));
+    }
+    Ok((prefix.to_owned(), kind.to_owned()))
 }
 
 /// Parses `PREFIX=N` for `--partitions-for`.

@@ -952,3 +952,97 @@ fn cuzk_start_up_lines_map_workers_to_gpus() {
         .unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains("Warning: cuzk's start-up lines"));
 }
+
+#[test]
+fn a_provers_own_kinds_replace_unknown() {
+    let log = tmp("kinds.log");
+    std::fs::write(
+        &log,
+        ["batch-1", "porep-1-2", "x-1"]
+            .iter()
+            .enumerate()
+            .map(|(i, j)| {
+                let (t, kind) = (i * 100, if *j == "x-1" { ",kind=named" } else { "" });
+                format!(
+                    "TIMELINE,{t},SYNTH_START,{j},partition=0{kind}\n\
+                     TIMELINE,{},SYNTH_END,{j},partition=0,synth_ms=10\n\
+                     TIMELINE,{},GPU_START,{j},worker=0,partition=0\n\
+                     TIMELINE,{},GPU_END,{j},worker=0,partition=0,gpu_ms=10\n",
+                    t + 10,
+                    t + 10,
+                    t + 20
+                )
+            })
+            .collect::<String>(),
+    )
+    .unwrap();
+    let kinds = |extra: &[&str]| {
+        let out = proofline()
+            .args([
+                "analyze",
+                "--format",
+                "json",
+                "--partitions-for",
+                "porep-=1",
+            ])
+            .args(extra)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| {
+                (
+                    j["job_id"].as_str().unwrap().to_owned(),
+                    j["proof_kind"].clone(),
+                )
+            })
+            .collect::<std::collections::BTreeMap<_, _>>()
+            .into_iter()
+            .collect::<Vec<_>>()
+    };
+    let null = serde_json::Value::Null;
+    let s = |k: &str| serde_json::Value::String(k.into());
+    assert_eq!(
+        kinds(&[]),
+        [
+            ("batch-1".into(), null.clone()),
+            ("porep-1-2".into(), s("porep-c2")),
+            ("x-1".into(), s("named")),
+        ]
+    );
+    // a prefix names the kind; the longest wins; the empty prefix is everyone's; a line's
+    // kind= wins over all
+    assert_eq!(
+        kinds(&[
+            "--proof-kind-for",
+            "batch-=batch",
+            "--proof-kind-for",
+            "=other",
+            "--proof-kind-for",
+            "porep-1-=mine"
+        ]),
+        [
+            ("batch-1".into(), s("batch")),
+            ("porep-1-2".into(), s("mine")),
+            ("x-1".into(), s("named")),
+        ]
+    );
+    let out = proofline()
+        .args(["analyze", "--proof-kind-for", "batch-=a b", "x.log"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("`a b` is not a proof kind"),
+        "{err}"
+    );
+}

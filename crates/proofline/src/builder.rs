@@ -150,6 +150,17 @@ impl Builder {
         self
     }
 
+    /// Jobs whose id starts with `prefix` are of proof kind `kind` where their spans name
+    /// none (repeatable; the longest matching prefix wins; `""` is every job's), e.g.
+    /// `proof_kind_for("batch-", "batch")`: the kind of the metrics' `proof_kind` label and
+    /// the traces' root names. Default: cuzk's ids' forms, else `unknown`.
+    pub fn proof_kind_for(mut self, prefix: impl Into<String>, kind: impl Into<String>) -> Self {
+        self.overrides
+            .kinds_by_prefix
+            .push((prefix.into(), kind.into()));
+        self
+    }
+
     /// Partitions of a partitioned job that no prefix rule and not its id's form tells
     /// (default: the highest partition seen + 1, once the job is quiet).
     pub fn expected_partitions(mut self, n: u32) -> Self {
@@ -423,6 +434,7 @@ struct EngineOverrides {
     completion_grace_ms: Option<u64>,
     job_timeout_ms: Option<u64>,
     partitions_by_prefix: Vec<(String, u32)>,
+    kinds_by_prefix: Vec<(String, String)>,
     expected_partitions: Option<u32>,
 }
 
@@ -442,6 +454,7 @@ impl EngineOverrides {
             base.job_timeout_ms = t;
         }
         base.partitions_by_prefix.extend(self.partitions_by_prefix);
+        base.kinds_by_prefix.extend(self.kinds_by_prefix);
         if let Some(n) = self.expected_partitions {
             base.expected_partitions = Some(n);
         }

@@ -176,13 +176,20 @@ fn merged_ms(mut v: Vec<(Instant, Instant)>) -> f64 {
 
 #[test]
 fn one_field_for_worker_and_gpu_gives_each_gpu_its_own_figures() {
-    let (layer, mut guard) = builder(names("batch_id", &["device"], &["device"])).build();
+    let (layer, mut guard) = builder(names("batch_id", &["device"], &["device"]))
+        .proof_kind_for("batch-", "batch")
+        .build();
     let truth = run_prover(
         layer,
         Level::INFO,
         tracing::level_filters::LevelFilter::INFO,
     );
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    // its own kind, not `unknown`
+    assert_eq!(
+        report.summary.complete_by_kind,
+        vec![("batch".into(), BATCHES as u64)]
+    );
     assert_eq!(
         report.summary.jobs_complete, BATCHES as u64,
         "{:#?}",

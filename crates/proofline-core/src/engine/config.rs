@@ -57,6 +57,11 @@ pub struct EngineConfig {
     /// prover with 3-partition sectors (default: none). The longest matching prefix wins,
     /// and wins over everything else; see [`EngineConfig::expected_partitions_of`].
     pub partitions_by_prefix: Vec<(String, u32)>,
+    /// The proof kind of jobs whose id starts with a prefix, e.g. `("batch-", "batch")` for a
+    /// prover whose lines name no kind (default: none). The longest matching prefix wins, over
+    /// the id's own form (`porep-` is `porep-c2`, ...); a `kind=` on the job's lines wins over
+    /// both. The empty prefix is every job's. A job nothing names is `unknown`.
+    pub kinds_by_prefix: Vec<(String, String)>,
     /// Partitions of a partitioned job that neither a prefix rule nor its id's form tells
     /// (`None`, the default: the highest partition seen + 1, once the job has been quiet
     /// for the completion grace).
@@ -102,6 +107,7 @@ impl Default for EngineConfig {
             job_timeout_ms: DEFAULT_JOB_TIMEOUT_MS,
             restart_after_ms: DEFAULT_RESTART_AFTER_MS,
             partitions_by_prefix: Vec::new(),
+            kinds_by_prefix: Vec::new(),
             expected_partitions: None,
             completion_grace_ms: DEFAULT_REORDER_WINDOW_MS,
             busy_window_ms: DEFAULT_BUSY_WINDOW_MS,
@@ -116,6 +122,17 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// The proof kind a job is taken to be before a line names one: the longest of
+    /// [`EngineConfig::kinds_by_prefix`] its id starts with, else the id's own form.
+    pub fn kind_of(&self, job_id: &str) -> Option<&str> {
+        self.kinds_by_prefix
+            .iter()
+            .filter(|(p, _)| job_id.starts_with(p.as_str()))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, k)| k.as_str())
+            .or_else(|| crate::event::kind_from_job_id(job_id))
+    }
+
     /// The partitions that complete job `job_id`, in this order: the longest of
     /// [`EngineConfig::partitions_by_prefix`] the id starts with; 1 for a whole-proof job
     /// (`whole`: its first event carries no partition, e.g. a multi-sector PoRep batch with

@@ -44,7 +44,7 @@ pub use runs::RESTART_CONFIRMATIONS;
 pub use summary::LIVE_SPP_WINDOW;
 pub use verdict::GPU_BOUND_RATIO;
 
-use crate::event::{EventRef, kind_from_job_id};
+use crate::event::EventRef;
 use crate::report::JobStatus;
 use crate::sink::Update;
 use crate::sink::UpdateSink;
@@ -658,7 +658,7 @@ impl Engine {
         let expected = self
             .cfg
             .expected_partitions_of(&entry.name, e.partition.is_none());
-        let kind_hint = kind_from_job_id(&entry.name).map(|k| self.kinds.intern(k));
+        let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;
         self.totals.jobs_seen += 1;
         let job = Job {
