@@ -469,7 +469,7 @@ fn render_raw(r: &Report) -> String {
         let small = format!("gaps {small}");
         let mut t = Table::new(&[
             "gpu",
-            "workers",
+            "worker ids",
             "busy s",
             "serial s",
             "concurrency",

@@ -268,3 +268,46 @@ fn buckets_of_the_provers_own_size() {
         assert!(err.starts_with(want), "{err}");
     }
 }
+
+/// The README's metric table names every metric the registry exposes, and nothing else.
+#[test]
+fn the_readmes_metric_table_is_what_the_registry_exposes() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let documented: std::collections::BTreeSet<String> = readme
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `proofline_"))
+        .filter_map(|l| l.split('`').next())
+        .map(|n| format!("proofline_{n}"))
+        .collect();
+    let text = rendered().render_classic();
+    let exposed: std::collections::BTreeSet<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| {
+            let mut it = l.split(' ');
+            let (name, kind) = (it.next().unwrap(), it.next().unwrap());
+            if kind == "counter" && !name.ends_with("_total") {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            }
+        })
+        .collect();
+    // a family shows once it has a series: the folding counter has none until a label
+    // value is folded, the interval source none unless span edges give the GPU intervals;
+    // the known-answer log does neither
+    assert_eq!(
+        documented.difference(&exposed).collect::<Vec<_>>(),
+        vec![
+            "proofline_gpu_interval_source",
+            "proofline_label_values_folded_total"
+        ],
+        "in the README, not exposed"
+    );
+    assert_eq!(
+        exposed.difference(&documented).collect::<Vec<_>>(),
+        Vec::<&String>::new(),
+        "exposed, not in the README's table"
+    );
+}
