@@ -141,40 +141,88 @@ impl TimingKey {
 }
 
 /// One timing line's values.
+///
+/// Compact (144 bytes, from 296): a log shaped like cuzk's has a timing line for each TIMELINE line,
+/// each parsed on the reader's thread and moved to the engine's, so its size was a visible
+/// share of `analyze`'s time (BENCHMARKS.md); what few lines have (keys this version does
+/// not know, pairs that are no number) is behind one box.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Timing {
-    /// By [`TimingKey::ALL`] index.
-    pub values: [Option<u64>; 15],
+    /// By [`TimingKey::ALL`] index; meaningful where `present` has the key's bit.
+    values: [u64; 15],
+    present: u16,
     /// The GPU thread (`gpu_tid=`), for the per-thread lines.
     pub gpu_tid: Option<u32>,
-    /// Keys this version does not know, with their values.
-    pub unknown: Vec<(String, u64)>,
-    /// Pairs whose value is no whole number (`key=value` as printed): the line's other keys
-    /// are kept, and the line counts as partial.
-    pub bad: Vec<String>,
+    extra: Option<Box<TimingExtra>>,
+}
+
+/// What few timing lines have.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct TimingExtra {
+    unknown: Vec<(String, u64)>,
+    bad: Vec<String>,
 }
 
 impl Timing {
+    /// A line of these values (by [`TimingKey::ALL`] index) and GPU thread.
+    pub fn from_values(values: [Option<u64>; 15], gpu_tid: Option<u32>) -> Self {
+        let mut t = Timing {
+            gpu_tid,
+            ..Timing::default()
+        };
+        for (k, v) in TimingKey::ALL.into_iter().zip(values) {
+            if let Some(v) = v {
+                t.set(k, v);
+            }
+        }
+        t
+    }
+
+    /// The values by [`TimingKey::ALL`] index.
+    pub fn values(&self) -> [Option<u64>; 15] {
+        std::array::from_fn(|i| (self.present & (1 << i) != 0).then_some(self.values[i]))
+    }
+
     /// The value of `key`, if the line has it.
+    #[inline]
     pub fn get(&self, key: TimingKey) -> Option<u64> {
-        self.values[key as usize]
+        let i = key as usize;
+        (self.present & (1 << i) != 0).then_some(self.values[i])
     }
 
     /// Sets `key`.
+    #[inline]
     pub fn set(&mut self, key: TimingKey, v: u64) {
-        self.values[key as usize] = Some(v);
+        let i = key as usize;
+        self.values[i] = v;
+        self.present |= 1 << i;
+    }
+
+    /// Keys this version does not know, with their values.
+    pub fn unknown(&self) -> &[(String, u64)] {
+        self.extra.as_deref().map_or(&[], |e| &e.unknown)
+    }
+
+    /// Pairs whose value is no whole number (`key=value` as printed): the line's other keys
+    /// are kept, and the line counts as partial.
+    pub fn bad(&self) -> &[String] {
+        self.extra.as_deref().map_or(&[], |e| &e.bad)
+    }
+
+    fn extra(&mut self) -> &mut TimingExtra {
+        self.extra.get_or_insert_with(Box::default)
     }
 
     /// Whether a pair of the line could not be read (its other keys were kept).
     pub fn is_partial(&self) -> bool {
-        !self.bad.is_empty()
+        !self.bad().is_empty()
     }
 
     /// What is wrong with a partial line, in words.
     pub fn bad_pairs(&self) -> String {
         format!(
             "CUZK_TIMING: {}: not a whole number of milliseconds; the line's other keys are kept",
-            self.bad
+            self.bad()
                 .iter()
                 .map(|p| format!("`{p}`"))
                 .collect::<Vec<_>>()
@@ -205,7 +253,7 @@ impl fmt::Display for Timing {
                 write!(f, " {}={v}", k.name())?;
             }
         }
-        for (k, v) in &self.unknown {
+        for (k, v) in self.unknown() {
             write!(f, " {k}={v}")?;
         }
         Ok(())
@@ -250,12 +298,15 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
     let mut t = Timing::default();
     let mut pairs = 0;
     for token in rest.split_ascii_whitespace() {
-        let Some((key, value)) = token.split_once('=') else {
+        // (a byte search: `split_once('=')`'s char searcher was a visible share)
+        let Some(eq) = memchr::memchr(b'=', token.as_bytes()) else {
             continue;
         };
+        // `=` is ASCII: both sides are char boundaries
+        let (key, value) = (&token[..eq], &token[eq + 1..]);
         let Ok(v) = value.parse::<u64>() else {
-            if t.bad.len() < MAX_BAD_PAIRS {
-                t.bad.push(token.chars().take(80).collect());
+            if t.bad().len() < MAX_BAD_PAIRS {
+                t.extra().bad.push(token.chars().take(80).collect());
             }
             continue;
         };
@@ -265,12 +316,12 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
         } else if let Some(k) = TimingKey::from_name(key) {
             t.set(k, v);
         } else {
-            t.unknown.push((key.to_owned(), v));
+            t.extra().unknown.push((key.to_owned(), v));
         }
     }
     Some(if pairs > 0 {
         Ok(TimingLine::Timing(t))
-    } else if !t.bad.is_empty() {
+    } else if !t.bad().is_empty() {
         Err(t
             .bad_pairs()
             .replace("; the line's other keys are kept", ""))
@@ -419,6 +470,12 @@ mod tests {
         assert_eq!(parse_timing("CUZK_OTHER: x=1"), None);
     }
 
+    #[test]
+    fn a_timing_line_stays_compact() {
+        // each is moved from the reader's thread to the engine's (BENCHMARKS.md)
+        assert!(std::mem::size_of::<Timing>() <= 144, "{}", std::mem::size_of::<Timing>());
+    }
+
     fn timing(line: &str) -> Timing {
         match parse_timing(line) {
             Some(Ok(TimingLine::Timing(t))) => t,
@@ -474,7 +531,7 @@ mod tests {
             assert_eq!(parse_timing(note), Some(Ok(TimingLine::Note)));
         }
         let t = timing("CUZK_TIMING: prep_msm_ms=5 new_stage_ms=9");
-        assert_eq!(t.unknown, vec![("new_stage_ms".to_owned(), 9)]);
+        assert_eq!(t.unknown(), [("new_stage_ms".to_owned(), 9)]);
         let err = parse_timing("CUZK_TIMING: mutex_held_ms=lots")
             .unwrap()
             .unwrap_err();

@@ -215,11 +215,10 @@ impl<'a> Sim<'a> {
                     break;
                 }
                 self.out_timing.pop();
-                emit(SimLine::Timing(proofline_core::timing::Timing {
-                    values: line.values,
-                    gpu_tid: line.gpu_tid,
-                    ..Default::default()
-                }));
+                emit(SimLine::Timing(proofline_core::timing::Timing::from_values(
+                    line.values,
+                    line.gpu_tid,
+                )));
             } else {
                 let Some(Reverse((key, _, _))) = self.out.peek() else {
                     break;

@@ -87,7 +87,7 @@ impl KernelTotals {
     /// the call it completes, when its lines were followed on one GPU.
     pub fn add(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
         self.lines += 1;
-        for (k, _) in &t.unknown {
+        for (k, _) in t.unknown() {
             if let Some(n) = self.unknown.get_mut(k) {
                 *n += 1;
             } else if self.unknown.len() < MAX_UNKNOWN_KEYS {
