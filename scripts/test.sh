@@ -79,4 +79,8 @@ cargo fmt --all -- --check
 # crates/proofline-cli/Cargo.toml); without it, `cargo test --workspace` is the quick tier
 cargo clippy --workspace --all-targets --locked --features proofline-cli/e2e -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
+# every library crate packages as crates.io would take it and builds from its package alone
+# (what a prover's team depending on a release gets; the binary and the test crates aside)
+cargo package --locked -q -p proofline-core -p proofline -p proofline-prometheus \
+  -p proofline-otlp -p proofline-sim
 cargo test --workspace --locked --features proofline-cli/e2e
