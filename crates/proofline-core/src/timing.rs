@@ -473,7 +473,11 @@ mod tests {
     #[test]
     fn a_timing_line_stays_compact() {
         // each is moved from the reader's thread to the engine's (BENCHMARKS.md)
-        assert!(std::mem::size_of::<Timing>() <= 144, "{}", std::mem::size_of::<Timing>());
+        assert!(
+            std::mem::size_of::<Timing>() <= 144,
+            "{}",
+            std::mem::size_of::<Timing>()
+        );
     }
 
     fn timing(line: &str) -> Timing {

@@ -215,10 +215,9 @@ impl<'a> Sim<'a> {
                     break;
                 }
                 self.out_timing.pop();
-                emit(SimLine::Timing(proofline_core::timing::Timing::from_values(
-                    line.values,
-                    line.gpu_tid,
-                )));
+                emit(SimLine::Timing(
+                    proofline_core::timing::Timing::from_values(line.values, line.gpu_tid),
+                ));
             } else {
                 let Some(Reverse((key, _, _))) = self.out.peek() else {
                     break;

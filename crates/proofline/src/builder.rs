@@ -48,6 +48,8 @@ pub struct Builder {
     fields: FieldNames,
     event_target: String,
     gpu_queue_on_synth_end: bool,
+    /// The spans mapped to GPU_START and GPU_END are the GPU work itself.
+    gpu_spans_are_the_work: bool,
     engine: EngineConfig,
     /// Engine settings given by their own setters: applied over `engine` at build, so that
     /// the setters and `engine_config` compose in any order.
@@ -82,6 +84,7 @@ impl Default for Builder {
             fields: FieldNames::default(),
             event_target: DEFAULT_EVENT_TARGET.to_owned(),
             gpu_queue_on_synth_end: true,
+            gpu_spans_are_the_work: false,
             engine: EngineConfig {
                 reorder_window_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
                 completion_grace_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
@@ -147,6 +150,17 @@ impl Builder {
     /// [`EngineConfig::expected_partitions_of`]). Default: none.
     pub fn partitions_for(mut self, prefix: impl Into<String>, n: u32) -> Self {
         self.overrides.partitions_by_prefix.push((prefix.into(), n));
+        self
+    }
+
+    /// Declares that the spans mapped to GPU_START and GPU_END are the GPU work itself (a
+    /// span around the kernel calls, not a worker's span that also waits for a lock or hands
+    /// the proof on): their intervals are then the prover's own GPU intervals, and the report,
+    /// `/metrics` (`proofline_gpu_interval_source`) and the traces say nothing of where they
+    /// come from. By default they say the intervals come from spans, which can start and end
+    /// elsewhere than the GPU work (cuzk's `gpu_worker` does).
+    pub fn gpu_spans_are_the_work(mut self) -> Self {
+        self.gpu_spans_are_the_work = true;
         self
     }
 
@@ -307,7 +321,11 @@ impl Builder {
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
         let mut engine = self.overrides.apply(self.engine);
-        engine.gpu_interval_source = gpu_interval_source(&self.rules);
+        engine.gpu_interval_source = if self.gpu_spans_are_the_work {
+            None
+        } else {
+            gpu_interval_source(&self.rules)
+        };
         let setup_of = |cfg: &Arc<LayerConfig>, engine: &EngineConfig| crate::worker::Setup {
             cfg: cfg.clone(),
             workers_per_device: engine.gpu_workers_per_device,

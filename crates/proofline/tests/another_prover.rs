@@ -178,6 +178,7 @@ fn merged_ms(mut v: Vec<(Instant, Instant)>) -> f64 {
 fn one_field_for_worker_and_gpu_gives_each_gpu_its_own_figures() {
     let (layer, mut guard) = builder(names("batch_id", &["device"], &["device"]))
         .proof_kind_for("batch-", "batch")
+        .gpu_spans_are_the_work()
         .build();
     let truth = run_prover(
         layer,
@@ -213,6 +214,8 @@ fn one_field_for_worker_and_gpu_gives_each_gpu_its_own_figures() {
         0,
         "a right set-up is not warned about"
     );
+    // its GPU spans are the GPU work, as declared: no note that they might not be
+    assert_eq!(report.gpu_interval_source, None);
     // the stall between the second and third batch is an idle gap between jobs, on each
     // GPU, as long as the prover's own record says
     for g in &report.gpus {
@@ -243,6 +246,15 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     // GPU = worker / 2: both workers on GPU 0, as cuzk's layout would have it; said
     assert_eq!(report.gpus.len(), 1);
+    // and, undeclared, the GPU intervals are said to come from the spans' edges
+    assert!(
+        report
+            .gpu_interval_source
+            .as_deref()
+            .is_some_and(|s| s.contains("prove_segment")),
+        "{:?}",
+        report.gpu_interval_source
+    );
     assert_eq!(guard.stats().warnings, 1, "the assumed GPU layout is said");
     // told how the workers map, it is right again
     let (layer, mut guard) = builder(names("batch_id", &["device"], &["gpu"]))
