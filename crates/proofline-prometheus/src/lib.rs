@@ -28,8 +28,8 @@ mod web;
 pub use labels::{TraceL, escape_label_value};
 pub use metrics::{Buckets, BucketsError, MAX_BUCKETS, Metrics};
 pub use server::{
-    ConnectionStats, DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-    DEFAULT_MAX_CONNECTIONS, MetricsServer, ServeError, ServeOptions, serve, serve_with,
+    DEFAULT_ADDR, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+    MetricsServer, ServeError, ServeOptions, serve, serve_with,
 };
 pub use sink::PrometheusSink;
 #[cfg(feature = "web-config")]

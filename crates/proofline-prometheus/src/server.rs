@@ -106,9 +106,10 @@ pub enum ServeError {
     Start(io::Error),
 }
 
-/// What the endpoint did with connections, since it started.
+/// What the endpoint did with connections, since it started (kept for a debugger and
+/// future metrics; nothing outside reads it).
 #[derive(Debug, Default)]
-pub struct ConnectionStats {
+pub(crate) struct ConnectionStats {
     /// Connections accepted.
     pub accepted: AtomicU64,
     /// Connections open now.
@@ -130,7 +131,6 @@ pub struct ConnectionStats {
 #[must_use = "the endpoint stops when the MetricsServer is dropped: keep it as long as metrics are served"]
 pub struct MetricsServer {
     addr: SocketAddr,
-    stats: Arc<ConnectionStats>,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -139,11 +139,6 @@ impl MetricsServer {
     /// The address it listens on (the real port when 0 was asked for).
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
-    }
-
-    /// What it did with connections so far.
-    pub fn connection_stats(&self) -> &ConnectionStats {
-        &self.stats
     }
 
     /// Stops accepting and waits for the server thread.
@@ -188,14 +183,13 @@ pub fn serve_with(
         .enable_time()
         .build()
         .map_err(ServeError::Start)?;
-    let stats = Arc::new(ConnectionStats::default());
     let server = Server {
         metrics,
         options: ServeOptions {
             max_connections: options.max_connections.max(1),
             ..options
         },
-        stats: stats.clone(),
+        stats: Arc::new(ConnectionStats::default()),
         conns: Arc::new(Mutex::new(Conns::default())),
         busy_answers: Arc::default(),
     };
@@ -205,7 +199,6 @@ pub fn serve_with(
         .map_err(ServeError::Start)?;
     Ok(MetricsServer {
         addr: local,
-        stats,
         stop: Some(stop_tx),
         thread: Some(thread),
     })

@@ -15,7 +15,7 @@ use std::time::Duration;
 pub use builder::Builder;
 pub use fields::FieldNames;
 pub use guard::{ShutdownError, TimelineGuard};
-pub use layer::{Edge, LayerStats, SpanRule, StatsSnapshot, TimelineLayer, cuzk_whole_proof_spans};
+pub use layer::{Edge, SpanRule, StatsSnapshot, TimelineLayer, cuzk_whole_proof_spans};
 pub use proofline_core::{self as core, EventKind, Report};
 
 /// Entries each prover thread's queue to the worker holds before it drops (an entry is one

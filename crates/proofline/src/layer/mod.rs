@@ -30,7 +30,8 @@ pub(crate) use requests::Requests;
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
 pub(crate) use spans::SpanTable;
-pub use stats::{LayerStats, StatsSnapshot};
+pub(crate) use stats::LayerStats;
+pub use stats::StatsSnapshot;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -2,9 +2,10 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Counters shared by the layer, its worker and its guard.
+/// Counters shared by the layer, its worker and its guard (a prover reads them as a
+/// [`StatsSnapshot`], `TimelineGuard::stats`).
 #[derive(Debug, Default)]
-pub struct LayerStats {
+pub(crate) struct LayerStats {
     /// Events the worker took in: off the queue, or (first-enter events) from the span
     /// table. Counted by the worker, once per batch, so the prover's threads pay no shared
     /// counter for an event that fits.
@@ -30,7 +31,7 @@ pub struct LayerStats {
     pub(crate) first_without_job_id: std::sync::OnceLock<&'static str>,
 }
 
-/// A snapshot of [`LayerStats`].
+/// The layer's counters at one instant (`TimelineGuard::stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
     /// Events the worker took off the queue.
