@@ -329,7 +329,10 @@ impl Builder {
         let setup_of = |cfg: &Arc<LayerConfig>, engine: &EngineConfig| crate::worker::Setup {
             cfg: cfg.clone(),
             workers_per_device: engine.gpu_workers_per_device,
-            workers_per_device_given: engine.gpu_workers_per_device_given,
+            // (a value other than cuzk's, given through engine_config, was given too)
+            workers_per_device_given: engine.gpu_workers_per_device_given
+                || engine.gpu_workers_per_device
+                    != proofline_core::engine::DEFAULT_GPU_WORKERS_PER_DEVICE,
             warned_job_id: false,
             warned_assumed_gpu: false,
             gpu_since: None,

@@ -47,9 +47,12 @@ impl std::fmt::Debug for Clock {
 impl Clock {
     /// A clock whose epoch is now.
     pub fn start() -> Self {
+        // (quanta calibrates in `new`, up to 200 ms the first time: the reference starts
+        // after it, with the counter's epoch)
+        let clock = quanta::Clock::new();
         let started = std::time::Instant::now();
         Self::with(
-            quanta::Clock::new(),
+            clock,
             Arc::new(move || u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)),
         )
     }

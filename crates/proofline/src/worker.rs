@@ -148,6 +148,7 @@ impl Worker {
             }
             self.warn_once();
             self.warn_no_synthesis();
+            self.check_assumed_gpu();
             if self.anchored.is_none_or(|t| t.elapsed() >= REANCHOR_EVERY) {
                 self.clock.reanchor();
                 self.anchored = Some(Instant::now());
@@ -267,16 +268,13 @@ impl Worker {
         }
     }
 
-    /// A GPU event from a span names its worker and no GPU, and nothing said how workers
-    /// map to GPUs: GPU = worker / N is assumed (cuzk's layout), which mislabels a prover
-    /// with one worker per GPU; said once.
-    fn check_assumed_gpu(&mut self, ev: &EventRef<'_>) {
+    /// A span mapped to a GPU event names its worker and no GPU, and nothing said how
+    /// workers map to GPUs: GPU = worker / N is assumed (cuzk's layout), which mislabels a
+    /// prover with one worker per GPU; said once.
+    fn check_assumed_gpu(&mut self) {
         if self.setup.warned_assumed_gpu
             || self.setup.workers_per_device_given
-            || !ev.kind.is_gpu()
-            || ev.gpu.is_some()
-            || ev.worker.is_none()
-            || !(self.setup.maps(EventKind::GpuStart) || self.setup.maps(EventKind::GpuEnd))
+            || !self.stats.gpu_assumed.load(Ordering::Relaxed)
         {
             return;
         }
@@ -361,7 +359,6 @@ impl Worker {
 
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         self.kinds_seen[ev.kind.index()] += 1;
-        self.check_assumed_gpu(ev);
         if let Some(out) = &mut self.out {
             line.clear();
             codec::write_line(line, &printed(ev));

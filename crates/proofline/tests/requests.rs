@@ -219,3 +219,57 @@ fn one_request_at_a_time_writes_no_request_number() {
         "a retry after the end is an attempt too"
     );
 }
+
+/// A line of a request whose job has ended, sent again or late while the first request
+/// still runs, is a duplicate or a conflict: never a new job.
+#[test]
+fn a_late_line_of_an_ended_request_is_no_new_request() {
+    let mut lines: Vec<String> = Vec::new();
+    // request 1 (no number) starts and runs long
+    lines.push(format!("TIMELINE,0,SYNTH_START,{JOB},partition=0"));
+    // request 2: all four partitions, start to end
+    for p in 0..PARTS {
+        let t = 10 + u64::from(p) * 10;
+        for l in [
+            format!("TIMELINE,{t},SYNTH_START,{JOB},partition={p},request=2"),
+            format!(
+                "TIMELINE,{},SYNTH_END,{JOB},partition={p},synth_ms=5,request=2",
+                t + 5
+            ),
+            format!(
+                "TIMELINE,{},GPU_START,{JOB},worker=0,partition={p},request=2",
+                t + 5
+            ),
+            format!(
+                "TIMELINE,{},GPU_END,{JOB},worker=0,partition={p},gpu_ms=4,request=2",
+                t + 9
+            ),
+        ] {
+            lines.push(l);
+        }
+    }
+    // request 1 goes on well after request 2 ended; a line of request 2 comes again, and a
+    // late one it never had
+    lines.push(format!(
+        "TIMELINE,5000,SYNTH_END,{JOB},partition=0,synth_ms=5000"
+    ));
+    lines.push(format!(
+        "TIMELINE,5001,GPU_END,{JOB},worker=0,partition=3,gpu_ms=4,request=2"
+    ));
+    lines.push(format!(
+        "TIMELINE,5002,SYNTH_START,{JOB},partition=1,request=2"
+    ));
+    let text = lines.join("\n");
+    // the late lines must come after request 2's job ended (its grace past): the window and
+    // the grace are 1 s, the last line of it at 49 ms
+    let r = analyzed(&text);
+    assert_eq!(r.summary.jobs_seen, 2, "no third job: {:#?}", r.jobs);
+    assert_eq!(r.summary.jobs_complete, 1, "request 2's");
+    assert_eq!(r.events.concurrent_requests, 1, "{:#?}", r.events);
+    assert_eq!(
+        r.events.conflicts + r.events.duplicates,
+        2,
+        "{:#?}",
+        r.events
+    );
+}

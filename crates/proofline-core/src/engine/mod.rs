@@ -653,6 +653,7 @@ impl Engine {
         self.make_room(sink);
         let entry = self.names.get_mut(e.name);
         entry.refs += 1;
+        entry.max_request = entry.max_request.max(e.request.map_or(0, |r| r.get()));
         let attempt = entry.attempts;
         entry.attempts += 1;
         let expected = self

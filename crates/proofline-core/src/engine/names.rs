@@ -26,6 +26,10 @@ pub(super) struct NameEntry {
     /// Instances of the id in flight besides `current`, each for a request of its own
     /// (`request=`): two requests of one id at once are two jobs. Empty but for them.
     pub others: Vec<usize>,
+    /// The highest request number (`request=`) an instance of the id had: a line of a lower
+    /// one that has no instance in flight is of a request that ended, never a new request
+    /// (a writer numbers the requests of an id upward while any is in flight).
+    pub max_request: u32,
     /// A hash of the id, taken once when it was interned (for the table of recent lines,
     /// which must not hash the string per event).
     pub hash: u64,
@@ -55,6 +59,7 @@ impl Names {
             current: None,
             attempts: 0,
             others: Vec::new(),
+            max_request: 0,
             hash: {
                 use std::hash::{BuildHasher, BuildHasherDefault};
                 BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(name)

@@ -28,6 +28,17 @@ fn live_mut(jobs: &mut [Option<Job>], idx: usize) -> &mut Job {
         .expect("a job index handed out in this call is live")
 }
 
+/// Where [`Engine::request_instance`] sends an event.
+enum Instance {
+    /// To this job instance.
+    Found(usize),
+    /// Its request's job (this one, or one no longer held) has ended: a duplicate or a late
+    /// line.
+    Ended(Option<usize>),
+    /// The usual rules decide (the id's current instance).
+    Usual,
+}
+
 impl Engine {
     /// Applies one event. Events come in time order, except late ones (older than the
     /// present), which are recorded at their own time and accounted at the present.
@@ -66,8 +77,10 @@ impl Engine {
             return Some(self.new_job(e, sink));
         };
         if e.request.is_some() || !entry.others.is_empty() {
-            if let Some(found) = self.request_instance(e, idx, sink) {
-                return Some(found);
+            match self.request_instance(e, idx, sink) {
+                Instance::Found(i) => return Some(i),
+                Instance::Ended(i) => return self.after_end(i, e),
+                Instance::Usual => {}
             }
         }
         let job = live(&self.jobs, idx);
@@ -83,11 +96,38 @@ impl Engine {
             self.totals.stats.after_eviction += 1;
         }
         if e.kind == EventKind::SynthStart {
+            if job.request.is_some() {
+                // kept findable by its request (a late line of it is no new request)
+                self.names.get_mut(e.name).others.push(idx);
+            }
             return Some(self.new_job(e, sink));
         }
         self.totals.stats.conflicts += 1;
         let name = self.names.name(e.name).clone();
         self.example(|| format!("{name}: {} after the job had ended, ignored", e.kind));
+        None
+    }
+
+    /// An event of a request whose job has ended while another of the id runs: a line sent
+    /// again (a duplicate) or late (a conflict), never a new request.
+    fn after_end(&mut self, idx: Option<usize>, e: &Ev) -> Option<usize> {
+        let part = idx.and_then(|i| {
+            live(&self.jobs, i)
+                .parts
+                .get(e.partition.unwrap_or(0) as usize)
+        });
+        if part.is_some_and(|p| p.is_recorded(e.kind, e.t, e.signature())) {
+            self.totals.stats.duplicates += 1;
+        } else {
+            self.totals.stats.conflicts += 1;
+            let name = self.names.name(e.name).clone();
+            self.example(|| {
+                format!(
+                    "{name}: {} of a request after its job had ended, ignored",
+                    e.kind
+                )
+            });
+        }
         None
     }
 
@@ -98,12 +138,7 @@ impl Engine {
     /// request spans), goes to the oldest that waits for it on that partition (has the stage
     /// before it and not it), else the oldest that lacks it: exact unless two requests
     /// are at the same stage of the same partition at once. `None`: the usual rules decide.
-    fn request_instance(
-        &mut self,
-        e: &Ev,
-        current: usize,
-        sink: &mut impl UpdateSink,
-    ) -> Option<usize> {
+    fn request_instance(&mut self, e: &Ev, current: usize, sink: &mut impl UpdateSink) -> Instance {
         let entry = self.names.get(e.name);
         let Some(r) = e.request else {
             let pidx = e.partition.unwrap_or(0) as usize;
@@ -133,32 +168,41 @@ impl Engine {
                 }
             }
             // the oldest that waits for it, else the oldest that lacks it
-            return ready.or(lacking).map(|(_, i)| i);
+            return ready
+                .or(lacking)
+                .map_or(Instance::Usual, |(_, i)| Instance::Found(i));
         };
-        if let Some(i) = std::iter::once(current)
-            .chain(entry.others.iter().copied())
-            .find(|&i| {
-                let job = live(&self.jobs, i);
-                job.state == JobState::Active && job.request == Some(r)
-            })
-        {
-            return Some(i);
+        let mut ended = None;
+        for i in std::iter::once(current).chain(entry.others.iter().copied()) {
+            let job = live(&self.jobs, i);
+            if job.request == Some(r) {
+                if job.state == JobState::Active {
+                    return Instance::Found(i);
+                }
+                ended = Some(i);
+            }
         }
         let job = live_mut(&mut self.jobs, current);
         if job.state != JobState::Active {
-            return None;
+            return Instance::Usual;
+        }
+        if ended.is_some() || r.get() <= self.names.get(e.name).max_request {
+            // the request's job ended (and may be gone) while another of the id runs
+            return Instance::Ended(ended);
         }
         if job.request.is_none() && r.get() == 1 {
             // its events so far named no request, and this is the first: they were its
             job.request = Some(r);
-            return Some(current);
+            let entry = self.names.get_mut(e.name);
+            entry.max_request = entry.max_request.max(r.get());
+            return Instance::Found(current);
         }
         // another request while this one is in flight (a writer names the first request
         // `1` or not at all, proofline's layer the latter: cuzk's own lines then stay as
         // they are while requests do not overlap)
         self.totals.stats.concurrent_requests += 1;
         self.names.get_mut(e.name).others.push(current);
-        Some(self.new_job(e, sink))
+        Instance::Found(self.new_job(e, sink))
     }
 
     /// Records the event on its partition. Returns false for a second record of the same

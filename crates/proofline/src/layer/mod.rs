@@ -256,7 +256,7 @@ where
             first_enter: None,
             start_pending: false,
             failed: false,
-            request_origin: false,
+            request_origin: None,
         };
         attrs.record(&mut FieldVisitor {
             names: &self.cfg.fields,
@@ -275,19 +275,26 @@ where
             None => self.cfg.whole_for(attrs.metadata().name()),
         };
         // a request span: one of the prover's own (no rule), for a whole request (a job
-        // id, no partition), unless it is inside another request span of the id
+        // id, no partition), and not inside other work of that job (a span of the same job
+        // id around it, or partition work): looked up only for such candidates
         let request_span = state.rules == [0; 3]
             && whole.is_none()
             && state.fields.job_id.is_some()
-            && state.fields.partition.is_none();
+            && state.fields.partition.is_none()
+            && {
+                let mut around = SpanFields::default();
+                self.inherit(attrs, &ctx, &mut around);
+                around.partition.is_none() && around.job_id != state.fields.job_id
+            };
         // (a span with all its fields looks further only while a request span is open)
         if whole.is_none() && (!state.fields.complete() || self.requests.any_open()) {
             self.inherit(attrs, &ctx, &mut state.fields);
         }
         if request_span && state.fields.request.is_none() {
-            if let Some(job) = state.fields.job_id() {
-                state.fields.request = Some(self.requests.open(job));
-                state.request_origin = true;
+            if let Some(job) = state.fields.job_id.clone() {
+                let n = self.requests.open(job.as_str());
+                state.fields.request = Some(n);
+                state.request_origin = Some((job, n));
             }
         }
         if let Some(kind) = whole {
@@ -307,6 +314,18 @@ where
             if state.fields.proof_kind.is_none() {
                 state.fields.proof_kind = kind;
             }
+        }
+        let gpu_kinds = (1 << EventKind::GpuPickup.index())
+            | (1 << EventKind::GpuStart.index())
+            | (1 << EventKind::GpuEnd.index());
+        if (state.rules[0] | state.rules[1] | state.rules[2]) & gpu_kinds != 0
+            && state.fields.worker.is_some()
+            && state.fields.gpu.is_none()
+            && !self.stats.gpu_assumed.load(Ordering::Relaxed)
+        {
+            // (the prover's own lines and `timeline` events name no GPU either: cuzk's
+            // layout is theirs; only spans the layer maps are said)
+            self.stats.gpu_assumed.store(true, Ordering::Relaxed);
         }
         if state.fields.job_id.is_none()
             && state.rules != [0; 3]
@@ -364,10 +383,8 @@ where
     fn on_close(&self, id: span::Id, _ctx: Context<'_, S>) {
         if let Some(st) = self.spans.remove(&id) {
             self.close(&st);
-            if st.request_origin {
-                if let (Some(job), Some(n)) = (st.fields.job_id(), st.fields.request) {
-                    self.requests.close(job, n);
-                }
+            if let Some((job, n)) = &st.request_origin {
+                self.requests.close(job.as_str(), *n);
             }
         }
     }

@@ -18,23 +18,33 @@ use std::sync::{Mutex, PoisonError};
 
 use rustc_hash::FxHashMap as HashMap;
 
+/// The requests of one job id in flight: their numbers, and the next one's (never one given
+/// while any of the id's requests is in flight: a retry after the second failed while the
+/// first runs is the third, not the second again).
+#[derive(Debug, Default)]
+struct InFlight {
+    numbers: Vec<u32>,
+    next: u32,
+}
+
 /// Request numbers in flight, by job id.
 #[derive(Debug, Default)]
 pub(crate) struct Requests {
-    open: Mutex<HashMap<Box<str>, Vec<u32>>>,
+    open: Mutex<HashMap<Box<str>, InFlight>>,
     /// Request spans open, of any id: while there are none (a prover without request
     /// spans, cuzk's engine among them) a span looks for no request around it.
     count: AtomicUsize,
 }
 
 impl Requests {
-    /// A request span of `job` opened: its number (1 for the only one in flight, else
-    /// one more than the highest in flight).
+    /// A request span of `job` opened: its number (1 when none of the id is in flight, else
+    /// one more than the last given).
     pub fn open(&self, job: &str) -> u32 {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let numbers = open.entry(job.into()).or_default();
-        let n = numbers.iter().max().map_or(1, |m| m.saturating_add(1));
-        numbers.push(n);
+        let id = open.entry(job.into()).or_default();
+        let n = id.next.max(1);
+        id.next = n.saturating_add(1);
+        id.numbers.push(n);
         self.count.fetch_add(1, Ordering::Relaxed);
         n
     }
@@ -49,12 +59,12 @@ impl Requests {
     /// Request `n` of `job` closed.
     pub fn close(&self, job: &str, n: u32) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(numbers) = open.get_mut(job) {
-            if let Some(at) = numbers.iter().position(|&m| m == n) {
-                numbers.swap_remove(at);
+        if let Some(id) = open.get_mut(job) {
+            if let Some(at) = id.numbers.iter().position(|&m| m == n) {
+                id.numbers.swap_remove(at);
                 self.count.fetch_sub(1, Ordering::Relaxed);
             }
-            if numbers.is_empty() {
+            if id.numbers.is_empty() {
                 open.remove(job);
             }
         }
@@ -84,8 +94,11 @@ mod tests {
         // the first is gone, the second runs: the next is not 1 again (that would be
         // the number the first one's lines had)
         assert_eq!(r.open("a"), 3);
-        r.close("a", 2);
+        // the newest closes first, the oldest still runs: the next is 4, not 3 again
         r.close("a", 3);
+        assert_eq!(r.open("a"), 4);
+        r.close("a", 2);
+        r.close("a", 4);
         r.close("b", 1);
         assert_eq!(r.len(), 0, "nothing kept once no request is in flight");
         assert_eq!(r.open("a"), 1);

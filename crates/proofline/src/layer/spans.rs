@@ -138,9 +138,9 @@ pub(crate) struct SpanState {
     /// inside it): its SYNTH_END (and GPU_QUEUE) and GPU_END are not emitted, as cuzk prints
     /// none for failed work.
     pub(crate) failed: bool,
-    /// The span is a request span (see `layer::requests`): its number is given back when
-    /// it closes.
-    pub(crate) request_origin: bool,
+    /// The span is a request span (see `layer::requests`): its job id and number, given
+    /// back when it closes (the id as it was then: a later `record` may change the field).
+    pub(crate) request_origin: Option<(std::sync::Arc<crate::fields::Name>, u32)>,
 }
 
 impl SpanState {

@@ -29,6 +29,8 @@ pub(crate) struct LayerStats {
     /// The first mapped span made with no job id on it or its ancestors (named in the
     /// warning about events without one).
     pub(crate) first_without_job_id: std::sync::OnceLock<&'static str>,
+    /// A span mapped to a GPU event named a worker and no GPU (GPU = worker / N assumed).
+    pub(crate) gpu_assumed: std::sync::atomic::AtomicBool,
 }
 
 /// The layer's counters at one instant (`TimelineGuard::stats`).
