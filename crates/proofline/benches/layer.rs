@@ -49,6 +49,43 @@ macro_rules! mapped {
     };
 }
 
+/// cuzk's `gpu_worker` span as cuzk makes it (engine.rs: `worker_id`, `gpu`, `job_id`,
+/// `proof_kind`, `batch_size`, `partition = ?Some(n)`): GPU_PICKUP at its creation,
+/// GPU_START and GPU_END at its first enter and close.
+macro_rules! gpu_worker {
+    () => {
+        |i: u32| {
+            tracing::info_span!(
+                "gpu_worker",
+                worker_id = i % 4,
+                gpu = (i % 4) / 2,
+                job_id = %"porep-1000-42",
+                proof_kind = %"porep-c2",
+                batch_size = 1usize,
+                partition = ?Some(i % 10),
+            )
+            .in_scope(|| black_box(i));
+        }
+    };
+}
+
+/// cuzk's TIMELINE line logged through `tracing` (the one-line change), and one of its
+/// `CUZK_TIMING:` lines so logged.
+macro_rules! timeline_line {
+    () => {
+        |i: u32| {
+            tracing::info!(target: "timeline", "TIMELINE,{},SYNTH_START,porep-1000-42,partition={}", i, i % 10);
+        }
+    };
+}
+macro_rules! timing_line {
+    () => {
+        |i: u32| {
+            tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid={} pre_lock_cpu_ms=312 mutex_wait_ms=4 ntt_msm_h_ms=2901 batch_add_ms=402 tail_msm_ms=233 gpu_total_ms=3541 mutex_held_ms=3566", i % 4);
+        }
+    };
+}
+
 /// A span it does not map.
 macro_rules! unmapped {
     () => {
@@ -206,6 +243,14 @@ fn bench(c: &mut Criterion) {
     let registry = || Dispatch::new(tracing_subscriber::registry().with(Noop));
     run(&mut g, "registry/mapped", registry(), mapped!());
     run(&mut g, "registry/unmapped", registry(), unmapped!());
+    run(&mut g, "registry/gpu_worker", registry(), gpu_worker!());
+    run(
+        &mut g,
+        "registry/timeline_line",
+        registry(),
+        timeline_line!(),
+    );
+    run(&mut g, "registry/timing_line", registry(), timing_line!());
     {
         // the baseline again, beside a thread on the other CPU that does nothing but wake
         // every 100 µs (as the worker does in the draining row below)
@@ -253,7 +298,23 @@ fn bench(c: &mut Criterion) {
         mapped!(),
         settle(&guard, 3),
     );
-    run(&mut g, "timeline/unmapped", d, unmapped!());
+    run(&mut g, "timeline/unmapped", d.clone(), unmapped!());
+    // cuzk's own shapes (issue #31): its GPU span with every field, its TIMELINE and
+    // CUZK_TIMING lines through tracing
+    run_settled(
+        &mut g,
+        "timeline/gpu_worker",
+        d.clone(),
+        gpu_worker!(),
+        settle(&guard, 3),
+    );
+    run_settled(
+        &mut g,
+        "timeline/timeline_line",
+        d,
+        timeline_line!(),
+        settle(&guard, 1),
+    );
     let s = guard.stats();
     eprintln!(
         "timeline layer: {} events received, {} dropped (queue full)",
@@ -267,9 +328,17 @@ fn bench(c: &mut Criterion) {
     run_settled(
         &mut g,
         "timeline_worker_draining/mapped",
-        d,
+        d.clone(),
         mapped!(),
         settle(&guard, 3),
+    );
+    // a timing line is no TIMELINE event (nothing to settle on): the draining worker keeps
+    // its queue from filling
+    run(
+        &mut g,
+        "timeline_worker_draining/timing_line",
+        d,
+        timing_line!(),
     );
     drop(guard);
 
