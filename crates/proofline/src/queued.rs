@@ -25,6 +25,30 @@ const OWN_OFFSET: u8 = 1 << 6;
 /// The entry holds a `CUZK_TIMING:` line (in `ext`), not a TIMELINE event.
 const TIMING: u8 = 1 << 7;
 
+thread_local! {
+    /// The job id and proof kind whose kind this thread's entries carried last (held, so
+    /// that their addresses are not reused while they are compared).
+    static KIND_SENT: std::cell::RefCell<Option<(Arc<Name>, Arc<Name>)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Whether this thread's entries carried `kind` for `job` last (then this one need not);
+/// else it is recorded as carried now.
+fn kind_sent(job: &Arc<Name>, kind: &Arc<Name>) -> bool {
+    KIND_SENT
+        .try_with(|sent| {
+            let mut sent = sent.borrow_mut();
+            if let Some((j, k)) = &*sent {
+                if Arc::ptr_eq(j, job) && Arc::ptr_eq(k, kind) {
+                    return true;
+                }
+            }
+            *sent = Some((job.clone(), kind.clone()));
+            false
+        })
+        .unwrap_or(false)
+}
+
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
 #[derive(Debug)]
@@ -199,9 +223,14 @@ impl Queued {
             }
         }
         // the engine takes the job's kind from any event; the line printed keeps it only
-        // where cuzk prints one (`Carries::proof_kind_if_whole`)
+        // where cuzk prints one (`Carries::proof_kind_if_whole`). So an edge of the job
+        // whose kind this thread sent last goes without it (no box: a GPU worker's spans of
+        // one job share their job id and kind), unless its line prints it.
         if let Some(k) = &f.proof_kind {
-            ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
+            let printed = c.proof_kind_if_whole && whole;
+            if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(j, k)) {
+                ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
+            }
         }
         if c.monolithic_if_whole && whole {
             flags |= MONOLITHIC;
@@ -374,6 +403,47 @@ mod tests {
     #[test]
     fn an_entry_is_one_cache_line() {
         assert!(std::mem::size_of::<Queued>() <= 64);
+    }
+
+    /// A thread's edges of one job box its proof kind once: the engine names the job by the
+    /// first; a whole proof's SYNTH_START, whose line prints it, always has it.
+    #[test]
+    fn a_jobs_kind_is_boxed_once_a_thread() {
+        let f = |job: &Arc<Name>, partition: Option<u32>| SpanFields {
+            job_id: Some(job.clone()),
+            partition,
+            worker: Some(0),
+            gpu: Some(0),
+            proof_kind: Some(Arc::new(Name::new("porep-c2"))),
+            request: None,
+        };
+        let kind_of = |f: &SpanFields, kind: EventKind| {
+            Queued::span_edge(f, kind, 1, None, false)
+                .unwrap()
+                .event()
+                .proof_kind
+                .map(str::to_owned)
+        };
+        let (a, b) = (Arc::new(Name::new("a")), Arc::new(Name::new("b")));
+        let fa = f(&a, Some(0));
+        assert_eq!(
+            kind_of(&fa, EventKind::GpuPickup).as_deref(),
+            Some("porep-c2")
+        );
+        assert_eq!(kind_of(&fa, EventKind::GpuStart), None, "sent already");
+        assert_eq!(kind_of(&fa, EventKind::GpuEnd), None);
+        let fb = f(&b, Some(0));
+        assert_eq!(
+            kind_of(&fb, EventKind::GpuStart).as_deref(),
+            Some("porep-c2"),
+            "another job"
+        );
+        let whole = f(&b, None);
+        assert_eq!(
+            kind_of(&whole, EventKind::SynthStart).as_deref(),
+            Some("porep-c2"),
+            "printed: always carried"
+        );
     }
 
     fn event() -> impl Strategy<Value = (proofline_core::Event, bool)> {
