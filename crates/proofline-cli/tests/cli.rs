@@ -977,24 +977,9 @@ fn a_provers_own_kinds_replace_unknown() {
     )
     .unwrap();
     let kinds = |extra: &[&str]| {
-        let out = proofline()
-            .args([
-                "analyze",
-                "--format",
-                "json",
-                "--partitions-for",
-                "porep-=1",
-            ])
-            .args(extra)
-            .arg(&log)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let mut args = vec!["--partitions-for", "porep-=1"];
+        args.extend_from_slice(extra);
+        let v = common::analyze_json_with(&args, &log);
         v["jobs"]
             .as_array()
             .unwrap()

@@ -250,9 +250,12 @@ impl Worker {
             + self.kinds_seen[EventKind::GpuEnd.index()];
         let synth = self.kinds_seen[EventKind::SynthStart.index()]
             + self.kinds_seen[EventKind::SynthEnd.index()];
-        let synth_mapped =
-            self.setup.maps(EventKind::SynthStart) || self.setup.maps(EventKind::SynthEnd);
-        if gpu == 0 || synth > 0 || !synth_mapped || self.setup.warned_no_synth {
+        // (the rules are looked at only once GPU events came alone)
+        if gpu == 0
+            || synth > 0
+            || self.setup.warned_no_synth
+            || !(self.setup.maps(EventKind::SynthStart) || self.setup.maps(EventKind::SynthEnd))
+        {
             return;
         }
         let since = *self.setup.gpu_since.get_or_insert_with(Instant::now);

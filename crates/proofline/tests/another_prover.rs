@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use proofline::{Edge, EventKind, FieldNames, TimelineLayer};
+use proofline::FieldNames;
 use tracing::{Level, span};
 use tracing_subscriber::prelude::*;
 
@@ -66,15 +66,8 @@ fn names(job: &str, worker: &[&str], gpu: &[&str]) -> FieldNames {
 }
 
 fn builder(fields: FieldNames) -> proofline::Builder {
-    TimelineLayer::builder()
-        .clear_mappings()
-        .map("witness", EventKind::SynthStart, Edge::FirstEnter)
-        .map("witness", EventKind::SynthEnd, Edge::Close)
-        .map("prove_segment", EventKind::GpuStart, Edge::FirstEnter)
-        .map("prove_segment", EventKind::GpuEnd, Edge::Close)
+    batch_prover_layer(SEGMENTS)
         .field_names(fields)
-        .partitions_for("batch-", SEGMENTS)
-        .engine_config(engine_cfg())
         .silence_warning_after(Duration::from_millis(300))
         .no_timeline()
 }

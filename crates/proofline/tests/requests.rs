@@ -11,7 +11,6 @@ use proofline::core::ids::trace_id;
 use proofline::core::report::{JobRecord, JobStatus};
 use proofline::core::sink::NoUpdates;
 use proofline::core::{Engine, codec};
-use proofline::{Edge, EventKind, TimelineLayer};
 use tracing::info_span;
 use tracing_subscriber::prelude::*;
 
@@ -22,15 +21,7 @@ const PARTS: u32 = 4;
 const JOB: &str = "batch-00017";
 
 fn builder() -> proofline::Builder {
-    TimelineLayer::builder()
-        .clear_mappings()
-        .map("witness", EventKind::SynthStart, Edge::FirstEnter)
-        .map("witness", EventKind::SynthEnd, Edge::Close)
-        .map("prove_segment", EventKind::GpuStart, Edge::FirstEnter)
-        .map("prove_segment", EventKind::GpuEnd, Edge::Close)
-        .partitions_for("batch-", PARTS)
-        .engine_config(engine_cfg())
-        .silence_warning_after(Duration::from_secs(3600))
+    batch_prover_layer(PARTS).silence_warning_after(Duration::from_secs(3600))
 }
 
 /// One request of `JOB`: a `request` span carrying the id, its partitions' witness spans

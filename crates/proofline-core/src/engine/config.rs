@@ -125,11 +125,8 @@ impl EngineConfig {
     /// The proof kind a job is taken to be before a line names one: the longest of
     /// [`EngineConfig::kinds_by_prefix`] its id starts with, else the id's own form.
     pub fn kind_of(&self, job_id: &str) -> Option<&str> {
-        self.kinds_by_prefix
-            .iter()
-            .filter(|(p, _)| job_id.starts_with(p.as_str()))
-            .max_by_key(|(p, _)| p.len())
-            .map(|(_, k)| k.as_str())
+        longest_prefix(&self.kinds_by_prefix, job_id)
+            .map(String::as_str)
             .or_else(|| crate::event::kind_from_job_id(job_id))
     }
 
@@ -140,11 +137,8 @@ impl EngineConfig {
     /// [`EngineConfig::expected_partitions`]; else `None` (the highest partition seen + 1,
     /// once the job is quiet).
     pub fn expected_partitions_of(&self, job_id: &str, whole: bool) -> Option<u32> {
-        self.partitions_by_prefix
-            .iter()
-            .filter(|(p, _)| job_id.starts_with(p.as_str()))
-            .max_by_key(|(p, _)| p.len())
-            .map(|&(_, n)| n)
+        longest_prefix(&self.partitions_by_prefix, job_id)
+            .copied()
             .or(whole.then_some(1))
             .or_else(|| crate::event::expected_partitions_from_job_id(job_id))
             .or(self.expected_partitions)
@@ -161,4 +155,13 @@ impl EngineConfig {
         self.restart_after_ms = self.restart_after_ms.max(self.reorder_window_ms);
         self
     }
+}
+
+/// The value of the longest of `rules`' prefixes that `job_id` starts with.
+fn longest_prefix<'a, T>(rules: &'a [(String, T)], job_id: &str) -> Option<&'a T> {
+    rules
+        .iter()
+        .filter(|(p, _)| job_id.starts_with(p.as_str()))
+        .max_by_key(|(p, _)| p.len())
+        .map(|(_, v)| v)
 }

@@ -31,6 +31,20 @@ impl SharedBuf {
     }
 }
 
+/// The layer for a prover of another shape than cuzk's: `witness` spans are its synthesis,
+/// `prove_segment` spans its GPU work, jobs `batch-*` of `parts` partitions.
+pub fn batch_prover_layer(parts: u32) -> proofline::Builder {
+    use proofline::{Edge, EventKind};
+    proofline::TimelineLayer::builder()
+        .clear_mappings()
+        .map("witness", EventKind::SynthStart, Edge::FirstEnter)
+        .map("witness", EventKind::SynthEnd, Edge::Close)
+        .map("prove_segment", EventKind::GpuStart, Edge::FirstEnter)
+        .map("prove_segment", EventKind::GpuEnd, Edge::Close)
+        .partitions_for("batch-", parts)
+        .engine_config(engine_cfg())
+}
+
 pub fn engine_cfg() -> EngineConfig {
     EngineConfig {
         reorder_window_ms: 1000,
