@@ -277,17 +277,19 @@ where
         // a request span: one of the prover's own (no rule), for a whole request (a job
         // id, no partition), and not inside other work of that job (a span of the same job
         // id around it, or partition work): looked up only for such candidates
-        let request_span = state.rules == [0; 3]
+        let mut request_span = false;
+        if state.rules == [0; 3]
             && whole.is_none()
             && state.fields.job_id.is_some()
             && state.fields.partition.is_none()
-            && {
-                let mut around = SpanFields::default();
-                self.inherit(attrs, &ctx, &mut around);
-                around.partition.is_none() && around.job_id != state.fields.job_id
-            };
-        // (a span with all its fields looks further only while a request span is open)
-        if whole.is_none() && (!state.fields.complete() || self.requests.any_open()) {
+        {
+            // what is around it, looked up once: it decides, and fills what the span lacks
+            let mut around = SpanFields::default();
+            self.inherit(attrs, &ctx, &mut around);
+            request_span = around.partition.is_none() && around.job_id != state.fields.job_id;
+            state.fields.inherit(&around);
+        } else if whole.is_none() && (!state.fields.complete() || self.requests.any_open()) {
+            // (a span with all its fields looks further only while a request span is open)
             self.inherit(attrs, &ctx, &mut state.fields);
         }
         if request_span && state.fields.request.is_none() {
