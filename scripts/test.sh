@@ -16,6 +16,18 @@ if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
   fi
 fi
 
+# VictoriaMetrics (victoria-metrics, vmctl, vmalert): the global level of the fleet test's
+# second run, and the alerts' backtest (deploy/backtest/).
+if ! command -v victoria-metrics >/dev/null || ! command -v vmalert >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends victoria-metrics >/dev/null
+  else
+    echo "scripts/test.sh: install Debian's victoria-metrics first" >&2
+    exit 1
+  fi
+fi
+
 # A real headless browser opens the HTML chart.
 if ! command -v chromium >/dev/null; then
   if [ "$(id -u)" = 0 ]; then

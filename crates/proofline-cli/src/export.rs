@@ -31,6 +31,11 @@ use crate::input::{EngineArgs, OutputFile};
 pub(crate) enum ExportFormat {
     /// Chrome trace-event JSON (ui.perfetto.dev, chrome://tracing).
     Perfetto,
+    /// The series `/metrics` would have shown, scraped every --step-s while the log was
+    /// written, with timestamps (OpenMetrics text): for `promtool tsdb
+    /// create-blocks-from openmetrics` or VictoriaMetrics, and alerts replayed over them.
+    /// Needs --epoch.
+    Openmetrics,
 }
 
 #[derive(Debug, clap::Args)]
@@ -51,15 +56,46 @@ pub(crate) struct ExportArgs {
     output: Option<PathBuf>,
     /// Export at most this many partitions (the first to finish). Default: all of them
     /// (the export is written as it is read: memory does not grow with the log). At least 1.
+    /// Perfetto only.
     #[arg(long, value_name = "N",
         value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_partitions: Option<usize>,
+    /// OpenMetrics: the wall-clock time of the log's TIMELINE offset 0 (RFC 3339, e.g.
+    /// 2026-11-30T01:31:00Z), which every sample's timestamp counts from: the prover's start.
+    #[arg(long, value_name = "RFC3339")]
+    epoch: Option<String>,
+    /// OpenMetrics: seconds between two scrapes (the scrape_interval the history stands
+    /// for). Range 1..=3600.
+    #[arg(long, default_value_t = 15, value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..=3600))]
+    step_s: u64,
+    /// OpenMetrics: a label every sample gets, as a scrape adds it (repeatable). Default:
+    /// job=proofline (deploy/'s scrape job) and instance=the log's file name; a label of the
+    /// same name in the exposition becomes exported_NAME, as in Prometheus.
+    #[arg(long = "label", value_name = "NAME=VALUE", value_parser = crate::openmetrics::parse_label)]
+    labels: Vec<(String, String)>,
+    /// OpenMetrics: scrape on past the log's last line up to this time (RFC 3339), as a
+    /// live /metrics goes on being scraped after the prover fell silent. Default: the last
+    /// line's time.
+    #[arg(long, value_name = "RFC3339")]
+    scrape_until: Option<String>,
     #[command(flatten)]
     engine: EngineArgs,
 }
 
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
-    let ExportFormat::Perfetto = args.format;
+    if args.format == ExportFormat::Openmetrics {
+        return run_openmetrics(args);
+    }
+    for (given, flag) in [
+        (args.epoch.is_some(), "--epoch"),
+        (args.scrape_until.is_some(), "--scrape-until"),
+        (!args.labels.is_empty(), "--label"),
+    ] {
+        if given {
+            anyhow::bail!("{flag} is for --format openmetrics (the Perfetto export has no clock)");
+        }
+    }
     let source = crate::input::Source::of(args.input.as_deref(), &args.journal);
     let target = match &args.output {
         Some(p) => Some(OutputFile::create(
@@ -108,6 +144,112 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         );
     }
     run.result()
+}
+
+fn run_openmetrics(args: &ExportArgs) -> Result<()> {
+    use crate::openmetrics::{Plan, check_until, gather};
+    use crate::rfc3339::parse_rfc3339;
+    if args.max_partitions.is_some() {
+        anyhow::bail!("--max-partitions is for --format perfetto");
+    }
+    let Some(input) = args.input.as_deref() else {
+        anyhow::bail!(
+            "--format openmetrics reads a log file or `-`, not the journal yet: pipe it, e.g. `journalctl -u cuzk -o cat --since ... | proofline export --format openmetrics - --epoch ...` (TIMELINE offsets carry the time; give the epoch of the run the lines start in)"
+        );
+    };
+    let Some(epoch) = &args.epoch else {
+        anyhow::bail!(
+            "--format openmetrics needs --epoch: the wall-clock time of the log's offset 0 (the prover's start), e.g. --epoch 2026-11-30T01:31:00Z"
+        );
+    };
+    let rfc = |flag: &str, v: &str| {
+        parse_rfc3339(v).with_context(|| {
+            format!("{flag} `{v}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
+        })
+    };
+    let epoch_ms = rfc("--epoch", epoch)?;
+    let until_ms = args
+        .scrape_until
+        .as_deref()
+        .map(|u| rfc("--scrape-until", u))
+        .transpose()?;
+    check_until(epoch_ms, until_ms)?;
+    let instance = if input.as_os_str() == "-" {
+        "stdin".to_owned()
+    } else {
+        input
+            .file_name()
+            .map_or_else(|| "log".to_owned(), |n| n.to_string_lossy().into_owned())
+    };
+    let mut labels = args.labels.clone();
+    for (name, value) in [
+        ("job", "proofline".to_owned()),
+        ("instance", instance.clone()),
+    ] {
+        if !labels.iter().any(|(n, _)| n == name) {
+            labels.push((name.to_owned(), value));
+        }
+    }
+    let target = match &args.output {
+        Some(p) => Some(OutputFile::create(
+            input,
+            p,
+            &[("om", "OpenMetrics text"), ("txt", "OpenMetrics text")],
+        )?),
+        None => None,
+    };
+    let instance = labels
+        .iter()
+        .find(|(n, _)| n == "instance")
+        .map_or(instance, |(_, v)| v.clone());
+    let done = gather(&Plan {
+        input,
+        cfg: args.engine.config(),
+        epoch_ms,
+        step_ms: args.step_s * 1000,
+        until_ms,
+        labels,
+        instance,
+    })?;
+    let points = done.history.points;
+    {
+        let mut out: Box<dyn Write> = match &target {
+            Some(t) => Box::new(io::BufWriter::with_capacity(1 << 16, t.file()?)),
+            None => Box::new(io::BufWriter::with_capacity(1 << 16, io::stdout().lock())),
+        };
+        done.history
+            .write(&mut out)
+            .context("cannot write the export")?;
+    }
+    if let Some(t) = target {
+        t.commit()?;
+    }
+    match (done.first_ms, done.last_ms) {
+        (Some(a), Some(b)) => eprintln!(
+            "proofline: {points} scrapes from {} to {}, every {} s",
+            crate::rfc3339::format_rfc3339(a),
+            crate::rfc3339::format_rfc3339(b),
+            args.step_s
+        ),
+        _ => eprintln!(
+            "proofline: warning: {} has no TIMELINE event: the export holds no samples",
+            input.display()
+        ),
+    }
+    if done.lines.malformed > 0 {
+        eprintln!(
+            "proofline: {} malformed lines (counted in proofline_malformed_lines_total from the last scrape; the first at line {})",
+            done.lines.malformed,
+            done.lines.malformed_examples.first().map_or(0, |e| e.line)
+        );
+    }
+    match done.error {
+        Some(e) => Err(e.context(format!(
+            "the input ended early: the export covers the {} lines read before the error",
+            done.lines.lines
+        ))),
+        None => Ok(()),
+    }
 }
 
 const PID_SYNTH: u32 = 1;

@@ -22,6 +22,7 @@ mod follow_journal;
 mod generate;
 mod input;
 mod journal;
+mod openmetrics;
 mod replay;
 mod rfc3339;
 mod signals;
@@ -48,7 +49,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Draw the pipeline as a Gantt chart: SVG, or HTML that zooms and pans.
     Chart(chart::ChartArgs),
-    /// Export the pipeline for other viewers (Chrome/Perfetto trace-event JSON).
+    /// Export the pipeline for other viewers (Chrome/Perfetto trace-event JSON), or the
+    /// metrics' history (OpenMetrics with timestamps) for backfilling and backtesting alerts.
     Export(export::ExportArgs),
     /// Send the traces of an old log to an OTLP collector (Jaeger, Tempo, ...): the traces the
     /// live layer would have sent.

@@ -1031,3 +1031,94 @@ fn a_provers_own_kinds_replace_unknown() {
         "{err}"
     );
 }
+
+/// `export --format openmetrics`: one header per family, every sample timestamped on the
+/// scrape grid, each series' points in time order, `# EOF` last; during a stall the idle
+/// gauge grows by exactly one step a scrape (the scrapes run on the log's clock); and its
+/// flags are checked by name.
+#[test]
+fn the_openmetrics_export_is_history_on_the_log_s_clock() {
+    let log = tmp("om.log");
+    generate(&["--jobs", "6", "--gpus", "2", "--stall", "3:300000"], &log);
+    let out = proofline()
+        .args([
+            "export",
+            "--format",
+            "openmetrics",
+            "--epoch",
+            "2026-11-01T00:00:00Z",
+        ])
+        .args(["--step-s", "10", "--label", "instance=p7"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.ends_with("\n# EOF\n"));
+    let mut types = std::collections::HashSet::new();
+    let mut last: std::collections::HashMap<String, f64> = Default::default();
+    let mut idle: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
+    for line in text.lines().filter(|l| *l != "# EOF") {
+        if let Some(t) = line.strip_prefix("# TYPE ") {
+            assert!(types.insert(t.to_owned()), "{t} twice");
+            continue;
+        }
+        if line.starts_with('#') {
+            continue;
+        }
+        let mut parts = line.rsplitn(3, ' ');
+        let ts: f64 = parts.next().unwrap().parse().unwrap();
+        let value: f64 = parts.next().unwrap().parse().unwrap();
+        let series = parts.next().unwrap();
+        assert!(series.contains("instance=\"p7\"") && series.contains("job=\"proofline\""));
+        let offset_ms = (ts * 1000.0).round() as u64 - 1_793_491_200_000;
+        assert_eq!(offset_ms % 10_000, 0, "{line}");
+        if let Some(prev) = last.insert(series.to_owned(), ts) {
+            assert!(ts > prev, "{line}: after {prev}");
+        }
+        if series.starts_with("proofline_gpu_idle_seconds{") {
+            idle.entry(offset_ms).or_default().push(value);
+        }
+    }
+    let steps: Vec<f64> = idle
+        .values()
+        .zip(idle.values().skip(1))
+        .filter(|(a, b)| a[0] > 30.0 && b[0] > a[0])
+        .map(|(a, b)| b[0] - a[0])
+        .collect();
+    assert!(steps.len() > 20, "{idle:?}");
+    assert!(steps.iter().all(|d| (d - 10.0).abs() < 1e-6), "{steps:?}");
+
+    for (args, says) in [
+        (&["export", "--format", "openmetrics"][..], "needs --epoch"),
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-11-01T00:00:00Z",
+                "--label",
+                "__x=1",
+            ][..],
+            "reserved",
+        ),
+        (
+            &["export", "--epoch", "2026-11-01T00:00:00Z"][..],
+            "--epoch is for --format openmetrics",
+        ),
+        (
+            &["export", "--format", "openmetrics", "--epoch", "yesterday"][..],
+            "--epoch `yesterday` is not an RFC 3339 time",
+        ),
+    ] {
+        let out = proofline().args(args).arg(&log).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}

@@ -217,8 +217,29 @@ impl LineFeeder {
         input: &mut impl BufRead,
         engine: &mut Engine,
         sink: &mut impl UpdateSink,
-        mut on_bytes: impl FnMut(usize),
+        on_bytes: impl FnMut(usize),
     ) -> io::Result<()> {
+        self.feed_all_stepped(input, engine, sink, on_bytes, |_, _, _| {})
+    }
+
+    /// [`LineFeeder::feed_all`], telling `before` the offset of each TIMELINE event just
+    /// before the engine takes it: a caller that replays a log on the log's own clock (the
+    /// OpenMetrics export's scrapes) moves the engine's clock up to the event first
+    /// ([`Engine::advance`]) and looks at what it holds then.
+    pub fn feed_all_stepped<S: UpdateSink>(
+        &mut self,
+        input: &mut impl BufRead,
+        engine: &mut Engine,
+        sink: &mut S,
+        mut on_bytes: impl FnMut(usize),
+        mut before: impl FnMut(u64, &mut Engine, &mut S),
+    ) -> io::Result<()> {
+        let mut feed = |p: Parsed<'_>, engine: &mut Engine, sink: &mut S| {
+            if let Parsed::Event(ev) = &p {
+                before(ev.offset_ms, engine, sink);
+            }
+            p.feed(engine, sink);
+        };
         let mut carry: Vec<u8> = Vec::new();
         // inside a line longer than MAX_LINE_BYTES: skipping to its newline
         let mut skipping = false;
@@ -252,7 +273,14 @@ impl LineFeeder {
                 match memchr::memchr(b'\n', body) {
                     Some(end) => {
                         carry.extend_from_slice(&body[..=end]);
-                        self.feed_line(&carry, engine, sink);
+                        match std::str::from_utf8(&carry) {
+                            Ok(text) => {
+                                if let Ok(Some(p)) = self.take_line(text) {
+                                    feed(p, engine, sink);
+                                }
+                            }
+                            Err(_) => drop(self.not_utf8(&carry)),
+                        }
                         carry.clear();
                         body = &body[end + 1..];
                     }
@@ -264,7 +292,7 @@ impl LineFeeder {
             }
             match memchr::memrchr(b'\n', body) {
                 Some(last) => {
-                    self.feed_lines(&body[..=last], engine, sink);
+                    let _ = self.parse_lines(&body[..=last], |p| feed(p, engine, sink));
                     carry.extend_from_slice(&body[last + 1..]);
                 }
                 None => carry.extend_from_slice(body),

@@ -1,0 +1,174 @@
+//! Alerts backtested on old logs, the recipe of deploy/backtest/backtest_alerts.py with real
+//! tools: `proofline export --format openmetrics`, promtool's blocks, VictoriaMetrics loaded
+//! by vmctl, and vmalert replaying deploy/'s recording rules and alerts as they are (real
+//! thresholds: the export runs on the log's own clock). The GPU-idle alert fires for each
+//! GPU at the moment the log says (its idle stretch's start plus alerts.yml's threshold and
+//! `for`, within one evaluation and the engine's reorder window), stops when the GPU has work
+//! again, and does not fire on the same prover's log without the stall.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const EPOCH: &str = "2026-11-01T00:00:00Z";
+const EPOCH_MS: u64 = 1_793_491_200_000;
+const STEP_MS: u64 = 15_000;
+/// `proofline export`'s default reorder window: its gauges trail the log by it, as `watch`'s do.
+const REORDER_MS: u64 = 5_000;
+
+fn deploy() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
+}
+
+fn generate(path: &Path, extra: &[&str]) {
+    assert!(
+        Command::new(env!("CARGO_BIN_EXE_proofline"))
+            .args(["generate", "--jobs", "8", "--gpus", "2", "-o"])
+            .arg(path)
+            .args(extra)
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+/// The backtest's firings of `log` (its JSON).
+fn backtest(log: &Path, instance: &str) -> Vec<serde_json::Value> {
+    let out = Command::new("python3")
+        .arg(deploy().join("backtest/backtest_alerts.py"))
+        .arg(log)
+        .args(["--epoch", EPOCH, "--json", "--proofline"])
+        .arg(env!("CARGO_BIN_EXE_proofline"))
+        .args(["--", "--label", &format!("instance={instance}")])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["firings"].as_array().unwrap().clone()
+}
+
+/// alerts.yml's GPU-idle threshold and `for`, ms, read from the file the fleet runs.
+fn idle_alert_ms() -> (u64, u64) {
+    let text = std::fs::read_to_string(deploy().join("prometheus/alerts.yml")).unwrap();
+    let number = |marker: &str| -> String {
+        let line = text.lines().find(|l| l.contains(marker)).unwrap();
+        line.split_whitespace()
+            .take_while(|w| *w != "#")
+            .last()
+            .unwrap()
+            .to_owned()
+    };
+    let threshold: u64 = number("# threshold: idle_seconds").parse().unwrap();
+    let f = number("# for: idle");
+    let for_ms = match f.strip_suffix('m') {
+        Some(m) => m.parse::<u64>().unwrap() * 60_000,
+        None => f.strip_suffix('s').unwrap().parse::<u64>().unwrap() * 1000,
+    };
+    (threshold * 1000, for_ms)
+}
+
+/// Each GPU's longest idle stretch with the next start, from the log's own lines (worker /
+/// 2 is the GPU, cuzk's layout, which `generate` writes).
+fn longest_idle(log: &Path) -> Vec<(u32, u64, u64)> {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut by_gpu: std::collections::BTreeMap<u32, Vec<(u64, bool)>> = Default::default();
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() < 5 || f[0] != "TIMELINE" || !f[2].starts_with("GPU_") {
+            continue;
+        }
+        let start = match f[2] {
+            "GPU_START" => true,
+            "GPU_END" => false,
+            _ => continue,
+        };
+        let worker: u32 = f[4..]
+            .iter()
+            .find_map(|kv| kv.strip_prefix("worker="))
+            .unwrap()
+            .parse()
+            .unwrap();
+        by_gpu
+            .entry(worker / 2)
+            .or_default()
+            .push((f[1].parse().unwrap(), start));
+    }
+    by_gpu
+        .into_iter()
+        .map(|(gpu, mut evs)| {
+            evs.sort();
+            // the busy union's holes: open intervals counted, a hole where none is open
+            let (mut open, mut idle_since, mut best) = (0i32, None, (0, 0));
+            for (t, start) in evs {
+                if start {
+                    if open == 0 {
+                        if let Some(s) = idle_since.take() {
+                            if t - s > best.1 - best.0 {
+                                best = (s, t);
+                            }
+                        }
+                    }
+                    open += 1;
+                } else {
+                    open -= 1;
+                    if open == 0 {
+                        idle_since = Some(t);
+                    }
+                }
+            }
+            (gpu, best.0, best.1)
+        })
+        .collect()
+}
+
+#[test]
+fn the_gpu_idle_alert_fires_on_an_old_log_when_the_stall_says_and_not_without_it() {
+    let dir = std::env::temp_dir().join(format!("proofline-backtest-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let stalled = dir.join("stalled.log");
+    generate(&stalled, &["--stall", "4:300000"]);
+    let (threshold, for_ms) = idle_alert_ms();
+    let idle = longest_idle(&stalled);
+    assert_eq!(idle.len(), 2);
+    let firings = backtest(&stalled, "prover-7");
+    for (gpu, from, to) in idle {
+        assert!(to - from > 200_000, "GPU {gpu}: the stall is in the log");
+        let f: Vec<&serde_json::Value> = firings
+            .iter()
+            .filter(|f| {
+                f["alert"] == "ProoflineGpuIdleBetweenSectors"
+                    && f["labels"]["gpu"] == gpu.to_string().as_str()
+            })
+            .collect();
+        assert_eq!(f.len(), 1, "GPU {gpu}: {firings:#?}");
+        assert_eq!(f[0]["instance"], "prover-7");
+        let fired = f[0]["from_ms"].as_u64().unwrap() - EPOCH_MS;
+        let due = from + threshold + for_ms;
+        assert!(
+            fired >= due && fired <= due + STEP_MS + REORDER_MS,
+            "GPU {gpu}: idle from {from} ms, due to fire at {due} ms, fired at {fired} ms"
+        );
+        // the last evaluation it fired at is before the GPU had work again (as the live
+        // gauge sees it, a reorder window late)
+        let last = f[0]["to_ms"].as_u64().unwrap() - EPOCH_MS;
+        assert!(
+            last <= to + REORDER_MS && last + STEP_MS + REORDER_MS > to,
+            "GPU {gpu}: busy again at {to} ms, the alert fired until {last} ms"
+        );
+    }
+
+    let fine = dir.join("fine.log");
+    generate(&fine, &[]);
+    let quiet = backtest(&fine, "prover-8");
+    assert!(
+        quiet
+            .iter()
+            .all(|f| f["alert"] != "ProoflineGpuIdleBetweenSectors"),
+        "{quiet:#?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
