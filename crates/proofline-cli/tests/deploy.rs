@@ -251,6 +251,41 @@ fn the_compose_file_follows_the_compose_specification_and_mounts_the_files_the_t
     assert!(text.contains("--web.enable-remote-write-receiver"));
 }
 
+/// The VictoriaMetrics variant: valid Compose over compose.yaml, its mounts there, and it
+/// stands where the sites write and the fleet dashboard reads (the global Prometheus's name
+/// and port), its vmalert on the alerts file the fleet runs.
+#[test]
+fn the_victoriametrics_override_takes_the_global_prometheus_s_place() {
+    let text = std::fs::read_to_string(deploy().join("compose.victoriametrics.yaml")).unwrap();
+    let (ok, err) = compose_valid(&text);
+    assert!(
+        ok,
+        "deploy/compose.victoriametrics.yaml is not valid Compose: {err}"
+    );
+    let (ok, _) = compose_valid(&text.replacen("    command:", "    comand:", 1));
+    assert!(!ok, "a misspelt key passed the schema");
+    for line in text.lines().map(str::trim) {
+        if let Some(mount) = line.strip_prefix("- ./") {
+            let local = mount.split(':').next().unwrap();
+            assert!(
+                deploy().join(local).exists(),
+                "it mounts ./{local}, which is missing"
+            );
+        }
+    }
+    let base = std::fs::read_to_string(deploy().join("compose.yaml")).unwrap();
+    assert!(base.contains("\n  prometheus-global:\n") && text.contains("\n  prometheus-global:\n"));
+    assert!(text.contains("- -httpListenAddr=:9090"));
+    let site = std::fs::read_to_string(deploy().join("prometheus/site.yml")).unwrap();
+    assert!(site.contains("url: http://prometheus-global:9090/api/v1/write"));
+    assert!(text.contains("- -rule=/etc/prometheus/alerts.yml"));
+    assert!(text.contains("- ./prometheus:/etc/prometheus:ro"));
+    assert!(
+        text.contains("- -notifier.url=http://alertmanager:9093")
+            && base.contains("\n  alertmanager:\n")
+    );
+}
+
 #[test]
 fn grafana_sends_exemplars_to_the_jaeger_the_compose_file_runs() {
     let ds =
