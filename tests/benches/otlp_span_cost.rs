@@ -48,14 +48,13 @@ fn bench(c: &mut Criterion) {
         drop(d);
         let _ = guard.shutdown(Duration::from_secs(5));
         let shut = handle.shutdown(Duration::from_secs(3));
-        use std::sync::atomic::Ordering::Relaxed;
         eprintln!(
             "{name}: layer dropped {} events; OTLP: {} traces queued, {} dropped, {} spans exported, {} failed; shutdown {}",
             guard.stats().dropped,
-            counters.traces_queued.load(Relaxed),
-            counters.traces_dropped.load(Relaxed),
-            counters.spans_exported.load(Relaxed),
-            counters.spans_failed.load(Relaxed),
+            counters.snapshot().traces_queued,
+            counters.snapshot().traces_dropped,
+            counters.snapshot().spans_exported,
+            counters.snapshot().spans_failed,
             if shut.is_ok() {
                 "ok".to_owned()
             } else {

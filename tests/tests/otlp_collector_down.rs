@@ -2,7 +2,6 @@
 //! keeps its bound, and the counts add up.
 
 use std::net::TcpListener;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use opentelemetry_proto::tonic::common::v1::any_value::Value;
@@ -28,10 +27,10 @@ fn a_collector_that_is_down_costs_nothing_but_its_counters() {
     handle.shutdown(Duration::from_secs(20)).unwrap();
     let c = handle.counters();
     let (queued, dropped, exported, failed) = (
-        c.traces_queued.load(Ordering::Relaxed),
-        c.traces_dropped.load(Ordering::Relaxed),
-        c.spans_exported.load(Ordering::Relaxed),
-        c.spans_failed.load(Ordering::Relaxed),
+        c.snapshot().traces_queued,
+        c.snapshot().traces_dropped,
+        c.snapshot().spans_exported,
+        c.snapshot().spans_failed,
     );
     assert_eq!(
         queued + dropped,
@@ -94,7 +93,7 @@ fn when_the_collector_comes_back_new_traces_arrive() {
     replay(&log, EngineConfig::default(), &mut sink);
     let c = handle.counters();
     let deadline = Instant::now() + Duration::from_secs(20);
-    while c.spans_failed.load(Ordering::Relaxed) < 4 * 51 {
+    while c.snapshot().spans_failed < 4 * 51 {
         assert!(
             Instant::now() < deadline,
             "the exports to a down collector did not fail"
@@ -113,6 +112,6 @@ fn when_the_collector_comes_back_new_traces_arrive() {
     assert!(spans.iter().all(|s| {
         !matches!(attr(s, "job.id"), Some(Value::StringValue(j)) if j.starts_with("porep-1000-"))
     }));
-    assert_eq!(c.spans_exported.load(Ordering::Relaxed), 4 * 51 + 3);
-    assert_eq!(c.spans_failed.load(Ordering::Relaxed), 4 * 51 + 3);
+    assert_eq!(c.snapshot().spans_exported, 4 * 51 + 3);
+    assert_eq!(c.snapshot().spans_failed, 4 * 51 + 3);
 }

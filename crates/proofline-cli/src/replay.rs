@@ -7,7 +7,6 @@
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -154,10 +153,11 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let mut jobs = 0u64;
     let mut last_shown = Instant::now();
     let show = |pb: &indicatif::ProgressBar, jobs: u64| {
+        let c = counters.snapshot();
         pb.set_message(format!(
             "{jobs} jobs read, {} traces delivered, {} failed, {} s left",
-            counters.traces_exported.load(Relaxed),
-            counters.traces_failed.load(Relaxed),
+            c.traces_exported,
+            c.traces_failed,
             deadline.saturating_duration_since(Instant::now()).as_secs()
         ));
     };
@@ -206,13 +206,15 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         pb.finish_and_clear();
     }
 
-    let traces = counters.traces_queued.load(Relaxed) + counters.traces_dropped.load(Relaxed);
-    let delivered = counters.traces_exported.load(Relaxed);
-    let failed = counters.traces_failed.load(Relaxed);
-    let dropped = counters.traces_dropped.load(Relaxed);
+    // after the shutdown nothing counts any more: one snapshot is the whole story
+    let totals = counters.snapshot();
+    let traces = totals.traces_queued + totals.traces_dropped;
+    let delivered = totals.traces_exported;
+    let failed = totals.traces_failed;
+    let dropped = totals.traces_dropped;
     let unsent = traces.saturating_sub(delivered + failed + dropped);
     let jobs_read = run.report.summary.jobs_complete + run.report.summary.jobs_incomplete;
-    let spans = counters.spans_exported.load(Relaxed);
+    let spans = totals.spans_exported;
     let failures = handle.failures();
     // spans a collector took the request of, and rejected (an OTLP partial success)
     let rejection = failures
@@ -240,7 +242,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         eprintln!(
             "proofline replay: {jobs_read} jobs -> {traces} traces: {delivered} delivered ({spans} spans), {} not delivered ({failed} failed, {} spans; {dropped} dropped at the deadline; {unsent} unsent when time ran out){}",
             traces - delivered,
-            counters.spans_failed.load(Relaxed),
+            totals.spans_failed,
             if run.stopped {
                 format!(
                     "; reading stopped {} after {} lines",
@@ -254,7 +256,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             }
         );
     }
-    let unplaced = counters.links_unplaced.load(Relaxed);
+    let unplaced = totals.links_unplaced;
     if unplaced > 0 {
         eprintln!(
             "proofline replay: {unplaced} sector-to-sector links had no trace to carry them (both sectors finished before the one ahead of them on their GPU)"

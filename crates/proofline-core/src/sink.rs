@@ -139,39 +139,75 @@ pub struct TelemetryCounts {
 
 /// Counters of an exporter that pushes traces (OTLP). The exporter registers them in the
 /// run's [`Exports`], where a sink that publishes them (Prometheus) reads them when it is
-/// scraped, without the two depending on each other.
+/// scraped, without the two depending on each other. Counted with [`ExportCounters::add`],
+/// read as a [`ExportTotals`] snapshot.
 #[derive(Debug, Default)]
 pub struct ExportCounters {
+    counts: [AtomicU64; ExportCount::ALL.len()],
+}
+
+/// What an exporter counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ExportCount {
     /// Traces handed to the exporter's queue.
-    pub traces_queued: AtomicU64,
+    TracesQueued,
     /// Traces dropped because the export queue was full.
-    pub traces_dropped: AtomicU64,
+    TracesDropped,
     /// Spans the collector accepted.
-    pub spans_exported: AtomicU64,
-    /// Spans whose export failed (collector down, refused, timed out).
-    pub spans_failed: AtomicU64,
+    SpansExported,
+    /// Spans whose export failed (collector down, refused, timed out), or that the collector
+    /// rejected.
+    SpansFailed,
     /// Traces the collector accepted.
-    pub traces_exported: AtomicU64,
+    TracesExported,
     /// Traces whose export failed.
-    pub traces_failed: AtomicU64,
+    TracesFailed,
     /// Transitions whose two jobs' traces had both been sent before the transition was
     /// known (both finished before the job ahead of them on the GPU): no trace could carry
     /// their link.
-    pub links_unplaced: AtomicU64,
+    LinksUnplaced,
+}
+
+impl ExportCount {
+    /// Every count, in the order of [`ExportTotals`]' fields.
+    pub const ALL: [ExportCount; 7] = [
+        ExportCount::TracesQueued,
+        ExportCount::TracesDropped,
+        ExportCount::SpansExported,
+        ExportCount::SpansFailed,
+        ExportCount::TracesExported,
+        ExportCount::TracesFailed,
+        ExportCount::LinksUnplaced,
+    ];
 }
 
 impl ExportCounters {
+    /// Adds `n` to a count.
+    pub fn add(&self, what: ExportCount, n: u64) {
+        self.counts[what as usize].fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A trace counted as queued that did not get into the queue after all: one queued less,
+    /// one dropped more (it is counted queued before it is sent, so that a reader never sees
+    /// more delivered than queued).
+    pub fn queued_then_dropped(&self) {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.counts[ExportCount::TracesQueued as usize].fetch_sub(1, Relaxed);
+        self.counts[ExportCount::TracesDropped as usize].fetch_add(1, Relaxed);
+    }
+
     /// The counters' values now.
     pub fn snapshot(&self) -> ExportTotals {
-        use std::sync::atomic::Ordering::Relaxed;
+        let v = |c: ExportCount| self.counts[c as usize].load(std::sync::atomic::Ordering::Relaxed);
         ExportTotals {
-            traces_queued: self.traces_queued.load(Relaxed),
-            traces_dropped: self.traces_dropped.load(Relaxed),
-            spans_exported: self.spans_exported.load(Relaxed),
-            spans_failed: self.spans_failed.load(Relaxed),
-            traces_exported: self.traces_exported.load(Relaxed),
-            traces_failed: self.traces_failed.load(Relaxed),
-            links_unplaced: self.links_unplaced.load(Relaxed),
+            traces_queued: v(ExportCount::TracesQueued),
+            traces_dropped: v(ExportCount::TracesDropped),
+            spans_exported: v(ExportCount::SpansExported),
+            spans_failed: v(ExportCount::SpansFailed),
+            traces_exported: v(ExportCount::TracesExported),
+            traces_failed: v(ExportCount::TracesFailed),
+            links_unplaced: v(ExportCount::LinksUnplaced),
         }
     }
 }

@@ -2,13 +2,12 @@
 //! [`Client`], counting what was delivered and recording why the rest was not; and the wait
 //! for it at shutdown, shared by the sink and the handle.
 
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use proofline_core::sink::ExportCounters;
+use proofline_core::sink::{ExportCount, ExportCounters};
 
 use crate::diagnose::Failures;
 use crate::endpoint::Endpoint;
@@ -62,14 +61,14 @@ impl ExportThread {
                 std::thread::sleep(Duration::from_millis(5));
             }
             if Instant::now() >= deadline {
-                let c = &self.counters;
+                let c = self.counters.snapshot();
                 let err = ShutdownError {
                     waited: started.elapsed(),
-                    queued: c.traces_queued.load(Ordering::Relaxed),
-                    exported: c.spans_exported.load(Ordering::Relaxed),
-                    failed: c.spans_failed.load(Ordering::Relaxed),
-                    dropped: c.traces_dropped.load(Ordering::Relaxed),
-                    delivered: c.traces_exported.load(Ordering::Relaxed),
+                    queued: c.traces_queued,
+                    exported: c.spans_exported,
+                    failed: c.spans_failed,
+                    dropped: c.traces_dropped,
+                    delivered: c.traces_exported,
                 };
                 if last {
                     // stop exporting what is left; the thread ends when its current export does
@@ -111,17 +110,17 @@ fn run(
         match result {
             Ok(d) => {
                 let rejected = d.rejected.min(n);
-                c.spans_exported.fetch_add(n - rejected, Ordering::Relaxed);
-                c.traces_exported.fetch_add(1, Ordering::Relaxed);
+                c.add(ExportCount::SpansExported, n - rejected);
+                c.add(ExportCount::TracesExported, 1);
                 // a partial success with nothing rejected is a warning, not a failure
                 if rejected > 0 {
-                    c.spans_failed.fetch_add(rejected, Ordering::Relaxed);
+                    c.add(ExportCount::SpansFailed, rejected);
                     failures.rejected(rejected, &d.message);
                 }
             }
             Err(e) => {
-                c.spans_failed.fetch_add(n, Ordering::Relaxed);
-                c.traces_failed.fetch_add(1, Ordering::Relaxed);
+                c.add(ExportCount::SpansFailed, n);
+                c.add(ExportCount::TracesFailed, 1);
                 failures.record(&e, n, &endpoint);
             }
         }

@@ -23,7 +23,7 @@
 //! its root, as a `next_sector` link (on a `next sector` child of its root) carrying the
 //! transition's numbers. When both were sent
 //! already (two jobs overtook a third), the link is counted in
-//! [`proofline_core::sink::ExportCounters::links_unplaced`].
+//! [`proofline_core::sink::ExportTotals::links_unplaced`].
 //!
 //! The exporter runs on its own thread: a collector that is down, slow or hanging costs the
 //! prover nothing; traces that do not fit are dropped and counted

@@ -9,7 +9,7 @@ use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::{Duration, Instant};
 
 use proofline_core::report::{PartitionRecord, TransitionRecord};
-use proofline_core::sink::{ExportCounters, SinkError, Update, UpdateSink};
+use proofline_core::sink::{ExportCount, ExportCounters, SinkError, Update, UpdateSink};
 
 use crate::ShutdownError;
 use crate::config::DEFAULT_SHUTDOWN_TIMEOUT;
@@ -145,32 +145,28 @@ impl UpdateSink for OtlpSink {
                     .into_iter()
                     .partition(|t| is(t.run, &t.from_job, t.from_attempt));
                 self.counters
-                    .links_unplaced
-                    .fetch_add(unplaced.len() as u64, Ordering::Relaxed);
+                    .add(ExportCount::LinksUnplaced, unplaced.len() as u64);
                 let trs = Transitions {
                     into: &into,
                     out_of: &out_of,
                 };
                 let trace = self.builder.trace(&j, &parts, trs);
-                self.counters.traces_queued.fetch_add(1, Ordering::Relaxed);
+                self.counters.add(ExportCount::TracesQueued, 1);
                 let Some(tx) = &self.tx else {
                     // shut down: nothing more is exported
-                    self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
-                    self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                    self.counters.queued_then_dropped();
                     return;
                 };
                 if self.block_when_full {
                     if !send_until(tx, trace, self.block_until, self.stop_waiting.as_deref()) {
-                        self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
-                        self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                        self.counters.queued_then_dropped();
                     }
                     return;
                 }
                 match tx.try_send(trace) {
                     Ok(()) => {}
                     Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
-                        self.counters.traces_queued.fetch_sub(1, Ordering::Relaxed);
-                        self.counters.traces_dropped.fetch_add(1, Ordering::Relaxed);
+                        self.counters.queued_then_dropped();
                     }
                 }
             }

@@ -3,7 +3,7 @@
 //! (`crates/proofline-cli/tests/promtool_lint.rs`).
 
 use proofline_core::reader::LineFeeder;
-use proofline_core::sink::{ExportCounters, TelemetryCounts, UpdateSink};
+use proofline_core::sink::{ExportCount, ExportCounters, TelemetryCounts, UpdateSink};
 use proofline_core::{Engine, EngineConfig};
 use proofline_prometheus::{Metrics, PrometheusSink};
 
@@ -22,12 +22,12 @@ fn rendered() -> std::sync::Arc<Metrics> {
     // an OTLP exporter's counters, registered in the run as the OTLP sink does
     let export = std::sync::Arc::new(ExportCounters::default());
     for (c, n) in [
-        (&export.traces_dropped, 2),
-        (&export.spans_exported, 36),
-        (&export.spans_failed, 9),
-        (&export.links_unplaced, 1),
+        (ExportCount::TracesDropped, 2),
+        (ExportCount::SpansExported, 36),
+        (ExportCount::SpansFailed, 9),
+        (ExportCount::LinksUnplaced, 1),
     ] {
-        c.store(n, std::sync::atomic::Ordering::Relaxed);
+        export.add(c, n);
     }
     let mut sink = PrometheusSink::new(metrics.clone());
     let run = proofline_core::RunInfo::new("golden", 0);

@@ -133,10 +133,7 @@ fn main() {
         r.summary.jobs_complete,
         stats.received,
         stats.dropped,
-        otlp_handle
-            .counters()
-            .traces_exported
-            .load(Ordering::Relaxed),
-        otlp_handle.counters().traces_failed.load(Ordering::Relaxed),
+        otlp_handle.counters().snapshot().traces_exported,
+        otlp_handle.counters().snapshot().traces_failed,
     );
 }
