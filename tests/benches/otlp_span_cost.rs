@@ -26,9 +26,9 @@ fn bench(c: &mut Criterion) {
         ("collector_down", down),
         ("collector_hanging", proofline_tests::collector(false)),
     ] {
-        let mut cfg = proofline_otlp::OtlpConfig::new("bench@0", 0);
-        cfg.endpoint = Some(endpoint);
-        cfg.timeout = Some(Duration::from_secs(2));
+        let cfg = proofline_otlp::OtlpConfig::new("bench@0", 0)
+            .endpoint(endpoint)
+            .timeout(Duration::from_secs(2));
         let (sink, mut handle) = proofline_otlp::start(cfg).unwrap();
         let counters = sink.counters();
         let (layer, mut guard) = TimelineLayer::builder().no_timeline().sink(sink).build();

@@ -22,11 +22,11 @@ fn export_one_job(
     proofline_core::sink::ExportTotals,
     Vec<proofline_otlp::ExportFailure>,
 ) {
-    let (mut sink, mut handle) = proofline_otlp::start(OtlpConfig {
-        endpoint: Some(endpoint),
-        timeout: Some(Duration::from_secs(5)),
-        ..OtlpConfig::default()
-    })
+    let (mut sink, mut handle) = proofline_otlp::start(
+        OtlpConfig::default()
+            .endpoint(endpoint)
+            .timeout(Duration::from_secs(5)),
+    )
     .unwrap();
     sink.start_run(&RunInfo::new("test", 0));
     let mut engine = Engine::default();

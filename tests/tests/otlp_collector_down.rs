@@ -52,9 +52,9 @@ fn a_collector_that_is_down_costs_nothing_but_its_counters() {
 #[test]
 fn a_hanging_collector_blocks_nothing_and_shutdown_keeps_its_bound() {
     let rx = HttpReceiver::start(Mode::Hang);
-    let mut c = cfg(rx.endpoint());
-    c.queue_capacity = 2;
-    c.timeout = Some(Duration::from_secs(30));
+    let c = cfg(rx.endpoint())
+        .queue_capacity(2)
+        .timeout(Duration::from_secs(30));
     let (mut sink, mut handle) = proofline_otlp::start(c).unwrap();
     let t = Instant::now();
     replay(&many_jobs_log(12), EngineConfig::default(), &mut sink);

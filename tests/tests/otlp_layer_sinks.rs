@@ -16,8 +16,8 @@ fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
     use proofline::TimelineLayer;
 
     let rx = HttpReceiver::start(Mode::Answer);
-    let mut c = cfg(rx.endpoint());
-    c.run_key = String::new(); // whatever it says, the layer's run wins
+    // a run of its own: whatever it says, the layer's run wins
+    let c = cfg(rx.endpoint());
     let (otlp, mut handle) = proofline_otlp::start(c).unwrap();
     let metrics = proofline_prometheus::Metrics::new();
     let (layer, mut guard) = TimelineLayer::builder()

@@ -38,8 +38,7 @@ fn http_receiver_gets_one_trace_per_job_with_stages_attributes_and_links() {
 #[test]
 fn grpc_receiver_gets_the_same_traces() {
     let (addr, got) = grpc_receiver();
-    let mut c = cfg(format!("http://{addr}"));
-    c.transport = Transport::Grpc;
+    let c = cfg(format!("http://{addr}")).transport(Transport::Grpc);
     let (mut sink, mut handle) = proofline_otlp::start(c).unwrap();
     replay(LOG, engine_cfg(), &mut sink);
     drop(sink);

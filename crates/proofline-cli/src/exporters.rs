@@ -76,11 +76,13 @@ impl ServeArgs {
             }
             None => None,
         };
-        Ok(ServeOptions {
-            max_connections: self.metrics_max_connections,
-            idle_timeout: Duration::from_secs(self.metrics_idle_timeout_s),
-            header_read_timeout: Duration::from_secs(self.metrics_header_timeout_s),
-            web,
+        let options = ServeOptions::default()
+            .max_connections(self.metrics_max_connections)
+            .idle_timeout(Duration::from_secs(self.metrics_idle_timeout_s))
+            .header_read_timeout(Duration::from_secs(self.metrics_header_timeout_s));
+        Ok(match web {
+            Some(w) => options.web(w),
+            None => options,
         })
     }
 }
@@ -105,10 +107,8 @@ impl Exporters {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
         if proofline_otlp::endpoint_from_env().is_some() {
-            let cfg = proofline_otlp::OtlpConfig {
-                transport: proofline_otlp::Transport::from_env()?,
-                ..proofline_otlp::OtlpConfig::default()
-            };
+            let cfg = proofline_otlp::OtlpConfig::default()
+                .transport(proofline_otlp::Transport::from_env()?);
             if let Some(w) = proofline_otlp::cleartext_warning(None) {
                 eprintln!("{who}: warning: {w}");
             }
@@ -121,8 +121,7 @@ impl Exporters {
         let mut security = String::new();
         if let Some((addr, options)) = metrics {
             security = options
-                .web
-                .as_ref()
+                .web_config()
                 .map_or_else(|| "plain HTTP".to_owned(), |w| w.describe());
             let metrics = Metrics::new();
             server = Some(proofline_prometheus::serve_with(

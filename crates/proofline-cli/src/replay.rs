@@ -111,33 +111,32 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     {
         eprintln!("proofline replay: warning: {w}");
     }
-    let mut cfg =
-        proofline_otlp::OtlpConfig::new(proofline_core::ids::run_key(&args.instance, epoch), epoch);
-    cfg.transport = match args.protocol {
+    let transport = match args.protocol {
         Some(t) => t,
         None => proofline_otlp::Transport::from_env()?,
     };
+    let mut cfg =
+        proofline_otlp::OtlpConfig::new(proofline_core::ids::run_key(&args.instance, epoch), epoch)
+            .transport(transport);
     // --endpoint is read like OTEL_EXPORTER_OTLP_ENDPOINT (the base URL; OTLP/HTTP adds the
     // traces path); without it the exporter reads the OTEL_* variables itself
-    cfg.endpoint = args
-        .endpoint
-        .as_ref()
-        .map(|e| proofline_otlp::traces_url(e, cfg.transport));
+    if let Some(e) = &args.endpoint {
+        cfg = cfg.endpoint(proofline_otlp::traces_url(e, transport));
+    }
     // one export never takes longer than the whole replay may
     let configured =
         proofline_otlp::timeout_from_env().unwrap_or(proofline_otlp::DEFAULT_EXPORT_TIMEOUT);
     let export_timeout = configured.min(Duration::from_secs(args.timeout_s));
     // an export timed out at replay's own deadline, not at the collector's usual pace
     let timeout_capped = export_timeout < configured;
-    cfg.timeout = Some(export_timeout);
-    cfg.block_when_full = true;
-    cfg.block_until = Some(deadline);
     if let Some(w) = proofline_otlp::cleartext_warning(args.endpoint.as_deref()) {
         eprintln!("proofline replay: warning: {w}");
     }
     // SIGTERM/SIGINT: reading stops, what is queued is delivered for a few seconds at most
     let signals = crate::signals::Stop::install()?;
-    cfg.stop_waiting = Some(signals.flag());
+    let cfg = cfg
+        .timeout(export_timeout)
+        .block_when_full(Some(deadline), Some(signals.flag()));
     let (mut sink, mut handle) = proofline_otlp::start(cfg)?;
     let counters = sink.counters();
 

@@ -74,38 +74,24 @@ impl Transport {
     }
 }
 
-/// Settings of the OTLP exporter. Unset endpoint, headers, timeout and resource come from
-/// the standard `OTEL_*` variables.
+/// Settings of the OTLP exporter: [`OtlpConfig::default`] (or [`OtlpConfig::new`] for a run
+/// known now), then what differs, e.g.
+/// `OtlpConfig::default().endpoint("http://127.0.0.1:4318/v1/traces")`. Unset endpoint,
+/// headers, timeout and resource come from the standard `OTEL_*` variables. The fields are
+/// private, so that a new setting is no breaking change.
 #[derive(Debug, Clone)]
 pub struct OtlpConfig {
-    /// The run key of trace ids ([`proofline_core::ids::run_key`]).
-    pub run_key: String,
-    /// Wall-clock instant (Unix ms) that TIMELINE offsets count from.
-    pub epoch_unix_ms: u64,
-    /// Transport.
-    pub transport: Transport,
-    /// Collector endpoint, used as it is (for OTLP/HTTP the whole URL, `/v1/traces`
-    /// included); `None`: the `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables.
-    pub endpoint: Option<String>,
-    /// Export timeout; `None`: `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT`, else 10 s.
-    pub timeout: Option<Duration>,
-    /// Traces the queue holds.
-    pub queue_capacity: usize,
-    /// `service.name` when `OTEL_SERVICE_NAME`/`OTEL_RESOURCE_ATTRIBUTES` do not set one.
-    pub default_service_name: String,
-    /// Wait for room in the queue instead of dropping (for replays, never for a live prover).
-    pub block_when_full: bool,
-    /// With `block_when_full`, wait for room until this instant at most: past it, traces
-    /// are dropped and counted (a replay's deadline). `None`: no limit.
-    pub block_until: Option<Instant>,
-    /// With `block_when_full`, stop waiting for room once this is set (a replay told to
-    /// stop): traces that do not fit are then dropped and counted.
-    pub stop_waiting: Option<Arc<AtomicBool>>,
-    /// TLS trust and client identity for `https://` endpoints; unset fields come from the
-    /// `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`, `..._CLIENT_CERTIFICATE` and
-    /// `..._CLIENT_KEY` variables. Headers (an API key) come from
-    /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`.
-    pub tls: TlsSettings,
+    pub(crate) run_key: String,
+    pub(crate) epoch_unix_ms: u64,
+    pub(crate) transport: Transport,
+    pub(crate) endpoint: Option<String>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) queue_capacity: usize,
+    pub(crate) default_service_name: String,
+    pub(crate) block_when_full: bool,
+    pub(crate) block_until: Option<Instant>,
+    pub(crate) stop_waiting: Option<Arc<AtomicBool>>,
+    pub(crate) tls: TlsSettings,
 }
 
 impl Default for OtlpConfig {
@@ -117,7 +103,9 @@ impl Default for OtlpConfig {
 }
 
 impl OtlpConfig {
-    /// Defaults for a run.
+    /// Defaults for a run: `run_key` is the run key of trace ids
+    /// ([`proofline_core::ids::run_key`]), `epoch_unix_ms` the wall-clock instant (Unix ms)
+    /// that TIMELINE offsets count from.
     pub fn new(run_key: impl Into<String>, epoch_unix_ms: u64) -> Self {
         OtlpConfig {
             run_key: run_key.into(),
@@ -132,6 +120,63 @@ impl OtlpConfig {
             stop_waiting: None,
             tls: TlsSettings::default(),
         }
+    }
+
+    /// The transport (default: HTTP/protobuf; [`Transport::from_env`] reads the `OTEL_*`
+    /// variables).
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// The collector endpoint, used as it is (for OTLP/HTTP the whole URL, `/v1/traces`
+    /// included; [`crate::traces_url`] makes it from a base URL). Default: the
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT` variables.
+    pub fn endpoint(mut self, url: impl Into<String>) -> Self {
+        self.endpoint = Some(url.into());
+        self
+    }
+
+    /// The export timeout. Default: `OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT`, else 10 s.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// Traces the queue holds (default [`DEFAULT_QUEUE_CAPACITY`]).
+    pub fn queue_capacity(mut self, traces: usize) -> Self {
+        self.queue_capacity = traces;
+        self
+    }
+
+    /// `service.name` when `OTEL_SERVICE_NAME`/`OTEL_RESOURCE_ATTRIBUTES` do not set one
+    /// (default [`DEFAULT_SERVICE_NAME`]).
+    pub fn default_service_name(mut self, name: impl Into<String>) -> Self {
+        self.default_service_name = name.into();
+        self
+    }
+
+    /// Waits for room in the queue instead of dropping, until `until` at most (past it,
+    /// traces are dropped and counted: a replay's deadline; `None`: no limit), and no longer
+    /// once `stop` is set (a replay told to stop). For replays, never for a live prover.
+    pub fn block_when_full(
+        mut self,
+        until: Option<Instant>,
+        stop: Option<Arc<AtomicBool>>,
+    ) -> Self {
+        self.block_when_full = true;
+        self.block_until = until;
+        self.stop_waiting = stop;
+        self
+    }
+
+    /// TLS trust and client identity for `https://` endpoints; unset fields come from the
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)CERTIFICATE`, `..._CLIENT_CERTIFICATE` and
+    /// `..._CLIENT_KEY` variables. Headers (an API key) come from
+    /// `OTEL_EXPORTER_OTLP_(TRACES_)HEADERS`.
+    pub fn tls(mut self, tls: TlsSettings) -> Self {
+        self.tls = tls;
+        self
     }
 
     /// The export timeout: the configuration's, else the variables', else 10 s.

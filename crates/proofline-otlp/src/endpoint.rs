@@ -274,10 +274,7 @@ mod tests {
     use super::*;
 
     fn endpoint(url: &str) -> Result<Endpoint, String> {
-        let cfg = OtlpConfig {
-            endpoint: Some(url.into()),
-            ..OtlpConfig::default()
-        };
+        let cfg = OtlpConfig::default().endpoint(url);
         check(&cfg).map_err(|e| e.to_string())
     }
 

@@ -53,29 +53,59 @@ const PLAIN_TO_TLS: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/pla
 /// How often connections are checked against their timeouts.
 const REAP_EVERY: Duration = Duration::from_millis(100);
 
-/// The endpoint's limits. Every connection it closes on its own is idle (between requests,
-/// or still sending the headers of one); one whose request is being answered is kept until
-/// its response body was handed over.
+/// The endpoint's limits and security: `ServeOptions::default()`, then what differs, e.g.
+/// `ServeOptions::default().max_connections(16)`. Every connection it closes on its own is
+/// idle (between requests, or still sending the headers of one); one whose request is being
+/// answered is kept until its response body was handed over. The fields are private, so
+/// that a new option is no breaking change.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
-    /// Open connections at most. A new one past the cap closes the connection idle the
-    /// longest (a slow sender of headers counts from its first byte); when none is idle, the
-    /// new one is closed at once. Default
-    /// [`DEFAULT_MAX_CONNECTIONS`].
-    pub max_connections: usize,
-    /// A connection that sends nothing for this long between requests (or after connecting)
-    /// is closed. Default [`DEFAULT_IDLE_TIMEOUT`].
-    pub idle_timeout: Duration,
+    max_connections: usize,
+    idle_timeout: Duration,
+    header_read_timeout: Duration,
+    #[cfg(feature = "web-config")]
+    web: Option<Arc<WebConfig>>,
+}
+
+impl ServeOptions {
+    /// Open connections at most (at least 1). A new one past the cap closes the connection
+    /// idle the longest (a slow sender of headers counts from its first byte); when none is
+    /// idle, the new one is closed at once. Default [`DEFAULT_MAX_CONNECTIONS`].
+    pub fn max_connections(mut self, n: usize) -> Self {
+        self.max_connections = n;
+        self
+    }
+
+    /// A connection that sends nothing for this long between requests (or after
+    /// connecting) is closed. Default [`DEFAULT_IDLE_TIMEOUT`].
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
     /// A request's headers must be complete this long after its first byte, or the
     /// connection is closed (a slow client cannot hold one open by trickling bytes).
     /// Default [`DEFAULT_HEADER_READ_TIMEOUT`].
-    pub header_read_timeout: Duration,
-    /// TLS, client certificates and basic authentication ([`WebConfig`]); `None`: plain
-    /// HTTP, anyone who reaches the address may read. With TLS, the handshake counts as
-    /// the start of the first request: it must end, and the request's headers with it,
-    /// within the header-read timeout. (The `web-config` feature.)
+    pub fn header_read_timeout(mut self, timeout: Duration) -> Self {
+        self.header_read_timeout = timeout;
+        self
+    }
+
+    /// TLS, client certificates and basic authentication ([`WebConfig`]); without it (the
+    /// default), plain HTTP: anyone who reaches the address may read. With TLS, the
+    /// handshake counts as the start of the first request: it must end, and the request's
+    /// headers with it, within the header-read timeout. (The `web-config` feature.)
     #[cfg(feature = "web-config")]
-    pub web: Option<Arc<WebConfig>>,
+    pub fn web(mut self, web: Arc<WebConfig>) -> Self {
+        self.web = Some(web);
+        self
+    }
+
+    /// The web configuration given, if any.
+    #[cfg(feature = "web-config")]
+    pub fn web_config(&self) -> Option<&Arc<WebConfig>> {
+        self.web.as_ref()
+    }
 }
 
 impl Default for ServeOptions {

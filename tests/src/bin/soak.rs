@@ -61,10 +61,7 @@ fn main() {
     let metrics = proofline_prometheus::Metrics::new();
     let server = proofline_prometheus::serve(metrics.clone(), "127.0.0.1:0".parse().expect("addr"))
         .expect("serve /metrics");
-    let otlp = proofline_otlp::OtlpConfig {
-        endpoint: Some(proofline_tests::collector(true)),
-        ..proofline_otlp::OtlpConfig::default()
-    };
+    let otlp = proofline_otlp::OtlpConfig::default().endpoint(proofline_tests::collector(true));
     let (otlp_sink, mut otlp_handle) = proofline_otlp::start(otlp).expect("OTLP exporter");
     // SOAK_SINKS=prometheus|otlp|none: only those (to tell which part holds memory)
     let only = std::env::var("SOAK_SINKS").unwrap_or_default();

@@ -239,10 +239,9 @@ mod tokio_stream_like {
 }
 
 pub fn cfg(endpoint: String) -> OtlpConfig {
-    let mut c = OtlpConfig::new("test@1796002260000", EPOCH_MS);
-    c.endpoint = Some(endpoint);
-    c.timeout = Some(Duration::from_secs(2));
-    c
+    OtlpConfig::new("test@1796002260000", EPOCH_MS)
+        .endpoint(endpoint)
+        .timeout(Duration::from_secs(2))
 }
 
 pub fn engine_cfg() -> EngineConfig {
