@@ -6,7 +6,9 @@ Backtests deploy/prometheus/rules.yml and alerts.yml (or yours) on a TIMELINE lo
   1. `proofline export --format openmetrics LOG --epoch T` writes the series the prover's
      /metrics would have shown at each scrape while the log was written, with timestamps;
   2. `promtool tsdb create-blocks-from openmetrics` turns them into TSDB blocks;
-  3. a VictoriaMetrics started for the run (or yours, --vm-url) loads them with `vmctl`;
+  3. a VictoriaMetrics started for the run, private to it (never a fleet's: the replay writes
+     raw and recorded series and ALERTS, which would mix with a fleet's own), loads them with
+     `vmctl`;
   4. `vmalert -replay` evaluates the recording rules over that history, then the alerts over
      what they recorded, and writes the `ALERTS` series;
   5. each alert's firing stretches are read back from `ALERTS{alertstate="firing"}` and
@@ -20,13 +22,16 @@ VMALERT variables. Standard library only.
   deploy/backtest/backtest_alerts.py cuzk.log --epoch 2026-11-30T01:31:00Z
   journalctl -u cuzk -o cat --since ... > cuzk.log   # the journal: as a file first
 
-Every export option after `--` goes to `proofline export` (--label, --step-s, engine options).
+Every export option after `--` goes to `proofline export` (--label, --scrape-until, engine
+options such as --reorder-window-ms); --step-s is this script's own (the export's scrape
+interval and vmalert's evaluation interval are the same).
 """
 
 import argparse
 import datetime as dt
 import json
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -102,9 +107,8 @@ def main():
     ap.add_argument("--rules", default=os.path.join(PROMETHEUS_DIR, "rules.yml"))
     ap.add_argument("--alerts", default=os.path.join(PROMETHEUS_DIR, "alerts.yml"))
     ap.add_argument("--proofline", default=shutil.which("proofline") or "proofline")
-    ap.add_argument("--vm-url", help="load into this VictoriaMetrics instead of a temporary one "
-                    "(its retention must cover the log's time)")
-    ap.add_argument("--keep", metavar="DIR", help="keep the export, the blocks and the storage here")
+    ap.add_argument("--keep", metavar="DIR",
+                    help="keep the export, the blocks and the storage here (emptied first)")
     ap.add_argument("--json", action="store_true", help="print the firings as JSON")
     argv = sys.argv[1:]
     extra = []
@@ -113,12 +117,20 @@ def main():
         argv, extra = argv[:at], argv[at + 1:]
     a = ap.parse_args(argv)
     a.export_args = extra
+    if any(x == "--step-s" or x.startswith("--step-s=") for x in extra):
+        ap.error("--step-s is this script's own option (before --): the export and vmalert share it")
 
     promtool = tool("PROMTOOL", "promtool")
     vmctl = tool("VMCTL", "vmctl")
     vmalert = tool("VMALERT", "vmalert")
     work = a.keep or tempfile.mkdtemp(prefix="proofline-backtest-")
     os.makedirs(work, exist_ok=True)
+    for old in ("history.om", "blocks", "vm"):
+        path = os.path.join(work, old)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.remove(path)
     procs = []
     try:
         om = os.path.join(work, "history.om")
@@ -128,30 +140,27 @@ def main():
         if lo is None:
             sys.exit("backtest_alerts: the export holds no samples (no TIMELINE event in the log?)")
         blocks = os.path.join(work, "blocks")
-        shutil.rmtree(blocks, ignore_errors=True)
         run([promtool, "tsdb", "create-blocks-from", "openmetrics", om, blocks], "promtool")
 
-        vm = a.vm_url
-        if not vm:
-            port = free_port()
-            vm = f"http://127.0.0.1:{port}"
-            procs.append(subprocess.Popen(
-                [tool("VICTORIA_METRICS", "victoria-metrics"),
-                 f"-storageDataPath={os.path.join(work, 'vm')}",
-                 f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=100y",
-                 "-loggerLevel=ERROR"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            for _ in range(100):
-                try:
-                    get(vm + "/health", timeout=1)
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            else:
-                sys.exit("backtest_alerts: VictoriaMetrics did not start")
+        port = free_port()
+        vm = f"http://127.0.0.1:{port}"
+        procs.append(subprocess.Popen(
+            [tool("VICTORIA_METRICS", "victoria-metrics"),
+             f"-storageDataPath={os.path.join(work, 'vm')}",
+             f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=100y",
+             "-loggerLevel=ERROR"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        for _ in range(100):
+            try:
+                get(vm + "/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            sys.exit("backtest_alerts: VictoriaMetrics did not start")
         # vmctl draws progress bars on a terminal and fails without one: script(1) gives it one
-        run(["script", "-qec", " ".join([vmctl, "prometheus", f"--prom-snapshot={blocks}",
-                                          f"--vm-addr={vm}", "-s", "--vm-disable-progress-bar"]),
+        run(["script", "-qec", shlex.join([vmctl, "prometheus", f"--prom-snapshot={blocks}",
+                                           f"--vm-addr={vm}", "-s", "--vm-disable-progress-bar"]),
              "/dev/null"], "vmctl", stdin=subprocess.DEVNULL)
         get(vm + "/internal/force_flush")
 

@@ -236,6 +236,11 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             input.display()
         ),
     }
+    if done.until_too_early {
+        eprintln!(
+            "proofline: warning: --scrape-until is before the log's last line: the scrapes went on to the first after it"
+        );
+    }
     if done.lines.malformed > 0 {
         eprintln!(
             "proofline: {} malformed lines (counted in proofline_malformed_lines_total from the last scrape; the first at line {})",

@@ -8,7 +8,8 @@
 //! instant up to the event's time is taken first (the engine's clock moved there with
 //! [`Engine::advance`], the Prometheus sink ticked as `watch` ticks it, the registry rendered
 //! as `/metrics` renders it), so that a scrape sees exactly the lines written before it,
-//! gaps and stalls included. Each sample gets the scrape's timestamp and the labels a scrape
+//! gaps, stalls and silences included (a line far ahead of the newest is the end of a silence
+//! only once a second line follows it, as the engine decides; a stray one moves no clock). Each sample gets the scrape's timestamp and the labels a scrape
 //! adds (`instance`, `job`, ...; a label of the exposition with the same name becomes
 //! `exported_NAME`, as Prometheus does); exemplars are left out (a TSDB block holds none).
 //!
@@ -362,6 +363,8 @@ pub(crate) struct Done {
     pub(crate) history: History,
     pub(crate) first_ms: Option<u64>,
     pub(crate) last_ms: Option<u64>,
+    /// `--scrape-until` was before the log's last line (the scrapes went on to it).
+    pub(crate) until_too_early: bool,
     pub(crate) lines: proofline_core::report::LineStats,
     pub(crate) error: Option<anyhow::Error>,
 }
@@ -374,8 +377,12 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     let mut run = RunInfo::new(plan.instance.clone(), plan.epoch_ms);
     run.gpu_interval_source = plan.cfg.gpu_interval_source.clone();
     sink.start_run(&run);
-    let restart_after = plan.cfg.restart_after_ms;
     let mut engine = Engine::new(plan.cfg.clone());
+    // the engine's own (it is at least the reorder window)
+    let restart_after = engine.config().restart_after_ms;
+    // a line far ahead of the newest, which the engine holds until the next line says
+    // whether the prover was silent that long (a second line out there) or it was a stray
+    let mut ahead: Option<u64> = None;
     let mut feeder = LineFeeder::new();
     let mut history = History::new(&plan.labels);
     // the next scrape, on the engine's timeline (ms from the log's offset 0)
@@ -406,14 +413,26 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
                 return;
             }
             // only a line ahead of the newest moves the clock: one behind it is disorder (or
-            // a restart, which the engine decides on); one far ahead may be a stray line
-            let forward = engine
-                .newest_offset()
-                .is_none_or(|n| offset > n && offset - n <= restart_after);
-            if !forward {
-                return;
+            // a restart, which the engine decides on). One far ahead may be a stray line: the
+            // engine holds it, and so does the clock, until a second line far ahead says the
+            // prover was silent until the first (the engine takes both with that second line:
+            // the silence's scrapes come first, seeing neither)
+            let held = ahead.take();
+            let mut t = engine.run_base() + offset;
+            if let Some(n) = engine.newest_offset() {
+                if offset <= n {
+                    return;
+                }
+                if offset - n > restart_after {
+                    match held {
+                        Some(first) => t = t.min(first),
+                        None => {
+                            ahead = Some(t);
+                            return;
+                        }
+                    }
+                }
             }
-            let t = engine.run_base() + offset;
             let at = next.get_or_insert(t.div_ceil(step) * step);
             while *at <= t {
                 if let Err(e) = scrape(*at, engine, sink, &counts, &mut history) {
@@ -427,14 +446,18 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     if let Some(e) = write_error {
         return Err(e).context("cannot write the samples' temporary file");
     }
-    // the last scrapes: up to the newest line, or on past it to --until
+    // the last scrapes: the first after the newest line (a scrape at its very time came
+    // before it), or on past it to --scrape-until
     let newest = engine
         .newest_offset()
         .map(|o| engine.run_base() + o)
         .or_else(|| next.map(|n| n.saturating_sub(step)));
-    let end = match plan.until_ms {
-        Some(u) => Some(u.saturating_sub(epoch)),
-        None => newest.map(|n| n.div_ceil(step) * step),
+    let after_last = newest.map(|n| n - n % step + step);
+    let until = plan.until_ms.map(|u| u.saturating_sub(epoch));
+    let until_too_early = until.zip(after_last).is_some_and(|(u, a)| u < a);
+    let end = match until {
+        Some(u) => Some(u.max(after_last.unwrap_or(u))),
+        None => after_last,
     };
     let counts = TelemetryCounts {
         events_dropped: 0,
@@ -453,6 +476,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         history,
         first_ms,
         last_ms,
+        until_too_early,
         lines: feeder.stats.clone(),
         error: read
             .err()

@@ -4,7 +4,9 @@
 //! thresholds: the export runs on the log's own clock). The GPU-idle alert fires for each
 //! GPU at the moment the log says (its idle stretch's start plus alerts.yml's threshold and
 //! `for`, within one evaluation and the engine's reorder window), stops when the GPU has work
-//! again, and does not fire on the same prover's log without the stall.
+//! again; the silence alert fires at the silence's start plus its threshold and `for`
+//! (scrapes during a silence see the prover's last line age, not the lines after it); and
+//! neither fires on the same prover's log without the stall.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -50,8 +52,9 @@ fn backtest(log: &Path, instance: &str) -> Vec<serde_json::Value> {
     v["firings"].as_array().unwrap().clone()
 }
 
-/// alerts.yml's GPU-idle threshold and `for`, ms, read from the file the fleet runs.
-fn idle_alert_ms() -> (u64, u64) {
+/// An alert's threshold (seconds, as ms) and `for`, ms, read from alerts.yml by their
+/// markers (`# threshold: NAME`, `# for: NAME`).
+fn alert_ms(threshold_marker: &str, for_marker: &str) -> (u64, u64) {
     let text = std::fs::read_to_string(deploy().join("prometheus/alerts.yml")).unwrap();
     let number = |marker: &str| -> String {
         let line = text.lines().find(|l| l.contains(marker)).unwrap();
@@ -61,8 +64,10 @@ fn idle_alert_ms() -> (u64, u64) {
             .unwrap()
             .to_owned()
     };
-    let threshold: u64 = number("# threshold: idle_seconds").parse().unwrap();
-    let f = number("# for: idle");
+    let threshold: u64 = number(&format!("# threshold: {threshold_marker}"))
+        .parse()
+        .unwrap();
+    let f = number(&format!("# for: {for_marker}"));
     let for_ms = match f.strip_suffix('m') {
         Some(m) => m.parse::<u64>().unwrap() * 60_000,
         None => f.strip_suffix('s').unwrap().parse::<u64>().unwrap() * 1000,
@@ -124,14 +129,30 @@ fn longest_idle(log: &Path) -> Vec<(u32, u64, u64)> {
         .collect()
 }
 
+/// The longest stretch without a line, from the log's own lines.
+fn longest_silence(log: &Path) -> (u64, u64) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut offsets: Vec<u64> = text
+        .lines()
+        .filter(|l| l.starts_with("TIMELINE,"))
+        .map(|l| l.split(',').nth(1).unwrap().parse().unwrap())
+        .collect();
+    offsets.sort_unstable();
+    offsets
+        .windows(2)
+        .map(|w| (w[0], w[1]))
+        .max_by_key(|(a, b)| b - a)
+        .unwrap()
+}
+
 #[test]
-fn the_gpu_idle_alert_fires_on_an_old_log_when_the_stall_says_and_not_without_it() {
+fn the_gpu_idle_and_silence_alerts_fire_on_an_old_log_when_the_stall_says_and_not_without_it() {
     let dir = std::env::temp_dir().join(format!("proofline-backtest-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let stalled = dir.join("stalled.log");
     generate(&stalled, &["--stall", "4:300000"]);
-    let (threshold, for_ms) = idle_alert_ms();
+    let (threshold, for_ms) = alert_ms("idle_seconds", "idle");
     let idle = longest_idle(&stalled);
     assert_eq!(idle.len(), 2);
     let firings = backtest(&stalled, "prover-7");
@@ -161,13 +182,40 @@ fn the_gpu_idle_alert_fires_on_an_old_log_when_the_stall_says_and_not_without_it
         );
     }
 
+    // the prover printed nothing while the stalled partition hung, a job in flight: the
+    // silence alert fires at the silence's start plus its threshold and `for` (the engine's
+    // silence is the log's own: no reorder window), until the next line
+    let (threshold, for_ms) = alert_ms("silent_seconds", "silent");
+    let (from, to) = longest_silence(&stalled);
+    assert!(
+        to - from > threshold + for_ms,
+        "the silence is long enough to alert"
+    );
+    let silent: Vec<&serde_json::Value> = firings
+        .iter()
+        .filter(|f| f["alert"] == "ProoflineProverSilent")
+        .collect();
+    assert_eq!(silent.len(), 1, "{firings:#?}");
+    let fired = silent[0]["from_ms"].as_u64().unwrap() - EPOCH_MS;
+    let due = from + threshold + for_ms;
+    assert!(
+        fired >= due && fired <= due + STEP_MS,
+        "silent from {from} ms, due to fire at {due} ms, fired at {fired} ms"
+    );
+    let last = silent[0]["to_ms"].as_u64().unwrap() - EPOCH_MS;
+    assert!(
+        last < to && last + STEP_MS >= to,
+        "lines again at {to} ms, the alert fired until {last} ms"
+    );
+
     let fine = dir.join("fine.log");
     generate(&fine, &[]);
     let quiet = backtest(&fine, "prover-8");
     assert!(
         quiet
             .iter()
-            .all(|f| f["alert"] != "ProoflineGpuIdleBetweenSectors"),
+            .all(|f| f["alert"] != "ProoflineGpuIdleBetweenSectors"
+                && f["alert"] != "ProoflineProverSilent"),
         "{quiet:#?}"
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -1084,6 +1084,18 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
             idle.entry(offset_ms).or_default().push(value);
         }
     }
+    // the last scrape comes after the log's last line
+    let last_line: u64 = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
+        .max()
+        .unwrap();
+    let last_scrape = *idle.keys().last().unwrap();
+    assert!(
+        last_scrape > last_line && last_scrape <= last_line + 10_000,
+        "last line {last_line} ms, last scrape {last_scrape} ms"
+    );
     let steps: Vec<f64> = idle
         .values()
         .zip(idle.values().skip(1))

@@ -128,6 +128,15 @@ fn alerts(am: &str) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
+/// Tells the live log's writer to stop when dropped, a failed test's too.
+struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 /// What runs the global level.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Global {
@@ -314,9 +323,11 @@ fn fleet(level: Global) {
     let half = lines.len() / 2;
     std::fs::write(&live_log, lines[..half].join("\n") + "\n").unwrap();
     let rest: Vec<String> = lines[half..].iter().map(|l| (*l).to_owned()).collect();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = StopOnDrop(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(
+        false,
+    )));
     let writer = {
-        let (path, stop) = (live_log.clone(), stop.clone());
+        let (path, stop) = (live_log.clone(), stop.0.clone());
         std::thread::spawn(move || {
             use std::io::Write;
             let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
@@ -375,11 +386,15 @@ fn fleet(level: Global) {
                 .unwrap()
                 .replace("evaluation_interval: 15s", "evaluation_interval: 1s")
                 .replace("alertmanager:9093", &am_addr);
+            // exemplar storage on, so that exemplars sent on would be kept (and seen)
             let (p, addr) = prometheus(
                 &dir,
                 "global",
                 &global_cfg,
-                &["--web.enable-remote-write-receiver"],
+                &[
+                    "--web.enable-remote-write-receiver",
+                    "--enable-feature=exemplar-storage",
+                ],
             );
             (vec![p], addr)
         }
@@ -473,7 +488,7 @@ fn fleet(level: Global) {
             assert_eq!(instance, stalled);
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(stop);
     writer.join().unwrap();
     drop(provers);
 }

@@ -24,6 +24,7 @@ pub const MAX_OFFSET_MS: u64 = 1 << 52;
 
 /// What is wrong with a TIMELINE line.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ParseError {
     /// Fewer than the five comma-separated fields.
     #[error(

@@ -122,6 +122,7 @@ impl Default for ServeOptions {
 
 /// Why the endpoint could not start.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ServeError {
     /// The address could not be bound (in use, or not a local address).
     #[error("cannot listen on {addr}: {source} (choose another address or port)")]

@@ -14,6 +14,7 @@ use crate::layer::{LayerStats, StatsSnapshot};
 
 /// Why a shutdown did not deliver everything.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ShutdownError {
     /// The worker did not finish within the timeout; what was queued may be lost.
     #[error(

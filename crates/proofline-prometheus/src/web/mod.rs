@@ -46,6 +46,7 @@ use reload::Tls;
 /// Why a web configuration file cannot be used. Each names the file and, where there is
 /// one, the field.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WebConfigError {
     /// The file itself cannot be read.
     #[error("web config {file}: cannot read it: {source}")]
