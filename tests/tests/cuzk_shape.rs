@@ -204,7 +204,7 @@ fn a_failed_synthesis_leaves_its_job_incomplete() {
     );
     assert_eq!(failed.get(&EventKind::GpuQueue), None);
     // cuzk logs the error after the span closed: the layer alone cannot know, and ends the
-    // span as it ends any other (the README says so); the job is incomplete either way
+    // span as it ends any other (docs/layer.md says so); the job is incomplete either way
     let layer = counts(&run.layer_lines);
     let seen = &layer[&("porep-1000-1".to_owned(), Some(4))];
     assert_eq!(

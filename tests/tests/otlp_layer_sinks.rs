@@ -1,5 +1,5 @@
 //! The layer with both exporters: one run for both sinks, so exemplars name received
-//! traces; the README's recipe, a fresh crate, builds, runs and sends its traces.
+//! traces; the recipe of docs/layer.md, a fresh crate, builds, runs and sends its traces.
 
 use std::time::Duration;
 
@@ -70,7 +70,7 @@ fn the_layer_gives_both_sinks_one_run_so_exemplars_name_received_traces() {
     );
 }
 
-/// The README's recipe is `examples/recipe`, a crate of its own: the README shows its files
+/// docs/layer.md's recipe is `examples/recipe`, a crate of its own: the page shows its files
 /// verbatim, and it builds outside the workspace (so no feature another member enables can
 /// hide one it lacks), runs, and sends a trace per sector to a real receiver.
 #[test]
@@ -80,19 +80,19 @@ fn the_readme_recipe_is_a_fresh_crate_that_builds_runs_and_sends_its_traces() {
 
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
     let read = |p: &Path| std::fs::read_to_string(p).unwrap();
-    let readme = read(&root.join("README.md"));
+    let readme = read(&root.join("docs/layer.md"));
     let recipe = root.join("examples/recipe");
     let main = read(&recipe.join("src/main.rs"));
     assert!(
         readme.contains(&format!("```rust\n{main}```")),
-        "the README's recipe is not examples/recipe/src/main.rs"
+        "docs/layer.md's recipe is not examples/recipe/src/main.rs"
     );
     let toml = read(&recipe.join("Cargo.toml"));
     let deps =
         &toml[toml.find("\n[dependencies]").unwrap() + 1..toml.find("\n# This crate").unwrap()];
     assert!(
         readme.contains(&format!("```toml\n{}\n```", deps.trim_end())),
-        "the README's dependencies are not examples/recipe/Cargo.toml's:\n{deps}"
+        "docs/layer.md's dependencies are not examples/recipe/Cargo.toml's:\n{deps}"
     );
 
     let target = root.join("target/recipe");

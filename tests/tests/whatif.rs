@@ -4,7 +4,7 @@
 //!
 //! The simulator is our own, so agreement with it shows that the model learns the
 //! structure and the service times back from a log and replays them right, not that the
-//! structure is cuzk's: the published table is the witness for that (see README, "whatif").
+//! structure is cuzk's: the published table is the witness for that (see docs/analysis.md, "whatif").
 //! Run with `--nocapture` for the error table BENCHMARKS.md carries.
 
 use proofline_core::reader::LineFeeder;

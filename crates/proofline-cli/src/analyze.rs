@@ -18,7 +18,7 @@ use crate::journal::{JournalArgs, run_journal};
 enum Format {
     /// Tables for people.
     Text,
-    /// The report as JSON (versioned schema, see README).
+    /// The report as JSON (versioned schema, see docs/analysis.md).
     Json,
     /// One row per partition with every stage.
     Csv,

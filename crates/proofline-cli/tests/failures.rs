@@ -8,7 +8,7 @@
 //!
 //! One level here (the fleet test runs two): the global level adds one remote-write batch and
 //! one more evaluation. `cargo test -p proofline-cli --features e2e --test failures --
-//! --nocapture` prints the table the README carries.
+//! --nocapture` prints the table docs/operating.md carries.
 
 use std::collections::HashMap;
 use std::io::Write;

@@ -301,11 +301,11 @@ fn the_gpu_idle_alert_fires_on_time_for_a_stopped_prover_watched_as_a_sidecar() 
     );
 }
 
-/// The README's series budget for one prover: 8 GPUs and every proof kind at most this many.
+/// The series budget (docs/metrics.md) for one prover: 8 GPUs and every proof kind at most this many.
 const SERIES_BUDGET: usize = 300;
 
 /// An 8-GPU prover proving every kind, watched: its /metrics holds 5 G + 14 K + 169 series
-/// (the README's arithmetic), within the budget, and both of its formats parse with the
+/// (docs/metrics.md's arithmetic), within the budget, and both of its formats parse with the
 /// Prometheus project's own Python parsers (the strict OpenMetrics one rejects a histogram
 /// with a negative observation) and pass `promtool check metrics`.
 #[test]
@@ -356,7 +356,7 @@ fn an_eight_gpu_prover_stays_within_the_series_budget_and_every_parser_takes_its
     assert_eq!(
         samples.len(),
         6 * gpus + 14 * kinds + 172,
-        "the README's series arithmetic no longer holds"
+        "docs/metrics.md's series arithmetic no longer holds"
     );
     assert!(
         samples.len() <= SERIES_BUDGET,

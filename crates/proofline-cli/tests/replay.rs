@@ -370,7 +370,7 @@ fn replay_timed(endpoint: &str, log: &std::path::Path, secs: u64) -> (bool, Stri
 }
 
 /// What replay's deadline may be overrun by: the block of lines in hand, a probe of the
-/// failing collector (2 s at most), the summary. The README states it.
+/// failing collector (2 s at most), the summary. docs/operating.md states it.
 const MARGIN: Duration = Duration::from_secs(3);
 
 #[test]

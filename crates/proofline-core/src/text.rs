@@ -462,7 +462,7 @@ fn render_raw(r: &Report) -> String {
         if let Some(src) = &r.gpu_interval_source {
             let _ = writeln!(
                 o,
-                "GPU intervals from {src}, not the prover's own GPU_START/GPU_END: they can start and end elsewhere (README, \"Adopting proofline in cuzk\")"
+                "GPU intervals from {src}, not the prover's own GPU_START/GPU_END: they can start and end elsewhere (docs/layer.md, \"Adopting proofline in cuzk\")"
             );
         }
         let [(_, small), (_, mid), (_, large)] = crate::engine::GAP_SIZE_CLASSES;

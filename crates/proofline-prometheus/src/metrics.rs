@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use crate::exports::ExportCollector;
 use crate::labels::*;
 
-// Buckets: ten finite ones each (the series budget, README "Series budget"), placed where
+// Buckets: ten finite ones each (the series budget, docs/metrics.md, "Series budget"), placed where
 // the questions are: the gap size classes (50 ms, 500 ms), a partition's GPU work (2-7 s), its
 // synthesis (~30 s), a sector (~40 s to minutes).
 
@@ -33,7 +33,7 @@ pub(crate) const SECTOR_BUCKETS: [f64; 10] = [
 /// Cold starts, seconds.
 pub(crate) const COLD_BUCKETS: [f64; 8] = [1.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0];
 
-/// The most finite buckets a histogram may have (the series budget: README "Series budget").
+/// The most finite buckets a histogram may have (the series budget: docs/metrics.md, "Series budget").
 pub const MAX_BUCKETS: usize = 10;
 
 /// The buckets (upper bounds, in seconds) of proofline's histograms. The defaults are sized

@@ -221,7 +221,7 @@ impl Builder {
     }
 
     /// The preset for a cuzk whose `timeline_event()` logs its line through `tracing`
-    /// instead of printing it (the one-line change in the README's "Adopting proofline in
+    /// instead of printing it (the one-line change in docs/layer.md, "Adopting proofline in
     /// cuzk"): the TIMELINE events come from those lines alone, with cuzk's own offsets, so
     /// the lines the layer writes are the ones cuzk printed, and no span mapping adds a
     /// second copy. The same as [`Builder::clear_mappings`] and

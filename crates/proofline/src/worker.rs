@@ -234,7 +234,7 @@ impl Worker {
             if !self.warned_no_start && since.elapsed() >= self.silence {
                 self.warned_no_start = true;
                 self.warn(&format!(
-                    "{} GPU_PICKUP events and no GPU_START in {:?}: GPU time is not observed. Map a span around the GPU work (Builder::map(span, EventKind::GpuStart, Edge::FirstEnter) and GpuEnd at Edge::Close), or log the prover's own TIMELINE lines through tracing (README, \"Adopting proofline in cuzk\")",
+                    "{} GPU_PICKUP events and no GPU_START in {:?}: GPU time is not observed. Map a span around the GPU work (Builder::map(span, EventKind::GpuStart, Edge::FirstEnter) and GpuEnd at Edge::Close), or log the prover's own TIMELINE lines through tracing (docs/layer.md, \"Adopting proofline in cuzk\")",
                     self.kinds_seen[EventKind::GpuPickup.index()],
                     self.silence
                 ));

@@ -49,7 +49,7 @@ impl SpanRule {
     }
 
     /// The mapping for cuzk's spans as they are (curio `extern/cuzk` at e0294b0f), with no
-    /// change to cuzk; see the README's "Adopting proofline in cuzk":
+    /// change to cuzk; see docs/layer.md, "Adopting proofline in cuzk":
     ///
     /// | event | span and edge |
     /// |---|---|
