@@ -95,4 +95,11 @@ RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
 # (what a prover's team depending on a release gets; the binary and the test crates aside)
 cargo package --locked -q -p proofline-core -p proofline -p proofline-prometheus \
   -p proofline-otlp -p proofline-sim
+# the public API against the last accepted one (scripts/semver-baseline), with the
+# ecosystem's tool: a breaking change without a version bump fails here
+if ! cargo semver-checks --version 2>/dev/null | grep -q ' 0.51.0'; then
+  cargo install cargo-semver-checks --locked --version 0.51.0 --quiet
+fi
+cargo semver-checks --baseline-rev "$(grep -v '^#' scripts/semver-baseline)" \
+  -p proofline-core -p proofline -p proofline-prometheus -p proofline-otlp -p proofline-sim
 cargo test --workspace --locked --features proofline-cli/e2e
