@@ -93,6 +93,9 @@ cargo clippy --workspace --all-targets --locked --features proofline-cli/e2e -- 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
 # every library crate packages as crates.io would take it and builds from its package alone
 # (what a prover's team depending on a release gets; the binary and the test crates aside)
+# (a registry crate is taken as never changing, so a build of an earlier package of the same
+# version would be reused: each run packages from scratch)
+rm -rf target/package
 cargo package --locked -q -p proofline-core -p proofline -p proofline-prometheus \
   -p proofline-otlp -p proofline-sim
 # the public API against the last accepted one (scripts/semver-baseline), with the
