@@ -93,10 +93,12 @@ cargo clippy --workspace --all-targets --locked --features proofline-cli/e2e -- 
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked -q
 # every library crate packages as crates.io would take it and builds from its package alone
 # (what a prover's team depending on a release gets; the binary and the test crates aside)
-# (a registry crate is taken as never changing, so a build of an earlier package of the same
-# version would be reused: each run packages from scratch)
-rm -rf target/package
-cargo package --locked -q -p proofline-core -p proofline -p proofline-prometheus \
+# (cargo takes a registry crate as never changing: the copies built from an earlier run's
+# packages of the same version, in the target directory and in CARGO_HOME's sources of its
+# temporary registry, would be used instead of today's; each run packages from scratch, in a
+# target directory of its own)
+rm -rf target/package target/package-check "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/proofline*-0.*
+cargo package --locked -q --target-dir target/package-check -p proofline-core -p proofline -p proofline-prometheus \
   -p proofline-otlp -p proofline-sim
 # the public API against the last accepted one (scripts/semver-baseline), with the
 # ecosystem's tool: a breaking change without a version bump fails here
