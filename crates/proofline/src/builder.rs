@@ -118,7 +118,10 @@ impl Builder {
         self
     }
 
-    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk).
+    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk). Given, the
+    /// TIMELINE output starts with a line that says so, in the form of cuzk's own start-up
+    /// line (`... initializing GPU workers gpu_workers_per_device=N ...`), so that `proofline
+    /// analyze` of the log places the GPUs as the layer did.
     pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
         self.overrides.gpu_workers_per_device = Some(n.max(1));
         self
@@ -320,6 +323,7 @@ impl Builder {
     /// # Panics
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
+        let workers_per_device_set = self.overrides.gpu_workers_per_device.is_some();
         let mut engine = self.overrides.apply(self.engine);
         engine.gpu_interval_source = if self.gpu_spans_are_the_work {
             None
@@ -360,11 +364,20 @@ impl Builder {
         let deadline = Arc::new(std::sync::Mutex::new(None));
         let stats = Arc::new(LayerStats::default());
         let spans = Arc::new(SpanTable::new());
-        let out: Option<Box<dyn Write + Send>> = match self.output {
+        let mut out: Option<Box<dyn Write + Send>> = match self.output {
             Output::Stderr => Some(Box::new(io::stderr())),
             Output::Writer(w) => Some(w),
             Output::Discard => None,
         };
+        if let (Some(out), true) = (&mut out, workers_per_device_set) {
+            // what the layer was told, where `analyze` reads cuzk's own (its start-up line):
+            // the TIMELINE lines name workers, and the GPU of each follows from it
+            let n = engine.gpu_workers_per_device;
+            let _ = writeln!(
+                out,
+                "proofline: initializing GPU workers gpu_workers_per_device={n} (Builder::gpu_workers_per_device: GPU = worker / {n} where a line names no gpu)"
+            );
+        }
         let setup = setup_of(&cfg, &engine);
         let worker = Worker {
             handoff: handoff.clone(),

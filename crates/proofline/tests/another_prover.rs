@@ -250,8 +250,10 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     );
     assert_eq!(guard.stats().warnings, 1, "the assumed GPU layout is said");
     // told how the workers map, it is right again
+    let timeline = SharedBuf::default();
     let (layer, mut guard) = builder(names("batch_id", &["device"], &["gpu"]))
         .gpu_workers_per_device(1)
+        .timeline_to_writer(timeline.clone())
         .build();
     run_prover(
         layer,
@@ -261,6 +263,38 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     assert_eq!(report.gpus.len(), DEVICES as usize);
     assert_eq!(guard.stats().warnings, 0);
+    // and its log says so, where `analyze` reads it: the log's GPUs are the layer's
+    let text = timeline.text();
+    let offline = |text: &str| {
+        let mut engine = proofline_core::Engine::new(engine_cfg());
+        proofline_core::reader::LineFeeder::new()
+            .feed_all(
+                &mut text.as_bytes(),
+                &mut engine,
+                &mut proofline_core::sink::NoUpdates,
+                |_| {},
+            )
+            .unwrap();
+        engine.finish(&mut proofline_core::sink::NoUpdates);
+        engine.report()
+    };
+    let read = offline(&text);
+    assert_eq!(
+        read.gpus.len(),
+        DEVICES as usize,
+        "{}",
+        text.lines().next().unwrap()
+    );
+    for (live, read) in report.gpus.iter().zip(&read.gpus) {
+        assert_eq!(
+            (live.gpu, live.busy_ms, live.intervals),
+            (read.gpu, read.busy_ms, read.intervals)
+        );
+    }
+    // without that line, the log alone would fold the two GPUs into one
+    let (_, lines) = text.split_once('\n').unwrap();
+    assert!(lines.starts_with("TIMELINE,"));
+    assert_eq!(offline(lines).gpus.len(), 1);
 }
 
 #[test]

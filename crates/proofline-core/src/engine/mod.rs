@@ -232,7 +232,7 @@ impl Engine {
         let wpd = self.cfg.gpu_workers_per_device;
         let words = if self.mapping.from_startup {
             format!(
-                "GPUs from cuzk's start-up lines ({wpd} GPU workers per device{})",
+                "GPUs from the log's start-up lines, cuzk's or the layer's ({wpd} GPU workers per device{})",
                 if self.worker_gpu.is_empty() {
                     String::new()
                 } else {
