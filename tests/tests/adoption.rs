@@ -194,8 +194,12 @@ fn cuzk_timing_forwarded_through_tracing_reaches_the_report() {
         tracing::info!(target: "timeline", mutex_held_ms = 1000u64, total_start_fn_ms = 1005u64);
         tracing::info!(target: "timeline", "CUZK_TIMING: b_g2_msm_ms=90 num_circuits=1");
         tracing::info!(target: "timeline", "TIMELINE,1200,GPU_END,job-1,worker=0,partition=0,gpu_ms=1100");
+        // a line it cannot read (parsed on the layer's worker): counted, nothing else lost
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=zero");
     });
+    let stats = guard.stats();
     let r = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(guard.stats().malformed, 1, "{stats:?}");
     assert_eq!(r.summary.jobs_complete, 1);
     let k = r
         .kernel

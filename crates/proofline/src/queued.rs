@@ -91,8 +91,19 @@ struct Ext {
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
     timing: Option<proofline_core::timing::TimingLine>,
+    /// A logged `CUZK_TIMING:` line as the prover wrote it, parsed on the worker's thread
+    /// (not the prover's).
+    timing_text: Option<String>,
     /// `request=` (a second request of the job id in flight).
     request: Option<u32>,
+}
+
+/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line to parse.
+pub enum TimingIn<'a> {
+    /// Read already (the prover gave the values as fields).
+    Parsed(&'a proofline_core::timing::TimingLine),
+    /// The line as logged.
+    Text(&'a str),
 }
 
 impl Queued {
@@ -337,12 +348,35 @@ impl Queued {
         )
     }
 
-    /// The `CUZK_TIMING:` line the entry holds, if it holds one.
-    pub fn as_timing(&self) -> Option<&proofline_core::timing::TimingLine> {
+    /// The entry of a line the prover logged through `tracing` that may be a `CUZK_TIMING:`
+    /// line: the worker parses it.
+    pub fn timing_text(line: String) -> Self {
+        let ext = Ext {
+            timing_text: Some(line),
+            ..Ext::default()
+        };
+        Queued::from_parts(
+            0,
+            EventKind::SynthStart,
+            TIMING,
+            [None; 3],
+            None,
+            Some(Box::new(ext)),
+            ([0; INLINE], 0),
+        )
+    }
+
+    /// The `CUZK_TIMING:` line the entry holds, if it holds one: parsed, or as written.
+    pub fn as_timing(&self) -> Option<TimingIn<'_>> {
         if self.flags & TIMING == 0 {
             return None;
         }
-        self.ext.as_ref().and_then(|e| e.timing.as_ref())
+        let e = self.ext.as_ref()?;
+        match (&e.timing, &e.timing_text) {
+            (Some(t), _) => Some(TimingIn::Parsed(t)),
+            (None, Some(s)) => Some(TimingIn::Text(s)),
+            (None, None) => None,
+        }
     }
 
     /// Whether the event's offset is the prover's own.

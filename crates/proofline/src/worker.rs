@@ -310,7 +310,24 @@ impl Worker {
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
         if let Some(t) = q.as_timing() {
             // a CUZK_TIMING line: into the engine (the prover prints it itself)
-            self.engine.ingest_timing_line(t);
+            match t {
+                crate::queued::TimingIn::Parsed(t) => self.engine.ingest_timing_line(t),
+                crate::queued::TimingIn::Text(line) => {
+                    match proofline_core::timing::parse_timing(line) {
+                        Some(Ok(t)) => {
+                            if matches!(&t, proofline_core::timing::TimingLine::Timing(x) if x.is_partial())
+                            {
+                                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                            }
+                            self.engine.ingest_timing_line(&t);
+                        }
+                        Some(Err(_)) => {
+                            self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        None => {}
+                    }
+                }
+            }
             return;
         }
         let mut ev = q.event();

@@ -432,19 +432,8 @@ where
             if let Some(line) = v.line {
                 match codec::parse_line(&line) {
                     Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
-                    Ok(None) => match proofline_core::timing::parse_timing(&line) {
-                        Some(Ok(t)) => {
-                            if matches!(&t, proofline_core::timing::TimingLine::Timing(x) if x.is_partial())
-                            {
-                                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                            }
-                            self.send(Queued::timing(t));
-                        }
-                        Some(Err(_)) => {
-                            self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        None => {}
-                    },
+                    // a CUZK_TIMING line: parsed on the worker's thread, not the prover's
+                    Ok(None) => self.send(Queued::timing_text(line)),
                     Err(_) => {
                         self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     }
