@@ -103,8 +103,10 @@ impl LineFeeder {
         self.stats.lines += 1;
         match parse_line(text) {
             Ok(None) => match parse_timing(text) {
-                None if !self.startup_over => Ok(crate::timing::parse_worker_map(text)
-                    .map(|m| Parsed::Timing(TimingLine::WorkerMap(m)))),
+                None if !self.startup_over || text.starts_with(crate::timing::LAYER_STARTUP) => {
+                    Ok(crate::timing::parse_worker_map(text)
+                        .map(|m| Parsed::Timing(TimingLine::WorkerMap(m))))
+                }
                 None => Ok(None),
                 Some(Ok(t)) => {
                     self.stats.timing_lines += 1;

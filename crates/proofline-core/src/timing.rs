@@ -28,6 +28,12 @@ pub const TIMING_MARKER: &str = "CUZK_TIMING:";
 /// msm_invoke=410ms msm_dtor=0ms total=536ms`: milliseconds with an `ms` suffix.
 pub const NTT_H_MARKER: &str = "CUZK_NTT_H:";
 
+/// How the start-up line of proofline's own layer begins (written when the layer was told how
+/// many GPU workers share a device, in the form of cuzk's `initializing GPU workers` line).
+/// Read wherever it falls, not only before a run's first TIMELINE line: a file the layer
+/// appends to holds one per process.
+pub const LAYER_STARTUP: &str = "proofline: initializing GPU workers";
+
 /// One `CUZK_NTT_H:` line: its keys and milliseconds in the order printed (any key kept:
 /// the line's stages are the prover's to name), and the pairs that were no number of
 /// milliseconds.

@@ -118,10 +118,12 @@ impl Builder {
         self
     }
 
-    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk). Given, the
-    /// TIMELINE output starts with a line that says so, in the form of cuzk's own start-up
-    /// line (`... initializing GPU workers gpu_workers_per_device=N ...`), so that `proofline
-    /// analyze` of the log places the GPUs as the layer did.
+    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk). Given (or another
+    /// N through [`Builder::engine_config`]), the layer's TIMELINE output gets a line that
+    /// says so before its first TIMELINE line, in the form of cuzk's own start-up line
+    /// (`proofline: initializing GPU workers gpu_workers_per_device=N ...`), so that
+    /// `proofline analyze` of the log places the GPUs as the layer did (in a file appended to
+    /// by several processes, from each one's line on).
     pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
         self.overrides.gpu_workers_per_device = Some(n.max(1));
         self
@@ -323,8 +325,11 @@ impl Builder {
     /// # Panics
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
-        let workers_per_device_set = self.overrides.gpu_workers_per_device.is_some();
         let mut engine = self.overrides.apply(self.engine);
+        // told how workers share a GPU (the setter, or engine_config with another N)
+        let workers_per_device_set = engine.gpu_workers_per_device_given
+            || engine.gpu_workers_per_device
+                != proofline_core::engine::DEFAULT_GPU_WORKERS_PER_DEVICE;
         engine.gpu_interval_source = if self.gpu_spans_are_the_work {
             None
         } else {
@@ -372,10 +377,13 @@ impl Builder {
         if let (Some(out), true) = (&mut out, workers_per_device_set) {
             // what the layer was told, where `analyze` reads cuzk's own (its start-up line):
             // the TIMELINE lines name workers, and the GPU of each follows from it
+            // (written here, before any TIMELINE line; a write error is the timeline's, as
+            // the worker's are: ignored, the prover goes on)
             let n = engine.gpu_workers_per_device;
             let _ = writeln!(
                 out,
-                "proofline: initializing GPU workers gpu_workers_per_device={n} (Builder::gpu_workers_per_device: GPU = worker / {n} where a line names no gpu)"
+                "{} gpu_workers_per_device={n} (the layer's: GPU = worker / {n} where a line names no gpu)",
+                proofline_core::timing::LAYER_STARTUP
             );
         }
         let setup = setup_of(&cfg, &engine);

@@ -295,6 +295,18 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     let (_, lines) = text.split_once('\n').unwrap();
     assert!(lines.starts_with("TIMELINE,"));
     assert_eq!(offline(lines).gpus.len(), 1);
+    // a file the layer appends to: an earlier process's lines first, this one's line
+    // after them still holds from where it falls
+    let earlier: String = (0..3)
+        .map(|p| {
+            format!(
+                "TIMELINE,{},SYNTH_START,earlier-1,partition={p}\n",
+                900_000 + p
+            )
+        })
+        .collect();
+    let appended = offline(&(earlier + &text));
+    assert_eq!(appended.gpus.len(), DEVICES as usize, "{:?}", appended.gpus);
 }
 
 #[test]
