@@ -196,3 +196,37 @@ fn a_job_on_two_gpus_carries_each_gpus_transition_into_it() {
         "from a's last GPU_END (200) to b's last first GPU_START (3200)"
     );
 }
+
+/// A prover's own words in span names (`OtlpConfig::nouns`): `previous batch`, `segment N`
+/// where cuzk's are `previous sector`, `partition N`; the same spans, ids and attributes.
+#[test]
+fn span_names_take_the_prover_s_nouns_and_nothing_else_changes() {
+    let run = |c: proofline_otlp::OtlpConfig| {
+        let rx = HttpReceiver::start(Mode::Answer);
+        let (mut sink, mut handle) = proofline_otlp::start(c.endpoint(rx.endpoint())).unwrap();
+        replay(LOG, engine_cfg(), &mut sink);
+        drop(sink);
+        handle.shutdown(Duration::from_secs(10)).unwrap();
+        let mut spans = rx.got.wait_for(39, 10);
+        spans.sort_by(|a, b| a.span_id.cmp(&b.span_id));
+        spans
+    };
+    let cuzk = run(cfg(String::new()));
+    let batch = run(cfg(String::new()).nouns(proofline_core::Nouns::new("batch", "segment")));
+    assert_eq!(cuzk.len(), batch.len());
+    let renamed = |n: &str| {
+        n.replace("previous sector", "previous batch")
+            .replace("next sector", "next batch")
+            .replace("partition ", "segment ")
+    };
+    let mut changed = 0;
+    for (c, b) in cuzk.iter().zip(&batch) {
+        assert_eq!(c.span_id, b.span_id);
+        assert_eq!(c.attributes, b.attributes);
+        assert_eq!(renamed(&c.name), b.name);
+        changed += usize::from(c.name != b.name);
+    }
+    assert!(batch.iter().any(|s| s.name == "previous batch"));
+    assert!(batch.iter().any(|s| s.name == "segment 1"));
+    assert!(changed > 8, "{changed} names changed");
+}

@@ -39,6 +39,10 @@ pub(crate) struct AnalyzeArgs {
     /// the length limit, a last TIMELINE line without its newline (they are always reported).
     #[arg(long)]
     strict: bool,
+    /// The prover's words for a job and its parts in the text report (`batch,segment`:
+    /// "Batches" where cuzk's says "Sectors"). Default: sector,partition.
+    #[arg(long, value_name = "JOB,PART", value_parser = proofline_core::Nouns::parse)]
+    nouns: Option<proofline_core::Nouns>,
     #[command(flatten)]
     journal: JournalArgs,
     #[command(flatten)]
@@ -100,7 +104,8 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                 serde_json::to_writer_pretty(&mut out, &run.report)?;
                 writeln!(out)?;
             } else {
-                out.write_all(proofline_core::text::render(&run.report).as_bytes())?;
+                let nouns = args.nouns.clone().unwrap_or_default();
+                out.write_all(proofline_core::text::render_with(&run.report, &nouns).as_bytes())?;
             }
             run
         }

@@ -40,6 +40,10 @@ pub(crate) struct ReplayArgs {
     /// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf).
     #[arg(long, value_name = "PROTOCOL", value_parser = parse_protocol)]
     protocol: Option<proofline_otlp::Transport>,
+    /// The prover's words for a job and its parts in span names (`batch,segment`: `previous
+    /// batch`, `segment 3`). Default: sector,partition.
+    #[arg(long, value_name = "JOB,PART", value_parser = proofline_core::Nouns::parse)]
+    nouns: Option<proofline_core::Nouns>,
     /// Name of the prover in trace ids (use the one its live metrics used, to match exemplars).
     #[arg(long, default_value = "cuzk")]
     instance: String,
@@ -117,7 +121,8 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     };
     let mut cfg =
         proofline_otlp::OtlpConfig::new(proofline_core::ids::run_key(&args.instance, epoch), epoch)
-            .transport(transport);
+            .transport(transport)
+            .nouns(args.nouns.clone().unwrap_or_default());
     // --endpoint is read like OTEL_EXPORTER_OTLP_ENDPOINT (the base URL; OTLP/HTTP adds the
     // traces path); without it the exporter reads the OTEL_* variables itself
     if let Some(e) = &args.endpoint {

@@ -219,7 +219,13 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
 /// Renders the report as text: for a terminal, so that what came from the log (job ids,
 /// proof kinds, quoted lines) cannot drive it ([`printable`]).
 pub fn render(r: &Report) -> String {
-    printable(&render_raw(r)).into_owned()
+    render_with(r, &crate::Nouns::default())
+}
+
+/// [`render`], in the prover's own words for its jobs ([`crate::Nouns`]: "Batches" where
+/// cuzk's report says "Sectors").
+pub fn render_with(r: &Report, nouns: &crate::Nouns) -> String {
+    printable(&render_raw(r, nouns)).into_owned()
 }
 
 /// `s` safe to print on a terminal: control characters other than the newline (escape
@@ -245,7 +251,7 @@ pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     std::borrow::Cow::Owned(out)
 }
 
-fn render_raw(r: &Report) -> String {
+fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     let mut o = String::new();
     let l = &r.lines;
     let e = &r.events;
@@ -416,7 +422,11 @@ fn render_raw(r: &Report) -> String {
     kernel_section(&mut o, r.kernel.as_ref());
 
     if !r.jobs.is_empty() {
-        let _ = writeln!(o, "\nSectors (complete, in completion order)");
+        let _ = writeln!(
+            o,
+            "\n{} (complete, in completion order)",
+            crate::nouns::capitalized(nouns.jobs())
+        );
         job_table(&r.jobs, false).render(&mut o);
         if r.jobs_omitted > 0 {
             let _ = writeln!(
@@ -479,8 +489,8 @@ fn render_raw(r: &Report) -> String {
             mid,
             large,
             "idle total s",
-            "cross-sector",
-            "intra-sector",
+            &format!("cross-{}", nouns.job()),
+            &format!("intra-{}", nouns.job()),
             "idle, queue waiting s",
             "idle, queue empty s",
         ]);

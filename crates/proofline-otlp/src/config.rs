@@ -92,6 +92,7 @@ pub struct OtlpConfig {
     pub(crate) block_until: Option<Instant>,
     pub(crate) stop_waiting: Option<Arc<AtomicBool>>,
     pub(crate) tls: TlsSettings,
+    pub(crate) nouns: proofline_core::Nouns,
 }
 
 impl Default for OtlpConfig {
@@ -119,7 +120,16 @@ impl OtlpConfig {
             block_until: None,
             stop_waiting: None,
             tls: TlsSettings::default(),
+            nouns: proofline_core::Nouns::default(),
         }
+    }
+
+    /// The prover's words for a job and its parts in span names (`previous batch`,
+    /// `segment 3`; default cuzk's: `previous sector`, `partition 3`). Span ids and
+    /// attributes do not change with them.
+    pub fn nouns(mut self, nouns: proofline_core::Nouns) -> Self {
+        self.nouns = nouns;
+        self
     }
 
     /// The transport (default: HTTP/protobuf; [`Transport::from_env`] reads the `OTEL_*`

@@ -162,6 +162,7 @@ pub fn start(cfg: OtlpConfig) -> Result<(OtlpSink, OtlpHandle), OtlpError> {
             run_key: cfg.run_key,
             epoch_unix_ms: cfg.epoch_unix_ms,
             gpu_interval_source: None,
+            nouns: cfg.nouns,
         },
         tx,
         export.clone(),

@@ -43,6 +43,7 @@ pub struct Transitions<'a> {
 
 /// Turns job records into spans.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct TraceBuilder {
     /// The run key of trace ids.
     pub run_key: String,
@@ -51,6 +52,8 @@ pub struct TraceBuilder {
     /// Where GPU intervals come from when not the prover's own events (span edges): the
     /// `gpu` stage spans carry it as `proofline.gpu_interval_source`.
     pub gpu_interval_source: Option<String>,
+    /// The prover's words for a job and its parts, in span names.
+    pub nouns: proofline_core::Nouns,
 }
 
 /// A span id derived from the trace id and a name ([`proofline_core::ids::span_id`]).
@@ -254,7 +257,7 @@ impl TraceBuilder {
                 tid,
                 span_id(&raw, "previous sector"),
                 root,
-                "previous sector".to_owned(),
+                format!("previous {}", self.nouns.job()),
                 s,
                 e,
                 a,
@@ -280,7 +283,7 @@ impl TraceBuilder {
                 tid,
                 span_id(&raw, "next sector"),
                 root,
-                "next sector".to_owned(),
+                format!("next {}", self.nouns.job()),
                 end,
                 end,
                 Vec::new(),
@@ -290,10 +293,15 @@ impl TraceBuilder {
         }
 
         for p in parts {
-            let name = p
+            // (the id from cuzk's words, whatever the name: ids stay as they were)
+            let key = p
                 .partition
                 .map_or_else(|| "proof".to_owned(), |n| format!("partition {n}"));
-            let pid = span_id(&raw, &name);
+            let pid = span_id(&raw, &key);
+            let name = p.partition.map_or_else(
+                || "proof".to_owned(),
+                |n| format!("{} {n}", self.nouns.part()),
+            );
             let (Some(ps), Some(pe)) = (
                 p.instants().into_iter().flatten().min(),
                 p.instants().into_iter().flatten().max(),
@@ -335,7 +343,7 @@ impl TraceBuilder {
                 a.extend(extra);
                 Some(self.span(
                     tid,
-                    span_id(&raw, &format!("{name}/{stage}")),
+                    span_id(&raw, &format!("{key}/{stage}")),
                     pid,
                     stage.to_owned(),
                     s,

@@ -209,6 +209,19 @@ fn one_field_for_worker_and_gpu_gives_each_gpu_its_own_figures() {
     );
     // its GPU spans are the GPU work, as declared: no note that they might not be
     assert_eq!(report.gpu_interval_source, None);
+    // its report in its own words
+    let text = proofline::core::text::render_with(
+        &report,
+        &proofline::core::Nouns::new("batch", "segment"),
+    );
+    assert!(
+        text.contains("\nBatches (complete, in completion order)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cross-batch") && !text.contains("Sectors"),
+        "{text}"
+    );
     // the stall between the second and third batch is an idle gap between jobs, on each
     // GPU, as long as the prover's own record says
     for g in &report.gpus {
