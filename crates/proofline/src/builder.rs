@@ -219,7 +219,8 @@ impl Builder {
 
     /// How long the layer waits before it says, once, on stderr, that mapped spans exist but
     /// nothing reached it (a filter hiding them), or that GPU_PICKUPs come and no GPU_START
-    /// (GPU time not observed). Default [`crate::DEFAULT_SILENCE_WARNING`].
+    /// (GPU time not observed), or GPU events and no synthesis event; six times this for
+    /// synthesis ending and no GPU event at all. Default [`crate::DEFAULT_SILENCE_WARNING`].
     pub fn silence_warning_after(mut self, after: Duration) -> Self {
         self.silence = after;
         self
@@ -346,6 +347,8 @@ impl Builder {
             warned_assumed_gpu: false,
             gpu_since: None,
             warned_no_synth: false,
+            synth_since: None,
+            warned_no_gpu: false,
         };
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,

@@ -91,6 +91,9 @@ pub(crate) struct Setup {
     /// Since when GPU events come and no synthesis event.
     pub gpu_since: Option<Instant>,
     pub warned_no_synth: bool,
+    /// Since when synthesis has ended and no GPU event came.
+    pub synth_since: Option<Instant>,
+    pub warned_no_gpu: bool,
 }
 
 impl Setup {
@@ -148,6 +151,7 @@ impl Worker {
             }
             self.warn_once();
             self.warn_no_synthesis();
+            self.warn_no_gpu();
             self.check_assumed_gpu();
             if self.anchored.is_none_or(|t| t.elapsed() >= REANCHOR_EVERY) {
                 self.clock.reanchor();
@@ -267,6 +271,37 @@ impl Worker {
             self.warn(&format!(
                 "{gpu} GPU events and no synthesis event in {:?}: the spans mapped to SYNTH_START and SYNTH_END ({spans}) never reached the layer; a filter is likely below their level (a `debug` span under an `info` filter), or the prover names them otherwise. Synthesis figures (lead time, synthesis-bound verdicts) are missing until they come",
                 self.silence
+            ));
+        }
+    }
+
+    /// Synthesis ends and no GPU event comes for six times the silence delay (a minute by
+    /// default: a partition's GPU work follows its synthesis within seconds), though spans are
+    /// mapped to GPU events: those spans never reach the layer, or the GPU work never starts.
+    fn warn_no_gpu(&mut self) {
+        let gpu = [EventKind::GpuPickup, EventKind::GpuStart, EventKind::GpuEnd]
+            .iter()
+            .map(|k| self.kinds_seen[k.index()])
+            .sum::<u64>();
+        let synth_ends = self.kinds_seen[EventKind::SynthEnd.index()];
+        if synth_ends == 0
+            || gpu > 0
+            || self.setup.warned_no_gpu
+            || !(self.setup.maps(EventKind::GpuStart) || self.setup.maps(EventKind::GpuEnd))
+        {
+            return;
+        }
+        let since = *self.setup.synth_since.get_or_insert_with(Instant::now);
+        let wait = self.silence * 6;
+        if since.elapsed() >= wait {
+            self.setup.warned_no_gpu = true;
+            let spans = self.setup.spans_of(&[
+                EventKind::GpuPickup,
+                EventKind::GpuStart,
+                EventKind::GpuEnd,
+            ]);
+            self.warn(&format!(
+                "{synth_ends} partitions synthesized and no GPU event in {wait:?}: the spans mapped to GPU events ({spans}) never reached the layer (a filter below their level, or the prover names them otherwise), or the prover's GPU work never started. GPU figures (busy time, idle gaps, transitions) are missing until they come"
             ));
         }
     }

@@ -356,3 +356,48 @@ fn synthesis_spans_below_the_filter_are_said_when_gpu_work_comes_alone() {
     assert!(report.gpus.iter().all(|g| g.intervals > 0));
     assert_eq!(stats.warnings, 1, "the missing synthesis is said, once");
 }
+
+/// The GPU spans misnamed (`prove_segmnt`): synthesis comes, no GPU event ever does, and the
+/// layer says which spans it waited for, once (after six times the silence delay); a right
+/// set-up that is merely slow to its first GPU event within that time is not warned about.
+#[test]
+fn gpu_spans_that_never_come_are_said_when_synthesis_comes_alone() {
+    use proofline::{Edge, EventKind};
+    let (layer, mut guard) = proofline::TimelineLayer::builder()
+        .clear_mappings()
+        .map("witness", EventKind::SynthStart, Edge::FirstEnter)
+        .map("witness", EventKind::SynthEnd, Edge::Close)
+        .map("prove_segmnt", EventKind::GpuStart, Edge::FirstEnter)
+        .map("prove_segmnt", EventKind::GpuEnd, Edge::Close)
+        .partitions_for("batch-", SEGMENTS)
+        .engine_config(engine_cfg())
+        .field_names(names("batch_id", &["device"], &["device"]))
+        .silence_warning_after(Duration::from_millis(200))
+        .no_timeline()
+        .build();
+    run_prover(
+        layer,
+        Level::INFO,
+        tracing::level_filters::LevelFilter::INFO,
+    );
+    // (six times the delay: 1.2 s)
+    thread::sleep(Duration::from_millis(1600));
+    let stats = guard.stats();
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert!(report.gpus.is_empty());
+    assert_eq!(stats.warnings, 1, "the missing GPU work is said, once");
+
+    // the same prover set up right: its GPU events come, nothing is said
+    let (layer, mut guard) = builder(names("batch_id", &["device"], &["device"]))
+        .silence_warning_after(Duration::from_millis(200))
+        .build();
+    run_prover(
+        layer,
+        Level::INFO,
+        tracing::level_filters::LevelFilter::INFO,
+    );
+    thread::sleep(Duration::from_millis(1600));
+    let stats = guard.stats();
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert_eq!(stats.warnings, 0);
+}
