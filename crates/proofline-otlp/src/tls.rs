@@ -15,13 +15,31 @@ use std::path::PathBuf;
 /// an `https://` endpoint is refused at start).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TlsSettings {
-    /// PEM file of the CA certificates to trust instead of the system's roots
-    /// (`OTEL_EXPORTER_OTLP_CERTIFICATE`).
-    pub ca_file: Option<PathBuf>,
-    /// PEM file of the client's certificate chain (`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`).
-    pub client_cert_file: Option<PathBuf>,
-    /// PEM file of the client's private key (`OTEL_EXPORTER_OTLP_CLIENT_KEY`).
-    pub client_key_file: Option<PathBuf>,
+    pub(crate) ca_file: Option<PathBuf>,
+    pub(crate) client_cert_file: Option<PathBuf>,
+    pub(crate) client_key_file: Option<PathBuf>,
+}
+
+impl TlsSettings {
+    /// PEM file of the CA certificates to trust instead of the system's roots (default:
+    /// `OTEL_EXPORTER_OTLP_CERTIFICATE`).
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.ca_file = Some(path.into());
+        self
+    }
+
+    /// PEM file of the client's certificate chain (default:
+    /// `OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE`).
+    pub fn client_cert_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.client_cert_file = Some(path.into());
+        self
+    }
+
+    /// PEM file of the client's private key (default: `OTEL_EXPORTER_OTLP_CLIENT_KEY`).
+    pub fn client_key_file(mut self, path: impl Into<PathBuf>) -> Self {
+        self.client_key_file = Some(path.into());
+        self
+    }
 }
 
 #[cfg(feature = "tls")]

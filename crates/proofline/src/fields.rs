@@ -5,23 +5,25 @@ use std::sync::Arc;
 
 use tracing::field::{Field, Visit};
 
-/// Names of the span fields proofline reads (on the span, then on its ancestors).
+/// Names of the span fields proofline reads (on the span, then on its ancestors):
+/// `FieldNames::default()` (cuzk's), then the roles that differ, e.g.
+/// `FieldNames::default().job_id(["batch_id"]).partition(["segment"])`. Each setter takes
+/// every name that fills its role (the first found on a span wins).
 ///
 /// One name may be given for several roles: a prover with one worker per GPU that calls
-/// both `device` fills the worker and the GPU from it (`worker: vec!["device".into()], gpu:
-/// vec!["device".into()]`).
+/// both `device` fills the worker and the GPU from it (`.worker(["device"]).gpu(["device"])`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldNames {
-    /// The job (request) id. Default `job_id`.
-    pub job_id: Vec<String>,
-    /// The partition index. Default `partition` (cuzk records it with `?`: `Some(3)`).
-    pub partition: Vec<String>,
-    /// The global GPU worker index. Default `worker`, `worker_id`.
-    pub worker: Vec<String>,
-    /// The GPU device index. Default `gpu`.
-    pub gpu: Vec<String>,
-    /// The proof kind. Default `proof_kind`, `kind`.
-    pub proof_kind: Vec<String>,
+    pub(crate) job_id: Vec<String>,
+    pub(crate) partition: Vec<String>,
+    pub(crate) worker: Vec<String>,
+    pub(crate) gpu: Vec<String>,
+    pub(crate) proof_kind: Vec<String>,
+}
+
+/// The names, owned.
+fn names<S: Into<String>>(names: impl IntoIterator<Item = S>) -> Vec<String> {
+    names.into_iter().map(Into::into).collect()
 }
 
 impl Default for FieldNames {
@@ -82,6 +84,36 @@ impl From<Slot> for Slots {
 }
 
 impl FieldNames {
+    /// The job (request) id. Default `job_id`.
+    pub fn job_id<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.job_id = names(fields);
+        self
+    }
+
+    /// The partition index. Default `partition` (cuzk records it with `?`: `Some(3)`).
+    pub fn partition<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.partition = names(fields);
+        self
+    }
+
+    /// The global GPU worker index. Default `worker`, `worker_id`.
+    pub fn worker<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.worker = names(fields);
+        self
+    }
+
+    /// The GPU device index. Default `gpu`.
+    pub fn gpu<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.gpu = names(fields);
+        self
+    }
+
+    /// The proof kind. Default `proof_kind`, `kind`.
+    pub fn proof_kind<S: Into<String>>(mut self, fields: impl IntoIterator<Item = S>) -> Self {
+        self.proof_kind = names(fields);
+        self
+    }
+
     /// The roles a field of this name fills.
     pub(crate) fn slots(&self, name: &str) -> Slots {
         let of = |slot: Slot| match slot {

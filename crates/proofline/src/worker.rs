@@ -212,7 +212,7 @@ impl Worker {
                 .map(|s| format!(" (the first: `{s}`)"))
                 .unwrap_or_default();
             self.warn(&format!(
-                "{no_job_id} span edges had no job id{span}: none of the fields {:?} was on the span or an ancestor, so their events were dropped (counted as unattributed); name the prover's job field: Builder::field_names(FieldNames {{ job_id: vec![\"<field>\".into()], ..FieldNames::default() }})",
+                "{no_job_id} span edges had no job id{span}: none of the fields {:?} was on the span or an ancestor, so their events were dropped (counted as unattributed); name the prover's job field: Builder::field_names(FieldNames::default().job_id([\"<field>\"]))",
                 self.setup.cfg.fields.job_id
             ));
         }
@@ -319,7 +319,7 @@ impl Worker {
         self.setup.warned_assumed_gpu = true;
         let n = self.setup.workers_per_device;
         self.warn(&format!(
-            "GPU events name a worker and no GPU (no field of {:?} on the span or its ancestors): GPU = worker / {n} is assumed, cuzk's layout of {n} workers a GPU; where a worker has a GPU of its own, name its field for both roles (FieldNames {{ worker: vec![\"device\".into()], gpu: vec![\"device\".into()], .. }}), or set Builder::gpu_workers_per_device",
+            "GPU events name a worker and no GPU (no field of {:?} on the span or its ancestors): GPU = worker / {n} is assumed, cuzk's layout of {n} workers a GPU; where a worker has a GPU of its own, name its field for both roles (FieldNames::default().worker([\"device\"]).gpu([\"device\"])), or set Builder::gpu_workers_per_device",
             self.setup.cfg.fields.gpu
         ));
     }

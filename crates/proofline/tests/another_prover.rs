@@ -55,14 +55,11 @@ impl Truth {
 }
 
 fn names(job: &str, worker: &[&str], gpu: &[&str]) -> FieldNames {
-    let v = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect();
-    FieldNames {
-        job_id: vec![job.to_owned()],
-        partition: vec!["segment".to_owned()],
-        worker: v(worker),
-        gpu: v(gpu),
-        ..FieldNames::default()
-    }
+    FieldNames::default()
+        .job_id([job])
+        .partition(["segment"])
+        .worker(worker.iter().copied())
+        .gpu(gpu.iter().copied())
 }
 
 fn builder(fields: FieldNames) -> proofline::Builder {
