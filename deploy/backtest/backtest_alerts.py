@@ -68,7 +68,10 @@ def get(url, params=None, timeout=30):
 
 
 def run(cmd, what, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    except FileNotFoundError:
+        sys.exit(f"backtest_alerts: {cmd[0]} not found (for {what}); see the module's help")
     if p.returncode != 0:
         sys.exit(f"backtest_alerts: {what} failed ({p.returncode}):\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
     return p
@@ -82,11 +85,12 @@ def rfc3339(ms):
 def history_range(om_path):
     """The first and last timestamps (ms) of an OpenMetrics export."""
     lo, hi = None, None
-    with open(om_path) as f:
+    # bytes, split at newlines only (a label value may hold a carriage return)
+    with open(om_path, "rb") as f:
         for line in f:
-            if line.startswith("#"):
+            if line.startswith(b"#"):
                 continue
-            ts = line.rsplit(" ", 1)[-1]
+            ts = line.rstrip(b"\n").rsplit(b" ", 1)[-1]
             ms = round(float(ts) * 1000)
             lo = ms if lo is None else min(lo, ms)
             hi = ms if hi is None else max(hi, ms)
@@ -119,6 +123,10 @@ def main():
     a.export_args = extra
     if any(x == "--step-s" or x.startswith("--step-s=") for x in extra):
         ap.error("--step-s is this script's own option (before --): the export and vmalert share it")
+    if a.step_s > 60:
+        print(f"backtest_alerts: warning: --step-s {a.step_s}: the rules' rate windows are 1 m and 10 m"
+              " and the alerts' `for` a minute or more; a step over 60 s leaves them too few samples"
+              " (an alert may not fire where it would live)", file=sys.stderr)
 
     promtool = tool("PROMTOOL", "promtool")
     vmctl = tool("VMCTL", "vmctl")
@@ -127,6 +135,10 @@ def main():
     os.makedirs(work, exist_ok=True)
     for old in ("history.om", "blocks", "vm"):
         path = os.path.join(work, old)
+        if os.path.realpath(a.log) == os.path.realpath(path) or os.path.realpath(a.log).startswith(
+                os.path.realpath(path) + os.sep):
+            sys.exit(f"backtest_alerts: {a.log} is inside --keep {work}'s {old}, which is emptied first:"
+                     " keep elsewhere")
         if os.path.isdir(path):
             shutil.rmtree(path)
         elif os.path.exists(path):
@@ -163,6 +175,14 @@ def main():
                                            f"--vm-addr={vm}", "-s", "--vm-disable-progress-bar"]),
              "/dev/null"], "vmctl", stdin=subprocess.DEVNULL)
         get(vm + "/internal/force_flush")
+        # VictoriaMetrics drops samples outside its retention or too far ahead of its clock
+        # (an --epoch in the future): say so, rather than report that nothing fired
+        kept = json.loads(get(vm + "/api/v1/query", {
+            "query": 'count({__name__=~"proofline_.+"})', "time": hi / 1000}))
+        if not kept["data"]["result"]:
+            sys.exit(f"backtest_alerts: VictoriaMetrics kept none of the history ({rfc3339(lo)} .."
+                     f" {rfc3339(hi)}): it drops samples ahead of its clock and at the very epoch;"
+                     " is --epoch in the past?")
 
         # the recording rules first, then the alerts over what they recorded; each query's
         # step is the evaluation interval (vmalert's default, 5 m, would skip most of it)

@@ -182,6 +182,22 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             .map_or_else(|| "log".to_owned(), |n| n.to_string_lossy().into_owned())
     };
     let mut labels = args.labels.clone();
+    for (i, (name, _)) in labels.iter().enumerate() {
+        if labels[..i].iter().any(|(n, _)| n == name) {
+            anyhow::bail!("--label {name}=... is given twice: a series has one value of a label");
+        }
+    }
+    if let Some(u) = until_ms {
+        let scrapes = (u - epoch_ms) / (args.step_s * 1000);
+        if scrapes > crate::openmetrics::MAX_SCRAPES {
+            anyhow::bail!(
+                "--scrape-until is {} days after --epoch: {scrapes} scrapes at --step-s {}, over the {} an export takes (a wider step?)",
+                (u - epoch_ms) / 86_400_000,
+                args.step_s,
+                crate::openmetrics::MAX_SCRAPES
+            );
+        }
+    }
     for (name, value) in [
         ("job", "proofline".to_owned()),
         ("instance", instance.clone()),
@@ -210,6 +226,18 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
         until_ms,
         labels,
         instance,
+        spill_dir: args
+            .output
+            .as_deref()
+            .and_then(|p| p.parent())
+            .map(|d| {
+                if d.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    d
+                }
+            })
+            .map(std::path::Path::to_path_buf),
     })?;
     let points = done.history.points;
     {
@@ -235,6 +263,12 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             "proofline: warning: {} has no TIMELINE event: the export holds no samples",
             input.display()
         ),
+    }
+    if done.runs > 1 {
+        eprintln!(
+            "proofline: the log holds {} runs (prover restarts, or lines far out of order: {} late events); each run's scrapes follow the one before (a file does not say how long the prover was down)",
+            done.runs, done.late
+        );
     }
     if done.until_too_early {
         eprintln!(

@@ -34,6 +34,11 @@ use proofline_prometheus::{Metrics, PrometheusSink};
 /// Samples held in memory before they are written to the temporary file.
 pub(crate) const SPILL_BYTES: usize = 32 << 20;
 
+/// The most scrapes an export takes: 10 years at 60 s, 2.4 years at 15 s (about 100 GB of
+/// output at cuzk's series). A longer span is refused before anything is written: an
+/// offset or a `--scrape-until` far off is likely a mistake.
+pub(crate) const MAX_SCRAPES: u64 = 5_000_000;
+
 /// A label a scrape adds: a Prometheus label name and its value.
 pub(crate) fn parse_label(s: &str) -> Result<(String, String), String> {
     let (name, value) = s
@@ -47,6 +52,11 @@ pub(crate) fn parse_label(s: &str) -> Result<(String, String), String> {
     if !valid {
         return Err(format!(
             "`{name}` is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"
+        ));
+    }
+    if matches!(name, "le" | "quantile") {
+        return Err(format!(
+            "`{name}` is a histogram's or summary's own label: a scrape adds no such label"
         ));
     }
     if name.starts_with("__") {
@@ -142,6 +152,9 @@ fn label_pairs(labels: &str) -> Vec<(&str, &str)> {
 /// Where one series' points are: segments in the temporary file, then memory.
 #[derive(Debug, Default)]
 struct Series {
+    /// Its labels but `le`, which order the series of a family (the registry's own order
+    /// changes from process to process: the output would too).
+    key: String,
     segments: Vec<(u64, u64)>,
     buf: Vec<u8>,
 }
@@ -165,13 +178,15 @@ pub(crate) struct History {
     series_index: HashMap<String, usize>,
     buffered: usize,
     spill: Option<(File, u64)>,
+    /// Where the temporary file goes (beside the output; else the system's temporary dir).
+    spill_dir: Option<std::path::PathBuf>,
     /// Points written (a scrape instant each).
     pub(crate) points: u64,
     last_ts: Option<u64>,
 }
 
 impl History {
-    pub(crate) fn new(labels: &[(String, String)]) -> History {
+    pub(crate) fn new(labels: &[(String, String)], spill_dir: Option<&Path>) -> History {
         let mut added = String::new();
         for (n, v) in labels {
             added.push_str(&format!(",{n}=\"{}\"", escape(v)));
@@ -185,6 +200,7 @@ impl History {
             series_index: HashMap::new(),
             buffered: 0,
             spill: None,
+            spill_dir: spill_dir.map(Path::to_path_buf),
             points: 0,
             last_ts: None,
         }
@@ -268,7 +284,10 @@ impl History {
                 Some(&i) => i,
                 None => {
                     let i = self.series.len();
-                    self.series.push(Series::default());
+                    self.series.push(Series {
+                        key: key[key.find('\u{0}').unwrap_or(key.len())..].to_owned(),
+                        ..Series::default()
+                    });
                     self.series_index.insert(key, i);
                     self.families[fam].series.push(i);
                     i
@@ -296,7 +315,11 @@ impl History {
     /// Moves every series' buffered points to the temporary file.
     fn spill_all(&mut self) -> io::Result<()> {
         if self.spill.is_none() {
-            self.spill = Some((tempfile::tempfile()?, 0));
+            let file = match &self.spill_dir {
+                Some(d) => tempfile::tempfile_in(d)?,
+                None => tempfile::tempfile()?,
+            };
+            self.spill = Some((file, 0));
         }
         let Some((file, len)) = &mut self.spill else {
             unreachable!()
@@ -319,6 +342,10 @@ impl History {
     /// Writes the whole history, family by family, and `# EOF`.
     pub(crate) fn write(mut self, out: &mut impl Write) -> io::Result<()> {
         let mut copy = vec![0u8; 1 << 16];
+        for fam in &mut self.families {
+            fam.series
+                .sort_by(|&a, &b| self.series[a].key.cmp(&self.series[b].key));
+        }
         for fam in &self.families {
             out.write_all(fam.header.as_bytes())?;
             for &i in &fam.series {
@@ -355,6 +382,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) until_ms: Option<u64>,
     pub(crate) labels: Vec<(String, String)>,
     pub(crate) instance: String,
+    /// Where the samples' temporary file goes (beside the output).
+    pub(crate) spill_dir: Option<std::path::PathBuf>,
 }
 
 /// What the export did.
@@ -365,6 +394,10 @@ pub(crate) struct Done {
     pub(crate) last_ms: Option<u64>,
     /// `--scrape-until` was before the log's last line (the scrapes went on to it).
     pub(crate) until_too_early: bool,
+    /// Runs the engine found (a prover restart starts one), and events later than its
+    /// reorder window.
+    pub(crate) runs: u32,
+    pub(crate) late: u64,
     pub(crate) lines: proofline_core::report::LineStats,
     pub(crate) error: Option<anyhow::Error>,
 }
@@ -384,7 +417,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     // whether the prover was silent that long (a second line out there) or it was a stray
     let mut ahead: Option<u64> = None;
     let mut feeder = LineFeeder::new();
-    let mut history = History::new(&plan.labels);
+    let mut history = History::new(&plan.labels, plan.spill_dir.as_deref());
     // the next scrape, on the engine's timeline (ms from the log's offset 0)
     let mut next: Option<u64> = None;
     let mut first_ms = None;
@@ -397,6 +430,13 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
                       counts: &TelemetryCounts,
                       history: &mut History|
      -> io::Result<()> {
+        if history.points >= MAX_SCRAPES {
+            return Err(io::Error::other(format!(
+                "more than {MAX_SCRAPES} scrapes: the log's time (or --scrape-until) spans {} days at --step-s {}; a wider step, or check the log's offsets",
+                t / 86_400_000,
+                step / 1000
+            )));
+        }
         engine.advance(t.saturating_sub(engine.run_base()), sink);
         sink.tick(&engine.live(), counts);
         first_ms.get_or_insert(epoch + t);
@@ -444,7 +484,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         },
     );
     if let Some(e) = write_error {
-        return Err(e).context("cannot write the samples' temporary file");
+        return Err(e).context("the export stopped");
     }
     // the last scrapes: the first after the newest line (a scrape at its very time came
     // before it), or on past it to --scrape-until
@@ -452,7 +492,13 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         .newest_offset()
         .map(|o| engine.run_base() + o)
         .or_else(|| next.map(|n| n.saturating_sub(step)));
-    let after_last = newest.map(|n| n - n % step + step);
+    // (as a live watch shows it once the engine has taken everything: a reorder window and
+    // a job's completion grace after the last line)
+    let settle = engine.config().reorder_window_ms + engine.config().completion_grace_ms;
+    let after_last = newest.map(|n| {
+        let n = n + settle;
+        n - n % step + step
+    });
     let until = plan.until_ms.map(|u| u.saturating_sub(epoch));
     let until_too_early = until.zip(after_last).is_some_and(|(u, a)| u < a);
     let end = match until {
@@ -467,12 +513,15 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         let at = next.get_or_insert(newest.unwrap_or(end).div_ceil(step) * step);
         while *at <= end {
             scrape(*at, &mut engine, &mut sink, &counts, &mut history)
-                .context("cannot write the samples' temporary file")?;
+                .context("the export stopped")?;
             *at += step;
         }
     }
     let last_ms = history.last_ts;
+    let r = engine.report();
     Ok(Done {
+        runs: r.events.runs,
+        late: r.events.late,
         history,
         first_ms,
         last_ms,
@@ -509,7 +558,7 @@ mod tests {
 
     #[test]
     fn samples_get_labels_and_timestamps_and_lose_exemplars() {
-        let mut h = History::new(&labels());
+        let mut h = History::new(&labels(), None);
         let om = "# HELP a Busy.\n# TYPE a counter\na_total{gpu=\"0\"} 1.5\na_total{gpu=\"1\"} 2\n\
 # HELP g Depth.\n# TYPE g gauge\ng 3\n\
 # HELP h Gaps.\n# TYPE h histogram\nh_bucket{boundary=\"x\",le=\"1.0\"} 1 # {trace_id=\"ab\"} 0.5\nh_bucket{boundary=\"x\",le=\"+Inf\"} 1\nh_sum{boundary=\"x\"} 0.5\nh_count{boundary=\"x\"} 1\n# EOF\n";
@@ -536,7 +585,7 @@ h_bucket{{boundary=\"x\",le=\"1.0\",{lb}}} 1 1000000015.250\nh_bucket{{boundary=
 
     #[test]
     fn an_exposed_label_of_a_scrape_label_s_name_is_renamed_as_prometheus_does() {
-        let mut h = History::new(&labels());
+        let mut h = History::new(&labels(), None);
         h.add(
             "# HELP i Info.\n# TYPE i gauge\ni{instance=\"cuzk\",x=\"instance=\"} 1\n# EOF\n",
             5_000,
@@ -555,7 +604,7 @@ h_bucket{{boundary=\"x\",le=\"1.0\",{lb}}} 1 1000000015.250\nh_bucket{{boundary=
 
     #[test]
     fn spilled_points_come_back_in_order_with_those_still_in_memory() {
-        let mut h = History::new(&[("job".into(), "j".into())]);
+        let mut h = History::new(&[("job".into(), "j".into())], None);
         let mut expected_a = String::new();
         for i in 0..5u64 {
             h.add(

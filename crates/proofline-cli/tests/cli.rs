@@ -1091,11 +1091,25 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
         .map(|l| l.split(',').nth(1).unwrap().parse::<u64>().unwrap())
         .max()
         .unwrap();
+    // ... once the engine took everything (the reorder window and a job's completion grace,
+    // 5 s each by default), as a live watch would show it: every job complete
     let last_scrape = *idle.keys().last().unwrap();
     assert!(
-        last_scrape > last_line && last_scrape <= last_line + 10_000,
+        last_scrape > last_line + 10_000 && last_scrape <= last_line + 20_000,
         "last line {last_line} ms, last scrape {last_scrape} ms"
     );
+    let completed: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("proofline_proofs_completed_total{"))
+        .filter(|l| {
+            l.ends_with(&format!(
+                " {}.000",
+                (1_793_491_200_000 + last_scrape) / 1000
+            ))
+        })
+        .map(|l| l.rsplit(' ').nth(1).unwrap().parse::<f64>().unwrap())
+        .sum();
+    assert_eq!(completed, 6.0, "every job complete at the last scrape");
     let steps: Vec<f64> = idle
         .values()
         .zip(idle.values().skip(1))
@@ -1122,6 +1136,46 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
         (
             &["export", "--epoch", "2026-11-01T00:00:00Z"][..],
             "--epoch is for --format openmetrics",
+        ),
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-11-01T00:00:00Z",
+                "--label",
+                "a=1",
+                "--label",
+                "a=2",
+            ][..],
+            "--label a=... is given twice",
+        ),
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-11-01T00:00:00Z",
+                "--label",
+                "le=5",
+            ][..],
+            "a histogram's or summary's own label",
+        ),
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-11-01T00:00:00Z",
+                "--step-s",
+                "1",
+                "--scrape-until",
+                "2126-11-01T00:00:00Z",
+            ][..],
+            "over the 5000000 an export takes",
         ),
         (
             &["export", "--format", "openmetrics", "--epoch", "yesterday"][..],
