@@ -75,8 +75,9 @@ pub(crate) struct ExportArgs {
     #[arg(long = "label", value_name = "NAME=VALUE", value_parser = crate::openmetrics::parse_label)]
     labels: Vec<(String, String)>,
     /// OpenMetrics: scrape on past the log's last line up to this time (RFC 3339), as a
-    /// live /metrics goes on being scraped after the prover fell silent. Default: the last
-    /// line's time.
+    /// live /metrics goes on being scraped after the prover fell silent. Default: until the
+    /// engine has taken every line (a reorder window and a job's completion grace after the
+    /// last one).
     #[arg(long, value_name = "RFC3339")]
     scrape_until: Option<String>,
     #[command(flatten)]
