@@ -486,8 +486,8 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     if let Some(e) = write_error {
         return Err(e).context("the export stopped");
     }
-    // the last scrapes: the first after the newest line (a scrape at its very time came
-    // before it), or on past it to --scrape-until
+    // the last scrapes: until the engine has taken every line, or on past it to
+    // --scrape-until
     let newest = engine
         .newest_offset()
         .map(|o| engine.run_base() + o)
@@ -500,7 +500,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         n - n % step + step
     });
     let until = plan.until_ms.map(|u| u.saturating_sub(epoch));
-    let until_too_early = until.zip(after_last).is_some_and(|(u, a)| u < a);
+    let until_too_early = until.zip(newest).is_some_and(|(u, n)| u < n);
     let end = match until {
         Some(u) => Some(u.max(after_last.unwrap_or(u))),
         None => after_last,
