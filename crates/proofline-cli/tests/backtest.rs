@@ -11,6 +11,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+use common::{fresh_dir, generated_log};
+
 const EPOCH: &str = "2026-11-01T00:00:00Z";
 const EPOCH_MS: u64 = 1_793_491_200_000;
 const STEP_MS: u64 = 15_000;
@@ -19,18 +22,6 @@ const REORDER_MS: u64 = 5_000;
 
 fn deploy() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy")
-}
-
-fn generate(path: &Path, extra: &[&str]) {
-    assert!(
-        Command::new(env!("CARGO_BIN_EXE_proofline"))
-            .args(["generate", "--jobs", "8", "--gpus", "2", "-o"])
-            .arg(path)
-            .args(extra)
-            .status()
-            .unwrap()
-            .success()
-    );
 }
 
 /// The backtest's firings of `log` (its JSON).
@@ -147,11 +138,12 @@ fn longest_silence(log: &Path) -> (u64, u64) {
 
 #[test]
 fn the_gpu_idle_and_silence_alerts_fire_on_an_old_log_when_the_stall_says_and_not_without_it() {
-    let dir = std::env::temp_dir().join(format!("proofline-backtest-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let stalled = dir.join("stalled.log");
-    generate(&stalled, &["--stall", "4:300000"]);
+    let logs = ["--jobs", "8", "--gpus", "2"];
+    let stalled_dir = fresh_dir("backtest", "stalled");
+    let stalled = generated_log(
+        &stalled_dir,
+        &[&logs[..], &["--stall", "4:300000"]].concat(),
+    );
     let (threshold, for_ms) = alert_ms("idle_seconds", "idle");
     let idle = longest_idle(&stalled);
     assert_eq!(idle.len(), 2);
@@ -208,8 +200,8 @@ fn the_gpu_idle_and_silence_alerts_fire_on_an_old_log_when_the_stall_says_and_no
         "lines again at {to} ms, the alert fired until {last} ms"
     );
 
-    let fine = dir.join("fine.log");
-    generate(&fine, &[]);
+    let fine_dir = fresh_dir("backtest", "fine");
+    let fine = generated_log(&fine_dir, &logs);
     let quiet = backtest(&fine, "prover-8");
     assert!(
         quiet
@@ -218,5 +210,6 @@ fn the_gpu_idle_and_silence_alerts_fire_on_an_old_log_when_the_stall_says_and_no
                 && f["alert"] != "ProoflineProverSilent"),
         "{quiet:#?}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&stalled_dir);
+    let _ = std::fs::remove_dir_all(&fine_dir);
 }

@@ -1059,6 +1059,23 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
     );
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.ends_with("\n# EOF\n"));
+    // the same log, the same file (series in a fixed order)
+    let again = proofline()
+        .args([
+            "export",
+            "--format",
+            "openmetrics",
+            "--epoch",
+            "2026-11-01T00:00:00Z",
+        ])
+        .args(["--step-s", "10", "--label", "instance=p7"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(
+        again.stdout == text.as_bytes(),
+        "two exports of one log differ"
+    );
     let mut types = std::collections::HashSet::new();
     let mut last: std::collections::HashMap<String, f64> = Default::default();
     let mut idle: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();

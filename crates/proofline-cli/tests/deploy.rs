@@ -408,6 +408,31 @@ fn the_debian_package_installs_the_binary_and_a_hardened_sidecar_unit() {
     let conffiles =
         std::fs::read_to_string(root.join("var/lib/dpkg/info/proofline.conffiles")).unwrap();
     assert_eq!(conffiles.trim(), "/etc/default/proofline");
+    // the README's links into docs/ hold where the package puts it, and so do the unit's
+    let doc = root.join("usr/share/doc/proofline");
+    let readme = std::fs::read_to_string(doc.join("README.md")).unwrap();
+    let pages: Vec<&str> = readme
+        .split("](docs/")
+        .skip(1)
+        .map(|s| s.split([')', '#']).next().unwrap())
+        .collect();
+    assert!(pages.len() > 4, "{pages:?}");
+    for page in pages {
+        assert!(
+            doc.join("docs").join(page).is_file(),
+            "docs/{page} not installed"
+        );
+    }
+    let unit =
+        std::fs::read_to_string(root.join("lib/systemd/system/proofline-watch.service")).unwrap();
+    for url in unit
+        .lines()
+        .filter_map(|l| l.strip_prefix("Documentation="))
+        .flat_map(str::split_whitespace)
+    {
+        let path = url.strip_prefix("file://").unwrap();
+        assert!(root.join(&path[1..]).is_file(), "{url} not installed");
+    }
     check_unit(
         &root.join("lib/systemd/system/proofline-watch.service"),
         &root.join("usr/bin/proofline"),

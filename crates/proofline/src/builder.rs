@@ -396,6 +396,7 @@ impl Builder {
             shutdown: shutdown.clone(),
             poll: self.poll,
             engine: Engine::new(engine),
+            feeder: proofline_core::reader::LineFeeder::new(),
             out,
             driver,
             deadline: deadline.clone(),

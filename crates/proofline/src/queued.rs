@@ -90,20 +90,19 @@ struct Ext {
     proof_kind: Option<Arc<Name>>,
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
-    timing: Option<proofline_core::timing::TimingLine>,
-    /// A logged `CUZK_TIMING:` line as the prover wrote it, parsed on the worker's thread
-    /// (not the prover's).
-    timing_text: Option<String>,
+    timing: Option<TimingIn>,
     /// `request=` (a second request of the job id in flight).
     request: Option<u32>,
 }
 
-/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line to parse.
-pub enum TimingIn<'a> {
+/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line the prover logged,
+/// parsed on the worker's thread (not the prover's).
+#[derive(Debug)]
+pub enum TimingIn {
     /// Read already (the prover gave the values as fields).
-    Parsed(&'a proofline_core::timing::TimingLine),
+    Parsed(proofline_core::timing::TimingLine),
     /// The line as logged.
-    Text(&'a str),
+    Text(String),
 }
 
 impl Queued {
@@ -331,8 +330,8 @@ impl Queued {
         self
     }
 
-    /// The entry of a `CUZK_TIMING:` line the prover logged through `tracing`.
-    pub fn timing(t: proofline_core::timing::TimingLine) -> Self {
+    /// The entry of `CUZK_TIMING:` values the prover logged through `tracing`.
+    pub fn timing(t: TimingIn) -> Self {
         let ext = Ext {
             timing: Some(t),
             ..Ext::default()
@@ -348,35 +347,12 @@ impl Queued {
         )
     }
 
-    /// The entry of a line the prover logged through `tracing` that may be a `CUZK_TIMING:`
-    /// line: the worker parses it.
-    pub fn timing_text(line: String) -> Self {
-        let ext = Ext {
-            timing_text: Some(line),
-            ..Ext::default()
-        };
-        Queued::from_parts(
-            0,
-            EventKind::SynthStart,
-            TIMING,
-            [None; 3],
-            None,
-            Some(Box::new(ext)),
-            ([0; INLINE], 0),
-        )
-    }
-
-    /// The `CUZK_TIMING:` line the entry holds, if it holds one: parsed, or as written.
-    pub fn as_timing(&self) -> Option<TimingIn<'_>> {
+    /// The `CUZK_TIMING:` values the entry holds, if it holds them.
+    pub fn as_timing(&self) -> Option<&TimingIn> {
         if self.flags & TIMING == 0 {
             return None;
         }
-        let e = self.ext.as_ref()?;
-        match (&e.timing, &e.timing_text) {
-            (Some(t), _) => Some(TimingIn::Parsed(t)),
-            (None, Some(s)) => Some(TimingIn::Text(s)),
-            (None, None) => None,
-        }
+        self.ext.as_ref().and_then(|e| e.timing.as_ref())
     }
 
     /// Whether the event's offset is the prover's own.

@@ -36,6 +36,8 @@ pub(crate) struct Worker {
     pub shutdown: Arc<AtomicBool>,
     pub poll: Duration,
     pub engine: Engine,
+    /// Reads the `CUZK_TIMING:` lines the prover logged, as `analyze` reads a log's.
+    pub feeder: proofline_core::reader::LineFeeder,
     pub out: Option<Box<dyn Write + Send>>,
     /// The sinks and their lifecycle (run, ticks, shutdown).
     pub driver: Driver,
@@ -347,19 +349,14 @@ impl Worker {
             // a CUZK_TIMING line: into the engine (the prover prints it itself)
             match t {
                 crate::queued::TimingIn::Parsed(t) => self.engine.ingest_timing_line(t),
+                // read as `analyze` reads it (a bad or partial line counted as malformed)
                 crate::queued::TimingIn::Text(line) => {
-                    match proofline_core::timing::parse_timing(line) {
-                        Some(Ok(t)) => {
-                            if matches!(&t, proofline_core::timing::TimingLine::Timing(x) if x.is_partial())
-                            {
-                                self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                            }
-                            self.engine.ingest_timing_line(&t);
-                        }
-                        Some(Err(_)) => {
-                            self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                        }
-                        None => {}
+                    let before = self.feeder.stats.malformed;
+                    self.feeder
+                        .feed_line(line.as_bytes(), &mut self.engine, self.driver.sinks());
+                    let bad = self.feeder.stats.malformed - before;
+                    if bad > 0 {
+                        self.stats.malformed.fetch_add(bad, Ordering::Relaxed);
                     }
                 }
             }

@@ -422,8 +422,8 @@ where
         let Some(kind) = v.ev else {
             // cuzk's CUZK_TIMING values, as fields or as its line
             if let Some(t) = v.timing.take() {
-                self.send(Queued::timing(proofline_core::timing::TimingLine::Timing(
-                    t,
+                self.send(Queued::timing(crate::queued::TimingIn::Parsed(
+                    proofline_core::timing::TimingLine::Timing(t),
                 )));
                 return;
             }
@@ -433,7 +433,7 @@ where
                 match codec::parse_line(&line) {
                     Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
                     // a CUZK_TIMING line: parsed on the worker's thread, not the prover's
-                    Ok(None) => self.send(Queued::timing_text(line)),
+                    Ok(None) => self.send(Queued::timing(crate::queued::TimingIn::Text(line))),
                     Err(_) => {
                         self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     }
