@@ -46,11 +46,10 @@ fn the_kind_recorded_on_a_span_names_the_job_everywhere_but_in_cuzks_lines() {
 
 #[test]
 fn a_prefix_rule_wins_over_the_ids_form_and_the_fallback_over_nothing() {
-    let cfg = EngineConfig {
-        partitions_by_prefix: vec![("porep-".into(), 3), ("porep-9".into(), 2)],
-        expected_partitions: Some(4),
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::default()
+        .partitions_for("porep-", 3)
+        .partitions_for("porep-9", 2)
+        .expected_partitions(Some(4));
     assert_eq!(cfg.expected_partitions_of("porep-1000-1", false), Some(3));
     assert_eq!(
         cfg.expected_partitions_of("porep-9-1", false),

@@ -14,11 +14,9 @@ use proofline_tests::{analyze_str, cuzk_run, sorted_lines};
 const SPEED: f64 = 100.0;
 
 fn engine() -> EngineConfig {
-    EngineConfig {
-        reorder_window_ms: 1000,
-        completion_grace_ms: 1000,
-        ..EngineConfig::default()
-    }
+    EngineConfig::default()
+        .reorder_window_ms(1000)
+        .completion_grace_ms(1000)
 }
 
 fn layer() -> proofline::Builder {

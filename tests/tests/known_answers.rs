@@ -8,10 +8,7 @@ use proofline_tests::analyze_str;
 const LOG: &str = include_str!("data/four_jobs.log");
 
 fn cfg() -> EngineConfig {
-    EngineConfig {
-        expected_partitions: Some(2),
-        ..EngineConfig::default()
-    }
+    EngineConfig::default().expected_partitions(Some(2))
 }
 
 #[test]
@@ -107,13 +104,7 @@ fn jobs_cold_start_throughput_and_verdict() {
     // c found the GPU idle for 1 s (7000..8000): a cold start; d only for 500 ms
     // (9000..9500), queued behind c: none (the threshold is 1 s)
     assert_eq!(cold, vec![Some(1000), None, Some(6000), None]);
-    let strict = analyze_str(
-        LOG,
-        EngineConfig {
-            cold_start_min_idle_ms: 1001,
-            ..cfg()
-        },
-    );
+    let strict = analyze_str(LOG, cfg().cold_start_min_idle_ms(1001));
     let cold: Vec<_> = strict.jobs.iter().map(|j| j.cold_start_ms).collect();
     assert_eq!(
         cold,
@@ -198,11 +189,7 @@ fn a_lone_line_beyond_the_window_is_a_stray_counted_named_and_not_used() {
     let mut lines: Vec<&str> = LOG.lines().collect();
     let late = lines.remove(lines.len() - 4); // GPU_START d partition=0 at 9500
     lines.push(late);
-    let cfg = EngineConfig {
-        reorder_window_ms: 100,
-        completion_grace_ms: 100,
-        ..cfg()
-    };
+    let cfg = cfg().reorder_window_ms(100).completion_grace_ms(100);
     let r = analyze_str(&(lines.join("\n") + "\n"), cfg.clone());
     assert_eq!(
         (r.events.stray_late, r.events.late, r.events.runs),
@@ -244,13 +231,7 @@ fn later_by(log: &str, ms: u64) -> String {
 #[test]
 fn a_daemon_restart_starts_a_new_run() {
     let log = format!("{LOG}{}", later_by(LOG, 1));
-    let r = analyze_str(
-        &log,
-        EngineConfig {
-            restart_after_ms: 5_000,
-            ..cfg()
-        },
-    );
+    let r = analyze_str(&log, cfg().restart_after_ms(5_000));
     assert_eq!(r.events.runs, 2);
     assert_eq!(r.events.conflicts + r.events.duplicates, 0);
     assert_eq!(r.summary.jobs_complete, 8);
@@ -293,7 +274,7 @@ fn live_idle_counts_from_the_last_busy_end_even_after_finish() {
     use proofline_core::sink::NoUpdates;
     use proofline_core::{Engine, parse_line};
     let c = cfg();
-    let window = c.reorder_window_ms;
+    let window = c.get_reorder_window_ms();
     let mut engine = Engine::new(c);
     for line in LOG.lines() {
         if let Some(ev) = parse_line(line).unwrap() {
@@ -314,10 +295,7 @@ fn live_idle_counts_from_the_last_busy_end_even_after_finish() {
 fn a_late_burst_after_a_stalled_writer_is_no_restart() {
     use proofline_core::sink::NoUpdates;
     use proofline_core::{Engine, parse_line};
-    let mut engine = Engine::new(EngineConfig {
-        partitions_by_prefix: vec![("w-".into(), 1)],
-        ..cfg()
-    });
+    let mut engine = Engine::new(cfg().partitions_for("w-", 1));
     let feed = |line: &str, engine: &mut Engine| {
         engine.ingest(&parse_line(line).unwrap().unwrap(), &mut NoUpdates);
     };
@@ -355,11 +333,9 @@ fn sim_log(n: usize) -> String {
 /// (their ids reused) from offset 0: a second run whichever the moment, its sectors complete.
 #[test]
 fn restarts_at_5_s_30_s_and_10_min_with_reused_ids_are_each_detected() {
-    let cfg = EngineConfig {
-        reorder_window_ms: 1000,
-        completion_grace_ms: 1000,
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::default()
+        .reorder_window_ms(1000)
+        .completion_grace_ms(1000);
     // at 10x cuzk's speed a daemon has done some of everything 5 s after its start
     let mut fast = proofline_sim::SimConfig::porep(3);
     fast.timings = fast.timings.scaled(10.0);
@@ -543,13 +519,7 @@ TIMELINE,34000,GPU_END,porep-7,worker=0,partition=0,gpu_ms=4000
 TIMELINE,34000,GPU_START,porep-7,worker=0,partition=0
 TIMELINE,38000,GPU_END,porep-7,worker=0,partition=0,gpu_ms=4000
 ";
-    let r = analyze_str(
-        log,
-        EngineConfig {
-            expected_partitions: Some(1),
-            ..EngineConfig::default()
-        },
-    );
+    let r = analyze_str(log, EngineConfig::default().expected_partitions(Some(1)));
     assert_eq!(r.events.overlapping_attempts, 1, "{:?}", r.events);
     assert_eq!(r.events.overlapping_examples, ["porep-7"]);
     assert!(r.events.conflicts >= 1);

@@ -50,9 +50,8 @@ fn grpc_receiver_gets_the_same_traces() {
 fn a_job_that_finishes_first_is_linked_from_the_job_before_it() {
     let rx = HttpReceiver::start(Mode::Answer);
     let (mut sink, mut handle) = proofline_otlp::start(cfg(rx.endpoint())).unwrap();
-    let mut ecfg = engine_cfg();
     // every job completes when its last partition ends, so q and r go out before p
-    ecfg.completion_grace_ms = 0;
+    let ecfg = engine_cfg().completion_grace_ms(0);
     replay(OVERTAKEN_LOG, ecfg, &mut sink);
     drop(sink);
     handle.shutdown(Duration::from_secs(10)).unwrap();
@@ -100,11 +99,9 @@ fn the_live_layer_and_a_replay_of_its_log_send_the_same_traces() {
     let live_rx = HttpReceiver::start(Mode::Answer);
     let (otlp, mut handle) = proofline_otlp::start(cfg(live_rx.endpoint())).unwrap();
     let buf = proofline_tests::SharedBuf::default();
-    let ecfg = EngineConfig {
-        reorder_window_ms: 1000,
-        completion_grace_ms: 1000,
-        ..EngineConfig::default()
-    };
+    let ecfg = EngineConfig::default()
+        .reorder_window_ms(1000)
+        .completion_grace_ms(1000);
     let (layer, mut guard) = TimelineLayer::builder()
         .engine_config(ecfg.clone())
         .timeline_to_writer(buf.clone())

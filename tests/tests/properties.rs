@@ -124,13 +124,11 @@ proptest! {
     #[test]
     fn arbitrary_event_streams_never_panic(events in chaos(), window in 0u64..3000, timeout in 1u64..5000) {
         use proofline_core::{Engine, EventKind, TimelineEvent};
-        let cfg = EngineConfig {
-            reorder_window_ms: window,
-            completion_grace_ms: window,
-            job_timeout_ms: timeout,
-            restart_after_ms: 8_000,
-            ..EngineConfig::default()
-        };
+        let cfg = EngineConfig::default()
+.reorder_window_ms(window)
+.completion_grace_ms(window)
+.job_timeout_ms(timeout)
+.restart_after_ms(8_000);
         let mut engine = Engine::new(cfg);
         let jobs = ["porep-1-1", "porep-1-2", "uuid-a", "winpost-1-b"];
         let mut updates = Vec::new();
@@ -201,7 +199,7 @@ proptest! {
             if newest < by { return Ok(()) }
             newest - by
         } else {
-            newest + cfg.restart_after_ms + by
+            newest + cfg.get_restart_after_ms() + by
         };
         let kind = proofline_core::EventKind::ALL[kind];
         let detail = if kind.is_gpu() {

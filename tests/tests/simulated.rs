@@ -82,10 +82,7 @@ fn a_synthesis_stall_is_a_cross_sector_gap_and_synthesis_bound() {
 fn a_never_finishing_partition_is_an_incomplete_job_evicted_after_the_timeout() {
     let mut cfg = SimConfig::porep(12);
     cfg.faults.never_finish = Some((1, 4));
-    let ecfg = EngineConfig {
-        job_timeout_ms: 120_000,
-        ..EngineConfig::default()
-    };
+    let ecfg = EngineConfig::default().job_timeout_ms(120_000);
     let r = analyze_str(&instant::log_string(&cfg), ecfg);
     assert_eq!(r.summary.jobs_complete, 11);
     assert_eq!(r.summary.jobs_incomplete, 1);
@@ -175,10 +172,7 @@ fn jobs_in_flight_past_the_cap_evict_the_oldest_and_are_counted() {
             j * 1000
         ));
     }
-    let cfg = EngineConfig {
-        max_jobs_in_flight: 8,
-        ..EngineConfig::default()
-    };
+    let cfg = EngineConfig::default().max_jobs_in_flight(8);
     let mut engine = proofline_core::Engine::new(cfg);
     let mut peak = 0;
     let mut evicted_first = Vec::new();

@@ -20,11 +20,11 @@ const SPEED: f64 = 100.0;
 fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot) {
     let buf = proofline_tests::SharedBuf::default();
     let (layer, mut guard) = TimelineLayer::builder()
-        .engine_config(EngineConfig {
-            reorder_window_ms: 1000,
-            completion_grace_ms: 1000,
-            ..EngineConfig::default()
-        })
+        .engine_config(
+            EngineConfig::default()
+                .reorder_window_ms(1000)
+                .completion_grace_ms(1000),
+        )
         .timeline_to_writer(buf.clone())
         .build();
     let summary =
@@ -75,11 +75,9 @@ fn configured_timings_come_out_of_the_spans() {
     // the log it wrote analyzes to the same numbers (one engine, two doors)
     let offline = analyze_str(
         &text,
-        EngineConfig {
-            reorder_window_ms: 1000,
-            completion_grace_ms: 1000,
-            ..EngineConfig::default()
-        },
+        EngineConfig::default()
+            .reorder_window_ms(1000)
+            .completion_grace_ms(1000),
     );
     assert_eq!(offline.gpus, r.gpus);
     assert_eq!(offline.summary, r.summary);

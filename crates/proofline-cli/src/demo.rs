@@ -126,10 +126,7 @@ impl UpdateSink for ProgressLine {
 }
 
 fn engine_for_chart(cfg: &SimConfig) -> EngineConfig {
-    EngineConfig {
-        gpu_workers_per_device: cfg.workers_per_gpu,
-        ..EngineConfig::default()
-    }
+    EngineConfig::default().gpu_workers_per_device(cfg.workers_per_gpu)
 }
 
 pub fn demo(args: &DemoArgs) -> Result<()> {
@@ -142,13 +139,11 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         .with_context(|| format!("cannot create {}", log_path.display()))?;
     let tty = io::stderr().is_terminal();
     // the layer's live defaults (1 s reorder window), with the GPU shape the simulator has
-    let engine = EngineConfig {
-        gpu_workers_per_device: cfg.workers_per_gpu,
-        reorder_window_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
-        completion_grace_ms: proofline::DEFAULT_LIVE_REORDER_WINDOW_MS,
-        max_rows: proofline::DEFAULT_LIVE_MAX_ROWS,
-        ..EngineConfig::default()
-    };
+    let engine = EngineConfig::default()
+        .gpu_workers_per_device(cfg.workers_per_gpu)
+        .reorder_window_ms(proofline::DEFAULT_LIVE_REORDER_WINDOW_MS)
+        .completion_grace_ms(proofline::DEFAULT_LIVE_REORDER_WINDOW_MS)
+        .max_rows(proofline::DEFAULT_LIVE_MAX_ROWS);
     let metrics_addr = if args.no_metrics {
         None
     } else {

@@ -114,8 +114,8 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     let failed = Rc::new(Cell::new(false));
     let mut w = Perfetto::new(
         out,
-        cfg.gpu_workers_per_device,
-        cfg.job_timeout_ms,
+        cfg.get_gpu_workers_per_device(),
+        cfg.get_job_timeout_ms(),
         failed.clone(),
     );
     w.max_partitions = args.max_partitions;

@@ -77,24 +77,27 @@ pub(crate) struct EngineArgs {
 
 impl EngineArgs {
     pub(crate) fn config(&self) -> EngineConfig {
-        EngineConfig {
-            gpu_workers_per_device: self
-                .gpu_workers_per_device
-                .unwrap_or(engine::DEFAULT_GPU_WORKERS_PER_DEVICE),
-            gpu_workers_per_device_given: self.gpu_workers_per_device.is_some(),
-            expected_partitions: self.partitions,
-            partitions_by_prefix: self.partitions_for.clone(),
-            kinds_by_prefix: self.proof_kind_for.clone(),
-            reorder_window_ms: self.reorder_window_ms,
-            completion_grace_ms: self.reorder_window_ms,
-            job_timeout_ms: self.job_timeout_s.saturating_mul(1000),
-            restart_after_ms: self.restart_after_s.saturating_mul(1000),
-            max_rows: self.max_rows,
-            max_jobs_in_flight: self.max_jobs_in_flight,
-            stuck_min_ms: self.stuck_min_s.saturating_mul(1000),
-            stuck_factor: self.stuck_factor,
-            ..EngineConfig::default()
+        let mut cfg = EngineConfig::default()
+            .expected_partitions(self.partitions)
+            .reorder_window_ms(self.reorder_window_ms)
+            .completion_grace_ms(self.reorder_window_ms)
+            .job_timeout_ms(self.job_timeout_s.saturating_mul(1000))
+            .restart_after_ms(self.restart_after_s.saturating_mul(1000))
+            .max_rows(self.max_rows)
+            .max_jobs_in_flight(self.max_jobs_in_flight)
+            .stuck_min_ms(self.stuck_min_s.saturating_mul(1000))
+            .stuck_factor(self.stuck_factor);
+        // not given, cuzk's start-up lines in the log may set it
+        if let Some(n) = self.gpu_workers_per_device {
+            cfg = cfg.gpu_workers_per_device(n);
         }
+        for (prefix, n) in &self.partitions_for {
+            cfg = cfg.partitions_for(prefix.clone(), *n);
+        }
+        for (prefix, kind) in &self.proof_kind_for {
+            cfg = cfg.proof_kind_for(prefix.clone(), kind.clone());
+        }
+        cfg
     }
 }
 

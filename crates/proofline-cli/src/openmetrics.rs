@@ -408,11 +408,11 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     let metrics: Arc<Metrics> = Metrics::new();
     let mut sink = PrometheusSink::new(metrics.clone());
     let mut run = RunInfo::new(plan.instance.clone(), plan.epoch_ms);
-    run.gpu_interval_source = plan.cfg.gpu_interval_source.clone();
+    run.gpu_interval_source = plan.cfg.get_gpu_interval_source().map(str::to_owned);
     sink.start_run(&run);
     let mut engine = Engine::new(plan.cfg.clone());
     // the engine's own (it is at least the reorder window)
-    let restart_after = engine.config().restart_after_ms;
+    let restart_after = engine.config().get_restart_after_ms();
     // a line far ahead of the newest, which the engine holds until the next line says
     // whether the prover was silent that long (a second line out there) or it was a stray
     let mut ahead: Option<u64> = None;
@@ -494,7 +494,8 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         .or_else(|| next.map(|n| n.saturating_sub(step)));
     // (as a live watch shows it once the engine has taken everything: a reorder window and
     // a job's completion grace after the last line)
-    let settle = engine.config().reorder_window_ms + engine.config().completion_grace_ms;
+    let settle =
+        engine.config().get_reorder_window_ms() + engine.config().get_completion_grace_ms();
     let after_last = newest.map(|n| {
         let n = n + settle;
         n - n % step + step

@@ -84,10 +84,8 @@ impl SimArgs {
         if let Some(s) = &self.panic_worker {
             cfg.faults.panic_worker = Some(parse_pair(s, "--panic-worker")?);
         }
-        cfg.timing = proofline_sim::TimingLines {
-            emit: self.cuzk_timing,
-            cpu_in_lock_ms: self.cpu_in_lock_ms as f64,
-        };
+        cfg.timing.emit = self.cuzk_timing;
+        cfg.timing.cpu_in_lock_ms = self.cpu_in_lock_ms as f64;
         Ok(cfg)
     }
 }

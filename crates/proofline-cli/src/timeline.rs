@@ -56,7 +56,7 @@ impl Timeline {
         from_ms: u64,
         max_partitions: usize,
     ) -> Result<(Timeline, crate::input::LogRun)> {
-        let wpd = cfg.gpu_workers_per_device;
+        let wpd = cfg.get_gpu_workers_per_device();
         let mut t = Timeline {
             gpu_workers_per_device: wpd.max(1),
             window: Window {

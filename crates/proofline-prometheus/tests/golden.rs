@@ -33,10 +33,7 @@ fn rendered() -> std::sync::Arc<Metrics> {
     let run = proofline_core::RunInfo::new("golden", 0);
     run.exports.register(&export);
     sink.start_run(&run);
-    let mut engine = Engine::new(EngineConfig {
-        expected_partitions: None,
-        ..EngineConfig::default()
-    });
+    let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
     let mut feeder = LineFeeder::new();
     feeder
         .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
@@ -226,10 +223,7 @@ fn buckets_of_the_provers_own_size() {
     let metrics = Metrics::with_buckets(Buckets::default().job(vec![1.0, 2.5, 4.0])).unwrap();
     let mut sink = PrometheusSink::new(metrics.clone());
     sink.start_run(&proofline_core::RunInfo::new("buckets", 0));
-    let mut engine = Engine::new(EngineConfig {
-        expected_partitions: None,
-        ..EngineConfig::default()
-    });
+    let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
     LineFeeder::new()
         .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
         .unwrap();

@@ -55,6 +55,7 @@ impl fmt::Display for ProofKind {
 
 /// One job to prove.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct JobSpec {
     /// Its id.
     pub id: Arc<str>,
@@ -62,8 +63,19 @@ pub struct JobSpec {
     pub kind: ProofKind,
 }
 
+impl JobSpec {
+    /// Job `id` of `kind`.
+    pub fn new(id: impl Into<Arc<str>>, kind: ProofKind) -> Self {
+        JobSpec {
+            id: id.into(),
+            kind,
+        }
+    }
+}
+
 /// Durations in milliseconds of simulated time, each drawn uniformly within `± spread`.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Timings {
     /// Synthesis of one partition (cuzk: ~30 s).
     pub synth_ms: f64,
@@ -114,6 +126,7 @@ impl Timings {
 
 /// Faults to inject.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct Faults {
     /// Synthesis stalls for `.1` ms in the first partition of job `.0` (index into the job
     /// list), holding the dispatcher: the job is in flight while the GPU runs dry, so the GPU
@@ -146,8 +159,11 @@ pub enum GpuPath {
     Sync,
 }
 
-/// The whole simulated prover.
+/// The whole simulated prover: [`SimConfig::porep`] or [`SimConfig::mixed`], then the fields
+/// that differ (`cfg.gpus = 2;`). Its structs are `#[non_exhaustive]`: a new setting is no
+/// breaking change, and none is built by a literal outside this crate.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct SimConfig {
     /// Seed of every random draw: the same seed gives the same log.
     pub seed: u64,
@@ -178,6 +194,7 @@ pub struct SimConfig {
 
 /// cuzk's `CUZK_TIMING:` lines of each GPU call, as the instant mode writes them.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[non_exhaustive]
 pub struct TimingLines {
     /// Write them.
     pub emit: bool,

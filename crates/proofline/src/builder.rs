@@ -85,12 +85,10 @@ impl Default for Builder {
             event_target: DEFAULT_EVENT_TARGET.to_owned(),
             gpu_queue_on_synth_end: true,
             gpu_spans_are_the_work: false,
-            engine: EngineConfig {
-                reorder_window_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
-                completion_grace_ms: DEFAULT_LIVE_REORDER_WINDOW_MS,
-                max_rows: crate::DEFAULT_LIVE_MAX_ROWS,
-                ..EngineConfig::default()
-            },
+            engine: EngineConfig::default()
+                .reorder_window_ms(DEFAULT_LIVE_REORDER_WINDOW_MS)
+                .completion_grace_ms(DEFAULT_LIVE_REORDER_WINDOW_MS)
+                .max_rows(crate::DEFAULT_LIVE_MAX_ROWS),
             overrides: EngineOverrides::default(),
             channel_capacity: DEFAULT_CHANNEL_CAPACITY,
             output: Output::Stderr,
@@ -118,8 +116,8 @@ impl Builder {
         self
     }
 
-    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk). Given (or another
-    /// N through [`Builder::engine_config`]), the layer's TIMELINE output gets a line that
+    /// GPU = worker / N when a span has no `gpu` field (default 2, as cuzk). Given (here, or in
+    /// [`Builder::engine_config`]'s own setter), the layer's TIMELINE output gets a line that
     /// says so before its first TIMELINE line, in the form of cuzk's own start-up line
     /// (`proofline: initializing GPU workers gpu_workers_per_device=N ...`), so that
     /// `proofline analyze` of the log places the GPUs as the layer did (in a file appended to
@@ -326,23 +324,18 @@ impl Builder {
     /// # Panics
     /// If the OS cannot start a thread.
     pub fn build(self) -> (TimelineLayer, TimelineGuard) {
-        let mut engine = self.overrides.apply(self.engine);
-        // told how workers share a GPU (the setter, or engine_config with another N)
-        let workers_per_device_set = engine.gpu_workers_per_device_given
-            || engine.gpu_workers_per_device
-                != proofline_core::engine::DEFAULT_GPU_WORKERS_PER_DEVICE;
-        engine.gpu_interval_source = if self.gpu_spans_are_the_work {
+        let engine = self.overrides.apply(self.engine);
+        // told how workers share a GPU (the setter, or engine_config's)
+        let workers_per_device_set = engine.get_gpu_workers_per_device_given();
+        let engine = engine.gpu_interval_source(if self.gpu_spans_are_the_work {
             None
         } else {
             gpu_interval_source(&self.rules)
-        };
+        });
         let setup_of = |cfg: &Arc<LayerConfig>, engine: &EngineConfig| crate::worker::Setup {
             cfg: cfg.clone(),
-            workers_per_device: engine.gpu_workers_per_device,
-            // (a value other than cuzk's, given through engine_config, was given too)
-            workers_per_device_given: engine.gpu_workers_per_device_given
-                || engine.gpu_workers_per_device
-                    != proofline_core::engine::DEFAULT_GPU_WORKERS_PER_DEVICE,
+            workers_per_device: engine.get_gpu_workers_per_device(),
+            workers_per_device_given: engine.get_gpu_workers_per_device_given(),
             warned_job_id: false,
             warned_assumed_gpu: false,
             gpu_since: None,
@@ -364,8 +357,7 @@ impl Builder {
             self.instance,
             proofline_core::ids::unix_ms(SystemTime::now()),
         );
-        run.gpu_interval_source
-            .clone_from(&engine.gpu_interval_source);
+        run.gpu_interval_source = engine.get_gpu_interval_source().map(str::to_owned);
         let driver = Driver::start(self.sinks, run.clone(), self.tick);
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
@@ -382,7 +374,7 @@ impl Builder {
             // the TIMELINE lines name workers, and the GPU of each follows from it
             // (written here, before any TIMELINE line; a write error is the timeline's, as
             // the worker's are: ignored, the prover goes on)
-            let n = engine.gpu_workers_per_device;
+            let n = engine.get_gpu_workers_per_device();
             let _ = writeln!(
                 out,
                 "{} gpu_workers_per_device={n} (the layer's: GPU = worker / {n} where a line names no gpu)",
@@ -489,20 +481,26 @@ impl EngineOverrides {
     /// window unless set.
     fn apply(self, mut base: EngineConfig) -> EngineConfig {
         if let Some(n) = self.gpu_workers_per_device {
-            base.gpu_workers_per_device = n;
-            base.gpu_workers_per_device_given = true;
+            base = base.gpu_workers_per_device(n);
         }
         if let Some(w) = self.reorder_window_ms {
-            base.reorder_window_ms = w;
+            base = base.reorder_window_ms(w);
         }
-        base.completion_grace_ms = self.completion_grace_ms.unwrap_or(base.reorder_window_ms);
+        let grace = self
+            .completion_grace_ms
+            .unwrap_or(base.get_reorder_window_ms());
+        base = base.completion_grace_ms(grace);
         if let Some(t) = self.job_timeout_ms {
-            base.job_timeout_ms = t;
+            base = base.job_timeout_ms(t);
         }
-        base.partitions_by_prefix.extend(self.partitions_by_prefix);
-        base.kinds_by_prefix.extend(self.kinds_by_prefix);
+        for (prefix, n) in self.partitions_by_prefix {
+            base = base.partitions_for(prefix, n);
+        }
+        for (prefix, kind) in self.kinds_by_prefix {
+            base = base.proof_kind_for(prefix, kind);
+        }
         if let Some(n) = self.expected_partitions {
-            base.expected_partitions = Some(n);
+            base = base.expected_partitions(Some(n));
         }
         base
     }

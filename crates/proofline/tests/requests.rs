@@ -142,9 +142,7 @@ fn assert_two_whole_jobs(report: &proofline::Report, what: &str) {
 
 /// What `analyze` makes of the lines the layer wrote.
 fn analyzed(text: &str) -> proofline::Report {
-    let mut cfg = engine_cfg();
-    cfg.partitions_by_prefix.push(("batch-".into(), PARTS));
-    let mut engine = Engine::new(cfg);
+    let mut engine = Engine::new(engine_cfg().partitions_for("batch-", PARTS));
     for line in text.lines() {
         if let Some(ev) = codec::parse_line(line).unwrap() {
             engine.ingest(&ev, &mut NoUpdates);

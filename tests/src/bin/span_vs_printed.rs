@@ -14,12 +14,10 @@ use proofline_tests::{analyze_str, cuzk_run};
 const SPEED: f64 = 20.0;
 
 fn engine(cfg: &SimConfig) -> EngineConfig {
-    EngineConfig {
-        gpu_workers_per_device: cfg.workers_per_gpu,
-        reorder_window_ms: 1000,
-        completion_grace_ms: 1000,
-        ..EngineConfig::default()
-    }
+    EngineConfig::default()
+        .gpu_workers_per_device(cfg.workers_per_gpu)
+        .reorder_window_ms(1000)
+        .completion_grace_ms(1000)
 }
 
 /// The figures compared, in simulated (cuzk-scale) seconds or as ratios.

@@ -245,10 +245,7 @@ pub fn cfg(endpoint: String) -> OtlpConfig {
 }
 
 pub fn engine_cfg() -> EngineConfig {
-    EngineConfig {
-        expected_partitions: Some(2),
-        ..EngineConfig::default()
-    }
+    EngineConfig::default().expected_partitions(Some(2))
 }
 
 /// Runs `log` through an engine into `sink`.

@@ -35,67 +35,28 @@ pub(super) const MAX_EXAMPLES: usize = 10;
 /// Distinct proof kinds kept; more are folded into `other`.
 pub(super) const MAX_KINDS: usize = 64;
 
-/// Engine settings. Every field has a documented default ([`EngineConfig::default`]).
+/// Engine settings: `EngineConfig::default()`, then what differs, e.g.
+/// `EngineConfig::default().reorder_window_ms(0).expected_partitions(Some(3))`. Every setting
+/// has a documented default. The fields are private, so that a new setting is no breaking
+/// change; the `get_` methods read back what the engine runs with ([`crate::engine::Engine::config`]).
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
-    /// GPU = worker / this, unless the event says `gpu=`. Default 2, as cuzk.
-    pub gpu_workers_per_device: u32,
-    /// Whether the user gave `gpu_workers_per_device` (then cuzk's start-up lines do not
-    /// change it, and a disagreement is said); else they do, when the log has them.
-    pub gpu_workers_per_device_given: bool,
-    /// How far out of time order events may arrive and still be processed in order.
-    /// Default [`DEFAULT_REORDER_WINDOW_MS`].
-    pub reorder_window_ms: u64,
-    /// A job with no event for this long is evicted and counted as incomplete.
-    /// Default [`DEFAULT_JOB_TIMEOUT_MS`].
-    pub job_timeout_ms: u64,
-    /// A line this far ahead of the newest one, alone, is a stray early line; lines that fall
-    /// back behind the newest by more than the reorder window are one restart only when
-    /// within this of one another (see `engine/runs.rs`). Default [`DEFAULT_RESTART_AFTER_MS`].
-    pub restart_after_ms: u64,
-    /// Partitions of jobs whose id starts with a prefix, e.g. `("porep-", 3)` for a test
-    /// prover with 3-partition sectors (default: none). The longest matching prefix wins,
-    /// and wins over everything else; see [`EngineConfig::expected_partitions_of`].
-    pub partitions_by_prefix: Vec<(String, u32)>,
-    /// The proof kind of jobs whose id starts with a prefix, e.g. `("batch-", "batch")` for a
-    /// prover whose lines name no kind (default: none). The longest matching prefix wins, over
-    /// the id's own form (`porep-` is `porep-c2`, ...); a `kind=` on the job's lines wins over
-    /// both. The empty prefix is every job's. A job nothing names is `unknown`.
-    pub kinds_by_prefix: Vec<(String, String)>,
-    /// Partitions of a partitioned job that neither a prefix rule nor its id's form tells
-    /// (`None`, the default: the highest partition seen + 1, once the job has been quiet
-    /// for the completion grace).
-    pub expected_partitions: Option<u32>,
-    /// A job whose partition count is unknown completes when all its partitions are done
-    /// and nothing happened to it for this long. Default [`DEFAULT_REORDER_WINDOW_MS`].
-    pub completion_grace_ms: u64,
-    /// Busy history kept per device, for the live busy ratio.
-    /// Default [`DEFAULT_BUSY_WINDOW_MS`].
-    pub busy_window_ms: u64,
-    /// Rows of jobs, transitions and incomplete jobs kept for the report.
-    /// Default [`DEFAULT_MAX_ROWS`].
-    pub max_rows: usize,
-    /// Jobs in flight at most: a new job past it evicts the oldest one in flight (the
-    /// first seen), counted in `EventStats::evicted_over_cap`, so that memory stays bounded
-    /// whatever the log. Default [`DEFAULT_MAX_JOBS_IN_FLIGHT`].
-    pub max_jobs_in_flight: usize,
-    /// A job's first GPU work is a cold start only when its GPU had been idle at least this
-    /// long (or had never worked): a job that starts on a GPU idle for a few ms, queued
-    /// behind the sector before it, is no cold start. Default
-    /// [`DEFAULT_COLD_START_MIN_IDLE_MS`].
-    pub cold_start_min_idle_ms: u64,
-    /// Where GPU_START and GPU_END come from when they are not the prover's own events
-    /// (`None`, the default): the layer sets it when spans give them, and every output
-    /// labels the GPU intervals with it, since span edges need not fall where the
-    /// prover's own GPU_START/GPU_END would.
-    pub gpu_interval_source: Option<String>,
-    /// A GPU interval open longer than the larger of this and [`EngineConfig::stuck_factor`]
-    /// times the longest its device has closed is stuck (a CUDA call that never returns, a
-    /// prover dead inside GPU work): its device stops counting it as busy from the last
-    /// edge seen there, and counts it. 0 turns this off. Default [`DEFAULT_STUCK_MIN_MS`].
-    pub stuck_min_ms: u64,
-    /// See [`EngineConfig::stuck_min_ms`]. Default [`DEFAULT_STUCK_FACTOR`].
-    pub stuck_factor: u32,
+    pub(crate) gpu_workers_per_device: u32,
+    pub(crate) gpu_workers_per_device_given: bool,
+    pub(crate) reorder_window_ms: u64,
+    pub(crate) job_timeout_ms: u64,
+    pub(crate) restart_after_ms: u64,
+    pub(crate) partitions_by_prefix: Vec<(String, u32)>,
+    pub(crate) kinds_by_prefix: Vec<(String, String)>,
+    pub(crate) expected_partitions: Option<u32>,
+    pub(crate) completion_grace_ms: u64,
+    pub(crate) busy_window_ms: u64,
+    pub(crate) max_rows: usize,
+    pub(crate) max_jobs_in_flight: usize,
+    pub(crate) cold_start_min_idle_ms: u64,
+    pub(crate) gpu_interval_source: Option<String>,
+    pub(crate) stuck_min_ms: u64,
+    pub(crate) stuck_factor: u32,
 }
 
 impl Default for EngineConfig {
@@ -122,8 +83,165 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// GPU = worker / this, unless the event says `gpu=`. Default 2, as cuzk. Given here,
+    /// cuzk's start-up lines in a log do not change it (a disagreement is said); not given,
+    /// they do, when the log has them.
+    pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
+        self.gpu_workers_per_device = n;
+        self.gpu_workers_per_device_given = true;
+        self
+    }
+
+    /// How far out of time order events may arrive and still be processed in order.
+    /// Default [`DEFAULT_REORDER_WINDOW_MS`].
+    pub fn reorder_window_ms(mut self, ms: u64) -> Self {
+        self.reorder_window_ms = ms;
+        self
+    }
+
+    /// A job with no event for this long is evicted and counted as incomplete.
+    /// Default [`DEFAULT_JOB_TIMEOUT_MS`].
+    pub fn job_timeout_ms(mut self, ms: u64) -> Self {
+        self.job_timeout_ms = ms;
+        self
+    }
+
+    /// A line this far ahead of the newest one, alone, is a stray early line; lines that
+    /// fall back behind the newest by more than the reorder window are one restart only when
+    /// within this of one another. At least the reorder window.
+    /// Default [`DEFAULT_RESTART_AFTER_MS`].
+    pub fn restart_after_ms(mut self, ms: u64) -> Self {
+        self.restart_after_ms = ms;
+        self
+    }
+
+    /// Jobs whose id starts with `prefix` have `n` partitions, e.g. `("porep-", 3)` for a
+    /// test prover with 3-partition sectors (default: no rule). Each call adds a rule; the
+    /// longest matching prefix wins, and wins over everything else; see
+    /// [`EngineConfig::expected_partitions_of`].
+    pub fn partitions_for(mut self, prefix: impl Into<String>, n: u32) -> Self {
+        self.partitions_by_prefix.push((prefix.into(), n));
+        self
+    }
+
+    /// Jobs whose id starts with `prefix` are of proof kind `kind`, e.g. `("batch-",
+    /// "batch")` for a prover whose lines name no kind (default: no rule). Each call adds a
+    /// rule; the longest matching prefix wins, over the id's own form (`porep-` is
+    /// `porep-c2`, ...); a `kind=` on the job's lines wins over both. The empty prefix is
+    /// every job's. A job nothing names is `unknown`.
+    pub fn proof_kind_for(mut self, prefix: impl Into<String>, kind: impl Into<String>) -> Self {
+        self.kinds_by_prefix.push((prefix.into(), kind.into()));
+        self
+    }
+
+    /// Partitions of a partitioned job that neither a prefix rule nor its id's form tells
+    /// (`None`, the default: the highest partition seen + 1, once the job has been quiet for
+    /// the completion grace).
+    pub fn expected_partitions(mut self, n: Option<u32>) -> Self {
+        self.expected_partitions = n;
+        self
+    }
+
+    /// A job whose partition count is unknown completes when all its partitions are done
+    /// and nothing happened to it for this long. Default [`DEFAULT_REORDER_WINDOW_MS`].
+    pub fn completion_grace_ms(mut self, ms: u64) -> Self {
+        self.completion_grace_ms = ms;
+        self
+    }
+
+    /// Busy history kept per device, for the live busy ratio (at least the reorder window
+    /// and the completion grace, and a little more). Default [`DEFAULT_BUSY_WINDOW_MS`].
+    pub fn busy_window_ms(mut self, ms: u64) -> Self {
+        self.busy_window_ms = ms;
+        self
+    }
+
+    /// Rows of jobs, transitions and incomplete jobs kept for the report.
+    /// Default [`DEFAULT_MAX_ROWS`].
+    pub fn max_rows(mut self, n: usize) -> Self {
+        self.max_rows = n;
+        self
+    }
+
+    /// Jobs in flight at most: a new job past it evicts the oldest one in flight (the first
+    /// seen), counted in `EventStats::evicted_over_cap`, so that memory stays bounded
+    /// whatever the log. Default [`DEFAULT_MAX_JOBS_IN_FLIGHT`].
+    pub fn max_jobs_in_flight(mut self, n: usize) -> Self {
+        self.max_jobs_in_flight = n;
+        self
+    }
+
+    /// A job's first GPU work is a cold start only when its GPU had been idle at least this
+    /// long (or had never worked): a job that starts on a GPU idle for a few ms, queued
+    /// behind the sector before it, is no cold start.
+    /// Default [`DEFAULT_COLD_START_MIN_IDLE_MS`].
+    pub fn cold_start_min_idle_ms(mut self, ms: u64) -> Self {
+        self.cold_start_min_idle_ms = ms;
+        self
+    }
+
+    /// Where GPU_START and GPU_END come from when they are not the prover's own events
+    /// (`None`, the default): the layer sets it when spans give them, and every output
+    /// labels the GPU intervals with it, since span edges need not fall where the prover's
+    /// own GPU_START/GPU_END would.
+    pub fn gpu_interval_source(mut self, source: Option<String>) -> Self {
+        self.gpu_interval_source = source;
+        self
+    }
+
+    /// A GPU interval open longer than the larger of this and
+    /// [`EngineConfig::stuck_factor`] times the longest its device has closed is stuck (a
+    /// CUDA call that never returns, a prover dead inside GPU work): its device stops
+    /// counting it as busy from the last edge seen there, and counts it. 0 turns this off.
+    /// Default [`DEFAULT_STUCK_MIN_MS`].
+    pub fn stuck_min_ms(mut self, ms: u64) -> Self {
+        self.stuck_min_ms = ms;
+        self
+    }
+
+    /// See [`EngineConfig::stuck_min_ms`]. Default [`DEFAULT_STUCK_FACTOR`].
+    pub fn stuck_factor(mut self, factor: u32) -> Self {
+        self.stuck_factor = factor;
+        self
+    }
+
+    /// GPU workers per device.
+    pub fn get_gpu_workers_per_device(&self) -> u32 {
+        self.gpu_workers_per_device
+    }
+
+    /// Whether [`EngineConfig::gpu_workers_per_device`] was given.
+    pub fn get_gpu_workers_per_device_given(&self) -> bool {
+        self.gpu_workers_per_device_given
+    }
+
+    /// The reorder window, ms.
+    pub fn get_reorder_window_ms(&self) -> u64 {
+        self.reorder_window_ms
+    }
+
+    /// The completion grace, ms.
+    pub fn get_completion_grace_ms(&self) -> u64 {
+        self.completion_grace_ms
+    }
+
+    /// The job timeout, ms.
+    pub fn get_job_timeout_ms(&self) -> u64 {
+        self.job_timeout_ms
+    }
+
+    /// The restart threshold, ms.
+    pub fn get_restart_after_ms(&self) -> u64 {
+        self.restart_after_ms
+    }
+
+    /// Where the GPU intervals come from, when not from the prover's own events.
+    pub fn get_gpu_interval_source(&self) -> Option<&str> {
+        self.gpu_interval_source.as_deref()
+    }
+
     /// The proof kind a job is taken to be before a line names one: the longest of
-    /// [`EngineConfig::kinds_by_prefix`] its id starts with, else the id's own form.
+    /// [`EngineConfig::proof_kind_for`] rules its id starts with, else the id's own form.
     pub fn kind_of(&self, job_id: &str) -> Option<&str> {
         longest_prefix(&self.kinds_by_prefix, job_id)
             .map(String::as_str)
@@ -131,7 +249,7 @@ impl EngineConfig {
     }
 
     /// The partitions that complete job `job_id`, in this order: the longest of
-    /// [`EngineConfig::partitions_by_prefix`] the id starts with; 1 for a whole-proof job
+    /// [`EngineConfig::partitions_for`] rules the id starts with; 1 for a whole-proof job
     /// (`whole`: its first event carries no partition, e.g. a multi-sector PoRep batch with
     /// a `porep-` id); the id's own form (10 for `porep-*`, 16 for `snap-*`, 1 for PoSt ids);
     /// [`EngineConfig::expected_partitions`]; else `None` (the highest partition seen + 1,

@@ -139,10 +139,7 @@ mod tests {
     use crate::{Engine, EngineConfig, parse_line};
 
     fn report(lines: &[&str]) -> crate::Report {
-        let mut e = Engine::new(EngineConfig {
-            expected_partitions: Some(2),
-            ..EngineConfig::default()
-        });
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
         for l in lines {
             e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
         }
@@ -210,10 +207,7 @@ mod tests {
                 ));
             }
         }
-        let mut e = Engine::new(EngineConfig {
-            expected_partitions: Some(2),
-            ..EngineConfig::default()
-        });
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
         let mut feeder = crate::reader::LineFeeder::new();
         for l in &lines {
             feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);

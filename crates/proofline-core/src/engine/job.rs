@@ -454,11 +454,11 @@ mod tests {
     /// not taken for activity: the job is evicted a timeout after its last real event.
     #[test]
     fn conflicting_lines_do_not_keep_a_stalled_job_alive() {
-        let mut engine = Engine::new(EngineConfig {
-            reorder_window_ms: 0,
-            job_timeout_ms: 10_000,
-            ..EngineConfig::default()
-        });
+        let mut engine = Engine::new(
+            EngineConfig::default()
+                .reorder_window_ms(0)
+                .job_timeout_ms(10_000),
+        );
         let mut updates: Vec<Update> = Vec::new();
         for l in [
             "TIMELINE,0,SYNTH_START,porep-1-1,partition=0",

@@ -281,10 +281,7 @@ mod tests {
     /// second run, not duplicates, and the first run's job is `restarted`.
     #[test]
     fn a_known_restart_is_a_new_run_however_soon() {
-        let mut e = Engine::new(EngineConfig {
-            expected_partitions: Some(1),
-            ..EngineConfig::default()
-        });
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(1)));
         let lines = [
             "TIMELINE,0,SYNTH_START,a,partition=0",
             "TIMELINE,4,SYNTH_END,a,partition=0,synth_ms=4",

@@ -46,11 +46,9 @@ pub fn batch_prover_layer(parts: u32) -> proofline::Builder {
 }
 
 pub fn engine_cfg() -> EngineConfig {
-    EngineConfig {
-        reorder_window_ms: 1000,
-        completion_grace_ms: 1000,
-        ..EngineConfig::default()
-    }
+    EngineConfig::default()
+        .reorder_window_ms(1000)
+        .completion_grace_ms(1000)
 }
 
 /// A small cuzk: synthesis threads, one GPU queue, two GPUs with two workers each, a lock
