@@ -153,7 +153,11 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         }
         Some((addr, args.serve.options()?))
     };
-    let mut exporters = Exporters::start("proofline demo", metrics_addr)?;
+    let mut exporters = Exporters::start(
+        "proofline demo",
+        metrics_addr,
+        &proofline_core::Nouns::default(),
+    )?;
     if let Some(url) = exporters.metrics_url() {
         eprintln!("proofline demo: metrics on {url}");
     }

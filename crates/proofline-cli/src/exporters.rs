@@ -102,13 +102,19 @@ pub(crate) struct Exporters {
 impl Exporters {
     /// Starts the exporters: `/metrics` at the address given, unless `None`, OTLP when the
     /// environment names a collector. `who` prefixes what it says on stderr. Their run is
-    /// given by whoever owns their [`Fanout`] (the layer's build, `watch`'s driver).
-    pub fn start(who: &str, metrics: Option<(SocketAddr, ServeOptions)>) -> Result<Self> {
+    /// given by whoever owns their [`Fanout`] (the layer's build, `watch`'s driver). HELP
+    /// texts and trace span names are in `nouns`.
+    pub fn start(
+        who: &str,
+        metrics: Option<(SocketAddr, ServeOptions)>,
+        nouns: &proofline_core::Nouns,
+    ) -> Result<Self> {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
         if proofline_otlp::endpoint_from_env().is_some() {
             let cfg = proofline_otlp::OtlpConfig::default()
-                .transport(proofline_otlp::Transport::from_env()?);
+                .transport(proofline_otlp::Transport::from_env()?)
+                .nouns(nouns.clone());
             if let Some(w) = proofline_otlp::cleartext_warning(None) {
                 eprintln!("{who}: warning: {w}");
             }
@@ -123,7 +129,8 @@ impl Exporters {
             security = options
                 .web_config()
                 .map_or_else(|| "plain HTTP".to_owned(), |w| w.describe());
-            let metrics = Metrics::new();
+            let metrics =
+                Metrics::with_buckets_and_nouns(proofline_prometheus::Buckets::default(), nouns)?;
             server = Some(proofline_prometheus::serve_with(
                 metrics.clone(),
                 addr,

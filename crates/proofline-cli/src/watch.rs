@@ -50,6 +50,11 @@ pub struct WatchArgs {
     /// Name of this prover in trace ids (exemplars).
     #[arg(long, default_value = "cuzk")]
     instance: String,
+    /// The prover's words for a job and its parts (`batch,segment`), in the metrics' HELP
+    /// texts and the trace spans' names (`segment 3`, `previous batch`); metric names, label
+    /// values and attributes stay as they are. Default: sector,partition.
+    #[arg(long, value_name = "JOB,PART", value_parser = proofline_core::Nouns::parse)]
+    nouns: Option<proofline_core::Nouns>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -595,6 +600,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     let mut exporters = Exporters::start(
         "proofline watch",
         Some((args.metrics_addr, args.serve.options()?)),
+        &args.nouns.clone().unwrap_or_default(),
     )?;
     let metrics_url = exporters
         .metrics_url()

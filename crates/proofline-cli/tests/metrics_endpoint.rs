@@ -46,6 +46,40 @@ fn the_endpoint_negotiates_formats_and_answers_health() {
     assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
 }
 
+/// `watch --nouns batch,segment`: the HELP texts in the prover's words, the metric names and
+/// label values cuzk's (what dashboards and alerts read).
+#[test]
+fn watch_writes_help_texts_in_the_provers_own_words() {
+    let dir = tmp("nouns");
+    let log = dir.join("empty.log");
+    std::fs::write(&log, "").unwrap();
+    let (_watch, _, addr) = watch(&["--nouns", "batch,segment"], &log);
+    let (s, _, body) = http_get(&addr, "/metrics", Some("text/plain")).unwrap();
+    assert_eq!(s, 200);
+    assert!(
+        body.contains("# HELP proofline_sector_transition_gap_seconds Batch transitions where the GPU waited: first GPU_START of batch N+1"),
+        "{body}"
+    );
+    assert!(
+        body.contains(
+            "# HELP proofline_gpu_queue_depth Segments synthesized and not yet picked up"
+        ),
+        "{body}"
+    );
+    let helps: Vec<&str> = body.lines().filter(|l| l.starts_with("# HELP ")).collect();
+    for h in &helps {
+        // cuzk's words, alone (the label value `cross_sector` stays)
+        let text = h.splitn(4, ' ').nth(3).unwrap().to_ascii_lowercase();
+        let words = text.split(|c: char| !c.is_alphanumeric() && c != '_');
+        for w in words {
+            assert!(
+                !["sector", "sectors", "partition", "partitions"].contains(&w),
+                "{h}"
+            );
+        }
+    }
+}
+
 /// At the connection cap with every connection inside a request, a new connection is
 /// answered 503 with Retry-After (Prometheus reads a failed scrape and tries at the next
 /// interval), and the requests under way are not cut: they were reset before.

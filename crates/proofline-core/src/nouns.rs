@@ -22,11 +22,7 @@ impl Nouns {
     /// (`batch` → `batches`; [`Nouns::plural`] sets another).
     pub fn new(job: impl Into<String>, part: impl Into<String>) -> Self {
         let job = job.into();
-        let jobs = if ["s", "x", "z", "ch", "sh"].iter().any(|e| job.ends_with(e)) {
-            format!("{job}es")
-        } else {
-            format!("{job}s")
-        };
+        let jobs = plural(&job);
         Nouns {
             job,
             jobs,
@@ -55,6 +51,93 @@ impl Nouns {
         &self.part
     }
 
+    /// Parts of a job (`partitions`): the part's usual English plural.
+    pub fn parts(&self) -> String {
+        plural(&self.part)
+    }
+
+    /// `template` in these words: `{job}`, `{jobs}`, `{part}` and `{parts}` replaced by them,
+    /// and `{Job}`, `{Jobs}`, `{Part}`, `{Parts}` by them with a capital (metric HELP texts,
+    /// report headings). Anything else is left as it is.
+    pub fn fill(&self, template: &str) -> String {
+        let parts = self.parts();
+        let words: [(&str, &str); 4] = [
+            ("job", &self.job),
+            ("jobs", &self.jobs),
+            ("part", &self.part),
+            ("parts", &parts),
+        ];
+        let mut out = String::with_capacity(template.len() + 16);
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            out.push_str(&rest[..open]);
+            let tail = &rest[open + 1..];
+            let word = tail.find('}').and_then(|close| {
+                let key = &tail[..close];
+                let lower = key.to_ascii_lowercase();
+                let (_, value) = words.iter().find(|(k, _)| *k == lower)?;
+                let capital = key.starts_with(|c: char| c.is_ascii_uppercase());
+                Some((
+                    close,
+                    if capital {
+                        capitalized(value)
+                    } else {
+                        (*value).to_owned()
+                    },
+                ))
+            });
+            match word {
+                Some((close, value)) => {
+                    out.push_str(&value);
+                    rest = &tail[close + 1..];
+                }
+                None => {
+                    out.push('{');
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// `text`, written in cuzk's words, in these: the words `sector`, `sectors`,
+    /// `partition` and `partitions` (and with a capital) replaced where they stand alone
+    /// (`cross-sector` becomes `cross-batch`; `cross_sector`, a label value, stays). For the
+    /// sentences proofline writes (a verdict, the floors); never for what a log wrote.
+    pub fn rephrase<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        if *self == Nouns::default() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let is_word = |c: char| c.is_alphanumeric() || c == '_';
+        let mut out = String::with_capacity(text.len() + 16);
+        let mut rest = text;
+        while !rest.is_empty() {
+            let start = rest.find(is_word).unwrap_or(rest.len());
+            out.push_str(&rest[..start]);
+            rest = &rest[start..];
+            let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
+            let word = &rest[..end];
+            let lower = word.to_ascii_lowercase();
+            let replaced = match lower.as_str() {
+                "sector" => Some(self.job.clone()),
+                "sectors" => Some(self.jobs.clone()),
+                "partition" => Some(self.part.clone()),
+                "partitions" => Some(self.parts()),
+                _ => None,
+            };
+            match replaced {
+                Some(r) if word.starts_with(|c: char| c.is_uppercase()) => {
+                    out.push_str(&capitalized(&r));
+                }
+                Some(r) => out.push_str(&r),
+                None => out.push_str(word),
+            }
+            rest = &rest[end..];
+        }
+        std::borrow::Cow::Owned(out)
+    }
+
     /// `JOB,PART` (`batch,segment`), as a command line gives them.
     pub fn parse(s: &str) -> Result<Nouns, String> {
         let (job, part) = s
@@ -65,6 +148,18 @@ impl Nouns {
             return Err(format!("`{s}`: both nouns are needed (e.g. batch,segment)"));
         }
         Ok(Nouns::new(job, part))
+    }
+}
+
+/// English's usual plural of `noun`.
+fn plural(noun: &str) -> String {
+    if ["s", "x", "z", "ch", "sh"]
+        .iter()
+        .any(|e| noun.ends_with(e))
+    {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
     }
 }
 
@@ -94,5 +189,22 @@ mod tests {
         assert!(Nouns::parse("batch").unwrap_err().contains("JOB,PART"));
         assert!(Nouns::parse("batch,").unwrap_err().contains("both"));
         assert_eq!(capitalized("batches"), "Batches");
+        let n = Nouns::new("batch", "segment");
+        assert_eq!(
+            n.fill("{Jobs} of {parts}; a {job}'s {Part} {x} {jobs} {Parts}: {part}{"),
+            "Batches of segments; a batch's Segment {x} batches Segments: segment{"
+        );
+        assert_eq!(
+            n.rephrase("GPU floor (0.3 s per sector); Partitions waited, cross-sector, cross_sector, sectors2, 10 partitions."),
+            "GPU floor (0.3 s per batch); Segments waited, cross-batch, cross_sector, sectors2, 10 segments."
+        );
+        assert!(matches!(
+            Nouns::default().rephrase("per sector"),
+            std::borrow::Cow::Borrowed("per sector")
+        ));
+        assert_eq!(
+            Nouns::default().fill("{Job} transitions, {part} stage, cross_sector"),
+            "Sector transitions, partition stage, cross_sector"
+        );
     }
 }

@@ -362,7 +362,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     for d in &r.gpu_mapping_disagreements {
         let _ = writeln!(o, "Warning: {d}");
     }
-    let _ = writeln!(o, "\nVerdict: {}\n", r.verdict.sentence);
+    let _ = writeln!(o, "\nVerdict: {}\n", nouns.rephrase(&r.verdict.sentence));
 
     let s = &r.summary;
     let kinds: Vec<String> = s
@@ -402,7 +402,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             f.synthesis_s_per_proof,
             f.synthesis_workers
         );
-        let _ = writeln!(o, "  {}", f.sentence);
+        let _ = writeln!(o, "  {}", nouns.rephrase(&f.sentence));
     }
     let _ = writeln!(o, "  cold start {} s", secs(s.cold_start_ms));
     let _ = writeln!(

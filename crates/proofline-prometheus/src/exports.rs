@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
+use proofline_core::Nouns;
 use proofline_core::sink::{ExportTotals, Exports};
 
 /// Which figure of the totals a counter publishes.
@@ -16,7 +17,7 @@ type Figure = fn(&ExportTotals) -> u64;
 const COUNTERS: [(&str, &str, Figure); 4] = [
     (
         "proofline_otlp_traces_dropped",
-        "Sector traces dropped because the OTLP export queue was full.",
+        "{Job} traces dropped because the OTLP export queue was full.",
         |t| t.traces_dropped,
     ),
     (
@@ -31,19 +32,29 @@ const COUNTERS: [(&str, &str, Figure); 4] = [
     ),
     (
         "proofline_otlp_links_unplaced",
-        "Sector-to-sector links no trace could carry: both sectors' traces were sent before their transition was known.",
+        "{Job}-to-{job} links no trace could carry: both {jobs}' traces were sent before their transition was known.",
         |t| t.links_unplaced,
     ),
 ];
 
 /// Publishes the exporters' counters of the run it was given (zeros before, or without an
 /// exporter).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ExportCollector {
     exports: Mutex<Option<Arc<Exports>>>,
+    /// The counters' HELP texts, in the prover's words.
+    helps: Vec<String>,
 }
 
 impl ExportCollector {
+    /// Zeros until [`ExportCollector::follow`]; HELP texts in `nouns`.
+    pub(crate) fn new(nouns: &Nouns) -> Self {
+        ExportCollector {
+            exports: Mutex::new(None),
+            helps: COUNTERS.iter().map(|(_, h, _)| nouns.fill(h)).collect(),
+        }
+    }
+
     /// Reads the counters of `exports` from now on.
     pub(crate) fn follow(&self, exports: &Arc<Exports>) {
         *self
@@ -62,7 +73,7 @@ impl Collector for ExportCollector {
             .as_ref()
             .map(|e| e.totals())
             .unwrap_or_default();
-        for (name, help, value) in COUNTERS {
+        for ((name, _, value), help) in COUNTERS.iter().zip(&self.helps) {
             let c = ConstCounter::new(value(&totals));
             let m = encoder.encode_descriptor(name, help, None, c.metric_type())?;
             c.encode(m)?;

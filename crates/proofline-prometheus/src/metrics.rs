@@ -8,6 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use proofline_core::Nouns;
 
 use crate::exports::ExportCollector;
 use crate::labels::*;
@@ -224,17 +225,29 @@ impl Metrics {
 
     /// A registry with every metric, all at zero, with cuzk's buckets.
     pub fn new() -> Arc<Metrics> {
-        Self::build(&Buckets::default())
+        Self::build(&Buckets::default(), &Nouns::default())
     }
 
     /// [`Metrics::new`] with buckets of the prover's own size.
     pub fn with_buckets(buckets: Buckets) -> Result<Arc<Metrics>, BucketsError> {
-        buckets.check()?;
-        Ok(Self::build(&buckets))
+        Self::with_buckets_and_nouns(buckets, &Nouns::default())
     }
 
-    fn build(b: &Buckets) -> Arc<Metrics> {
+    /// [`Metrics::with_buckets`], and the metrics' HELP texts in the prover's own words for
+    /// a job and its parts (`Nouns::new("batch", "segment")`: "Batch transitions where the
+    /// GPU waited ..."). Metric names and label values stay as they are (`proofline_sector_*`,
+    /// `boundary="cross_sector"`): dashboards and alerts read them.
+    pub fn with_buckets_and_nouns(
+        buckets: Buckets,
+        nouns: &Nouns,
+    ) -> Result<Arc<Metrics>, BucketsError> {
+        buckets.check()?;
+        Ok(Self::build(&buckets, nouns))
+    }
+
+    fn build(b: &Buckets, nouns: &Nouns) -> Arc<Metrics> {
         let of = |v: &[f64]| HistOf(v.into());
+        let h = |template: &str| nouns.fill(template);
         let mut r = Registry::default();
         let m = Metrics {
             gpu_busy_seconds: Family::default(),
@@ -261,7 +274,7 @@ impl Metrics {
             jobs_incomplete: Family::default(),
             events_dropped: Counter::default(),
             malformed_lines: Counter::default(),
-            exports: Arc::default(),
+            exports: Arc::new(ExportCollector::new(nouns)),
             folded: Family::default(),
             requests_refused: Family::default(),
             gpu_calls: Counter::default(),
@@ -274,149 +287,149 @@ impl Metrics {
         };
         r.register(
             "proofline_gpu_busy_seconds",
-            "Time a GPU had at least one worker between GPU_START and GPU_END (union of the workers' intervals, never their sum)",
+            h("Time a GPU had at least one worker between GPU_START and GPU_END (union of the workers' intervals, never their sum)"),
             m.gpu_busy_seconds.clone(),
         );
         r.register(
             "proofline_gpu_busy_ratio",
-            "Busy share of the last busy window (60 s by default) per GPU",
+            h("Busy share of the last busy window (60 s by default) per GPU"),
             m.gpu_busy_ratio.clone(),
         );
         r.register(
             "proofline_gpu_idle_seconds",
-            "Time since the GPU last had work; 0 while busy",
+            h("Time since the GPU last had work; 0 while busy"),
             m.gpu_idle_seconds.clone(),
         );
         r.register(
             "proofline_gpu_gap_idle_seconds",
-            "Idle time in a GPU's closed idle gaps, by boundary (cross_sector: the GPU waited between sectors)",
+            h("Idle time in a GPU's closed idle gaps, by boundary (cross_sector: the GPU waited between {jobs})"),
             m.gap_idle_seconds.clone(),
         );
         r.register(
             "proofline_gpu_idle_gap_seconds",
-            "Holes between busy intervals of the prover's GPUs; boundary=cross_sector when the jobs before and after differ",
+            h("Holes between busy intervals of the prover's GPUs; boundary=cross_sector when the jobs before and after differ"),
             m.idle_gap.clone(),
         );
         r.register(
             "proofline_sector_transition_gap_seconds",
-            "Sector transitions where the GPU waited: first GPU_START of sector N+1 minus last GPU_END of sector N (0 or more; overlaps are the overlap histogram)",
+            h("{Job} transitions where the GPU waited: first GPU_START of {job} N+1 minus last GPU_END of {job} N (0 or more; overlaps are the overlap histogram)"),
             m.transition_gap.clone(),
         );
         r.register(
             "proofline_sector_transition_overlap_seconds",
-            "Sector transitions where sector N+1 started on a GPU before sector N ended there: by how much",
+            h("{Job} transitions where {job} N+1 started on a GPU before {job} N ended there: by how much"),
             m.transition_overlap.clone(),
         );
         r.register(
             "proofline_synthesis_lead_seconds",
-            "Sector transitions with synthesis ahead: last GPU_END of sector N minus first SYNTH_END of sector N+1 (0 or more)",
+            h("{Job} transitions with synthesis ahead: last GPU_END of {job} N minus first SYNTH_END of {job} N+1 (0 or more)"),
             m.synthesis_lead.clone(),
         );
         r.register(
             "proofline_synthesis_lag_seconds",
-            "Sector transitions with synthesis behind: first SYNTH_END of sector N+1 minus last GPU_END of sector N (the GPU waited on synthesis)",
+            h("{Job} transitions with synthesis behind: first SYNTH_END of {job} N+1 minus last GPU_END of {job} N (the GPU waited on synthesis)"),
             m.synthesis_lag.clone(),
         );
         r.register(
             "proofline_partition_stage_seconds",
-            "Partition stage lengths: synthesis, queue, lock_wait, gpu (all proof kinds)",
+            h("{Part} stage lengths: synthesis, queue, lock_wait, gpu (all proof kinds)"),
             m.stage.clone(),
         );
         r.register(
             "proofline_sector_seconds",
-            "Job wall time, first SYNTH_START to last GPU_END",
+            h("Job wall time, first SYNTH_START to last GPU_END"),
             m.sector.clone(),
         );
         r.register(
             "proofline_proofs_completed",
-            "Jobs whose every partition finished",
+            h("Jobs whose every {part} finished"),
             m.proofs_completed.clone(),
         );
         r.register(
             "proofline_seconds_per_proof",
-            "Steady-state seconds per proof over the last 20 completions of the current run (after a restart, the previous run's until two of the new run)",
+            h("Steady-state seconds per proof over the last 20 completions of the current run (after a restart, the previous run's until two of the new run)"),
             m.seconds_per_proof.clone(),
         );
         r.register(
             "proofline_gpu_floor_seconds_per_proof",
-            "GPU floor: the GPU work a sector needs that cannot overlap (the GPU lock's held time with CUZK_TIMING, else the TIMELINE GPU intervals' union) over the GPUs; 0 before a job completed",
+            h("GPU floor: the GPU work a {job} needs that cannot overlap (the GPU lock's held time with CUZK_TIMING, else the TIMELINE GPU intervals' union) over the GPUs; 0 before a job completed"),
             m.gpu_floor.clone(),
         );
         r.register(
             "proofline_synthesis_floor_seconds_per_proof",
-            "Synthesis floor: synthesis time per sector over the synthesis workers (the most partitions synthesized at once); 0 before a job completed",
+            h("Synthesis floor: synthesis time per {job} over the synthesis workers (the most {parts} synthesized at once); 0 before a job completed"),
             m.synthesis_floor.clone(),
         );
         r.register(
             "proofline_cold_start_seconds",
-            "Cold start of the last job that found its GPU idle: first GPU_START minus first SYNTH_START",
+            h("Cold start of the last job that found its GPU idle: first GPU_START minus first SYNTH_START"),
             m.cold_start.clone(),
         );
         r.register(
             "proofline_cold_starts_seconds",
-            "Cold starts of jobs that found their GPU idle",
+            h("Cold starts of jobs that found their GPU idle"),
             m.cold_starts.clone(),
         );
         r.register(
             "proofline_gpu_queue_depth",
-            "Partitions synthesized and not yet picked up by a GPU worker",
+            h("{Parts} synthesized and not yet picked up by a GPU worker"),
             m.queue_depth.clone(),
         );
         r.register(
             "proofline_partitions_in_flight",
-            "Partitions in each stage now: synthesis, queue, lock_wait, gpu",
+            h("{Parts} in each stage now: synthesis, queue, lock_wait, gpu"),
             m.in_flight.clone(),
         );
         r.register(
             "proofline_jobs_in_flight",
-            "Jobs started and not yet complete",
+            h("Jobs started and not yet complete"),
             m.jobs_in_flight.clone(),
         );
         r.register(
             "proofline_last_event_age_seconds",
-            "Time since the newest event of the prover (its silence): the clock past the newest TIMELINE offset (watch), or past the newest span edge or event (the layer)",
+            h("Time since the newest event of the prover (its silence): the clock past the newest TIMELINE offset (watch), or past the newest span edge or event (the layer)"),
             m.last_event_age.clone(),
         );
         r.register(
             "proofline_oldest_job_age_seconds",
-            "Age of the job in flight the longest (since its first SYNTH_START); 0 with none in flight",
+            h("Age of the job in flight the longest (since its first SYNTH_START); 0 with none in flight"),
             m.oldest_job_age.clone(),
         );
         r.register(
             "proofline_runs",
-            "Runs of the prover seen: 1 + its restarts (a crash loop shows as a rising rate)",
+            h("Runs of the prover seen: 1 + its restarts (a crash loop shows as a rising rate)"),
             m.runs.clone(),
         );
         r.register(
             "proofline_gpu_stuck_intervals",
-            "GPU intervals found stuck: open past the larger of 60 s and 4x the longest the GPU closed (a call that never returned, a prover dead inside GPU work); no longer counted busy",
+            h("GPU intervals found stuck: open past the larger of 60 s and 4x the longest the GPU closed (a call that never returned, a prover dead inside GPU work); no longer counted busy"),
             m.gpu_stuck.clone(),
         );
         r.register(
             "proofline_gpu_interval_source",
-            "1 for where the GPU intervals come from when not the prover's own GPU_START/GPU_END (span edges, which can fall elsewhere); absent when they are the prover's own",
+            h("1 for where the GPU intervals come from when not the prover's own GPU_START/GPU_END (span edges, which can fall elsewhere); absent when they are the prover's own"),
             m.gpu_interval_source.clone(),
         );
         r.register(
             "proofline_jobs_incomplete",
-            "Jobs given up on: evicted after the timeout, cut by a restart, or in flight at shutdown",
+            h("Jobs given up on: evicted after the timeout, cut by a restart, or in flight at shutdown"),
             m.jobs_incomplete.clone(),
         );
         r.register(
             "proofline_events_dropped",
-            "TIMELINE events the prover produced that the telemetry queue could not take (dropped, never waited for)",
+            h("TIMELINE events the prover produced that the telemetry queue could not take (dropped, never waited for)"),
             m.events_dropped.clone(),
         );
         r.register(
             "proofline_malformed_lines",
-            "Malformed TIMELINE lines read",
+            h("Malformed TIMELINE lines read"),
             m.malformed_lines.clone(),
         );
         // 0 unless an OTLP exporter registered its counters in the run's exports
         r.register_collector(Box::new(m.exports.clone()));
         r.register(
             "proofline_label_values_folded",
-            "Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap",
+            h("Observations whose gpu or proof_kind label was folded into `other` by the cardinality cap"),
             m.folded.clone(),
         );
         for reason in Refused::ALL {
@@ -427,12 +440,12 @@ impl Metrics {
         }
         r.register(
             "proofline_metrics_requests_refused",
-            "Connections and requests the metrics endpoint refused: failed TLS handshakes (no TLS, a missing or untrusted client certificate), unauthorized (no or wrong user and password), too_many_checks (two password checks were running); 0 without a web config",
+            h("Connections and requests the metrics endpoint refused: failed TLS handshakes (no TLS, a missing or untrusted client certificate), unauthorized (no or wrong user and password), too_many_checks (two password checks were running); 0 without a web config"),
             m.requests_refused.clone(),
         );
         r.register(
             "proofline_gpu_calls",
-            "GPU proving calls (CUZK_TIMING mutex_held_ms lines)",
+            h("GPU proving calls (CUZK_TIMING mutex_held_ms lines)"),
             m.gpu_calls.clone(),
         );
         for (i, (name, help)) in [
@@ -460,7 +473,7 @@ impl Metrics {
         .into_iter()
         .enumerate()
         {
-            r.register(name, help, m.kernel_seconds[i].clone());
+            r.register(name, h(help), m.kernel_seconds[i].clone());
         }
         Arc::new(Metrics { registry: r, ..m })
     }

@@ -309,3 +309,71 @@ fn the_metric_reference_table_is_what_the_registry_exposes() {
         "exposed, not in docs/metrics.md's table"
     );
 }
+
+/// A prover of batches of segments reads its own words in every HELP text that named a
+/// sector or a partition; the metric names and the label values stay cuzk's; cuzk's own
+/// text is the golden file's (the tests above).
+#[test]
+fn help_texts_in_the_provers_own_words() {
+    use proofline_core::Nouns;
+    use proofline_prometheus::Buckets;
+    let fed = |metrics: std::sync::Arc<Metrics>| {
+        let mut sink = PrometheusSink::new(metrics.clone());
+        sink.start_run(&proofline_core::RunInfo::new("nouns", 0));
+        let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
+        LineFeeder::new()
+            .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
+            .unwrap();
+        engine.finish(&mut sink);
+        metrics.render_classic()
+    };
+    let cuzk = fed(Metrics::new());
+    let batch = fed(Metrics::with_buckets_and_nouns(
+        Buckets::default(),
+        &Nouns::new("batch", "segment"),
+    )
+    .unwrap());
+    let helps = |text: &str| -> Vec<(String, String)> {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# HELP "))
+            .map(|l| {
+                let (name, help) = l.split_once(' ').unwrap();
+                (name.to_owned(), help.to_owned())
+            })
+            .collect()
+    };
+    let (ours, theirs) = (helps(&cuzk), helps(&batch));
+    assert_eq!(ours.len(), theirs.len());
+    let mut changed = 0;
+    for ((name, c), (name2, b)) in ours.iter().zip(&theirs) {
+        assert_eq!(name, name2, "the same families in the same order");
+        // cuzk's words gone, except in the label value `cross_sector`
+        let scrubbed = b.replace("cross_sector", "");
+        for word in ["sector", "Sector", "partition", "Partition"] {
+            assert!(!scrubbed.contains(word), "{name}: {b}");
+        }
+        if c != b {
+            changed += 1;
+            assert!(
+                b.contains("batch")
+                    || b.contains("Batch")
+                    || b.contains("segment")
+                    || b.contains("Segment"),
+                "{name}: {b}"
+            );
+        }
+    }
+    assert!(changed >= 12, "{changed} HELP texts in the prover's words");
+    assert!(batch.contains(
+        "# HELP proofline_sector_transition_gap_seconds Batch transitions where the GPU waited: first GPU_START of batch N+1 minus last GPU_END of batch N"
+    ), "{batch}");
+    // the samples are the same, byte for byte (a family's series in any order)
+    let samples = |t: &str| -> std::collections::BTreeSet<String> {
+        t.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(samples(&cuzk), samples(&batch));
+    assert!(batch.contains("boundary=\"cross_sector\""));
+}

@@ -219,6 +219,17 @@ fn one_field_for_worker_and_gpu_gives_each_gpu_its_own_figures() {
         text.contains("cross-batch") && !text.contains("Sectors"),
         "{text}"
     );
+    // and the sentences proofline writes (the verdict, the floors) too
+    let verdict = text.lines().find(|l| l.starts_with("Verdict:")).unwrap();
+    assert!(
+        !verdict.contains("sector") && !verdict.contains("partition"),
+        "{verdict}"
+    );
+    assert!(report.floors.is_some(), "{text}");
+    assert!(
+        text.contains(" s per batch over ") && !text.contains("per sector"),
+        "{text}"
+    );
     // the stall between the second and third batch is an idle gap between jobs, on each
     // GPU, as long as the prover's own record says
     for g in &report.gpus {
