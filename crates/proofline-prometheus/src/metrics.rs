@@ -417,7 +417,7 @@ impl Metrics {
         );
         r.register(
             "proofline_events_dropped",
-            h("TIMELINE events the prover produced that the telemetry queue could not take (dropped, never waited for)"),
+            h("TIMELINE events (and CUZK_TIMING lines logged through tracing) the prover produced that the telemetry queue could not take (dropped, never waited for)"),
             m.events_dropped.clone(),
         );
         r.register(

@@ -197,10 +197,14 @@ impl Worker {
     /// drops an event; when spans it maps exist but nothing reached it for the silence
     /// delay (a filter hiding them); when GPU_PICKUPs come and no GPU_START for that long.
     fn warn_once(&mut self) {
-        if !self.warned && self.stats.dropped.load(Ordering::Relaxed) > 0 {
+        if !self.warned
+            && self.stats.dropped.load(Ordering::Relaxed)
+                + self.stats.timing_dropped.load(Ordering::Relaxed)
+                > 0
+        {
             self.warned = true;
             self.warn(
-                "telemetry queue full or closed; dropping TIMELINE events (counted as proofline_events_dropped_total)",
+                "telemetry queue full or closed; dropping TIMELINE events and CUZK_TIMING lines (counted as proofline_events_dropped_total)",
             );
         }
         let received = self.stats.received.load(Ordering::Relaxed);
@@ -334,7 +338,9 @@ impl Worker {
 
     fn counts(&self) -> TelemetryCounts {
         TelemetryCounts {
-            events_dropped: self.stats.dropped.load(Ordering::Relaxed),
+            // a CUZK_TIMING line lost is telemetry lost too
+            events_dropped: self.stats.dropped.load(Ordering::Relaxed)
+                + self.stats.timing_dropped.load(Ordering::Relaxed),
             malformed_lines: self.stats.malformed.load(Ordering::Relaxed),
         }
     }

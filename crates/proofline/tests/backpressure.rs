@@ -77,3 +77,51 @@ fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
         "the drop count is what is missing"
     );
 }
+
+/// Remembers the telemetry counts of the last tick.
+#[derive(Clone, Default)]
+struct LastCounts(Arc<std::sync::Mutex<proofline_core::sink::TelemetryCounts>>);
+
+impl proofline_core::UpdateSink for LastCounts {
+    fn update(&mut self, _: proofline_core::Update) {}
+    fn tick(
+        &mut self,
+        _: &proofline_core::LiveState,
+        counts: &proofline_core::sink::TelemetryCounts,
+    ) {
+        *self.0.lock().unwrap() = *counts;
+    }
+}
+
+/// `CUZK_TIMING:` lines logged through `tracing` that do not fit are dropped as events are,
+/// counted apart, and in the drop count the sinks publish (`proofline_events_dropped`).
+#[test]
+fn timing_lines_that_do_not_fit_are_dropped_and_counted() {
+    let release = Arc::new(AtomicBool::new(false));
+    let buf = SharedBuf::default();
+    let last = LastCounts::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .channel_capacity(4)
+        .timeline_to_writer(Blocking(release.clone(), buf.clone()))
+        .sink(last.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        // a TIMELINE line first: the worker blocks writing it, the queue fills behind it
+        tracing::info!(target: "timeline", "TIMELINE,0,SYNTH_START,porep-1-1,partition=0");
+        for i in 0..200 {
+            tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid={} mutex_held_ms=900", i % 2);
+        }
+    });
+    let s = guard.stats();
+    assert!(s.timing_lines_dropped > 0, "{s:?}");
+    assert!(s.timing_lines_dropped <= 200, "{s:?}");
+    release.store(true, Ordering::Release);
+    guard.shutdown(Duration::from_secs(30)).unwrap();
+    let s = guard.stats();
+    assert_eq!(
+        last.0.lock().unwrap().events_dropped,
+        s.dropped + s.timing_lines_dropped,
+        "{s:?}"
+    );
+}

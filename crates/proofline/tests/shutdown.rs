@@ -36,6 +36,14 @@ fn shutdown_twice_and_after_shutdown_events_are_counted_as_dropped() {
         .in_scope(|| {});
     });
     assert_eq!(guard.stats().dropped, 3);
+    // a CUZK_TIMING line logged after it is lost telemetry too, counted apart from the
+    // events (and with them on /metrics)
+    assert_eq!(guard.stats().timing_lines_dropped, 0);
+    tracing::dispatcher::with_default(&dispatch, || {
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=0 mutex_held_ms=900");
+    });
+    let s = guard.stats();
+    assert_eq!((s.dropped, s.timing_lines_dropped), (3, 1));
 }
 
 /// `wake` has the worker take in what is queued at once, not at its next poll.

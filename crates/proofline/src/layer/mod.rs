@@ -97,6 +97,15 @@ impl TimelineLayer {
         }
     }
 
+    /// Hands a `CUZK_TIMING:` entry to the worker, or drops and counts it.
+    fn send_timing(&self, timing: crate::queued::TimingIn) {
+        let pushed = !self.closed.load(Ordering::Relaxed)
+            && self.handoff.push_with(move || Queued::timing(timing));
+        if !pushed {
+            self.stats.timing_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
         if mask == 0 {
             return;
@@ -422,9 +431,9 @@ where
         let Some(kind) = v.ev else {
             // cuzk's CUZK_TIMING values, as fields or as its line
             if let Some(t) = v.timing.take() {
-                self.send(Queued::timing(crate::queued::TimingIn::Parsed(
+                self.send_timing(crate::queued::TimingIn::Parsed(
                     proofline_core::timing::TimingLine::Timing(t),
-                )));
+                ));
                 return;
             }
             // the prover's own TIMELINE line, logged instead of printed: taken as it is,
@@ -433,7 +442,7 @@ where
                 match codec::parse_line(&line) {
                     Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
                     // a CUZK_TIMING line: parsed on the worker's thread, not the prover's
-                    Ok(None) => self.send(Queued::timing(crate::queued::TimingIn::Text(line))),
+                    Ok(None) => self.send_timing(crate::queued::TimingIn::Text(line)),
                     Err(_) => {
                         self.stats.malformed.fetch_add(1, Ordering::Relaxed);
                     }

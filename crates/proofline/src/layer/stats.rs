@@ -12,6 +12,8 @@ pub(crate) struct LayerStats {
     pub received: AtomicU64,
     /// Events dropped because the queue was full (or the worker had stopped).
     pub dropped: AtomicU64,
+    /// `CUZK_TIMING:` lines (logged through `tracing`) dropped likewise.
+    pub timing_dropped: AtomicU64,
     /// TIMELINE lines written.
     pub written: AtomicU64,
     /// Close edges not emitted because the span closed while its thread panicked.
@@ -35,11 +37,16 @@ pub(crate) struct LayerStats {
 
 /// The layer's counters at one instant (`TimelineGuard::stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct StatsSnapshot {
     /// Events the worker took off the queue.
     pub received: u64,
     /// Events dropped because the queue was full (or the worker had stopped).
     pub dropped: u64,
+    /// `CUZK_TIMING:` lines logged through `tracing` that the queue could not take (each
+    /// a GPU call's kernel and lock figures lost; counted in `proofline_events_dropped`
+    /// with the events).
+    pub timing_lines_dropped: u64,
     /// TIMELINE lines written.
     pub written: u64,
     /// Close edges not emitted because the span closed while its thread panicked.
@@ -60,6 +67,7 @@ impl LayerStats {
         StatsSnapshot {
             received: self.received.load(Ordering::Relaxed),
             dropped: self.dropped.load(Ordering::Relaxed),
+            timing_lines_dropped: self.timing_dropped.load(Ordering::Relaxed),
             written: self.written.load(Ordering::Relaxed),
             aborted: self.aborted.load(Ordering::Relaxed),
             missing_job_id: self.missing_job_id.load(Ordering::Relaxed),
