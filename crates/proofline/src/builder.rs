@@ -178,6 +178,16 @@ impl Builder {
         self
     }
 
+    /// The proof kind of a job nothing else names (no `proof_kind` field, no
+    /// [`Builder::proof_kind_for`] rule, an id of no form cuzk's ids have). Default: with
+    /// cuzk's mappings, `unknown`; with the prover's own ([`Builder::clear_mappings`], then
+    /// [`Builder::map`]), the name of the one span mapped to GPU_START (else of the one mapped
+    /// to SYNTH_START), e.g. `prove_segment`; `unknown` when several are.
+    pub fn default_proof_kind(mut self, kind: impl Into<String>) -> Self {
+        self.overrides.default_kind = Some(kind.into());
+        self
+    }
+
     /// Partitions of a partitioned job that no prefix rule and not its id's form tells
     /// (default: the highest partition seen + 1, once the job is quiet).
     pub fn expected_partitions(mut self, n: u32) -> Self {
@@ -327,6 +337,14 @@ impl Builder {
         let engine = self.overrides.apply(self.engine);
         // told how workers share a GPU (the setter, or engine_config's)
         let workers_per_device_set = engine.get_gpu_workers_per_device_given();
+        // a prover's own mapping: its jobs are of its GPU span's kind unless told
+        let engine = match engine.get_default_proof_kind() {
+            None if self.rules != SpanRule::cuzk_defaults() => {
+                let kind = default_kind(&self.rules);
+                engine.default_proof_kind(kind)
+            }
+            _ => engine,
+        };
         let engine = engine.gpu_interval_source(if self.gpu_spans_are_the_work {
             None
         } else {
@@ -438,6 +456,23 @@ impl Builder {
 
 /// Where the GPU intervals come from when spans give them: the spans and edges of the rules
 /// that map GPU_START and GPU_END (`None` when no rule does: the prover's own events).
+/// The name of the one span mapped to GPU_START, else of the one mapped to SYNTH_START;
+/// `None` when several are (a kind named after one of them would mislabel the others).
+fn default_kind(rules: &[SpanRule]) -> Option<String> {
+    let only = |kind: EventKind| -> Option<Option<&str>> {
+        let mut names = rules
+            .iter()
+            .filter(|r| r.event == kind)
+            .map(|r| r.span.as_str());
+        let first = names.next()?;
+        Some(names.all(|n| n == first).then_some(first))
+    };
+    only(EventKind::GpuStart)
+        .or_else(|| only(EventKind::SynthStart))
+        .flatten()
+        .map(str::to_owned)
+}
+
 fn gpu_interval_source(rules: &[SpanRule]) -> Option<String> {
     let edge = |kind: EventKind| {
         rules
@@ -474,6 +509,7 @@ struct EngineOverrides {
     partitions_by_prefix: Vec<(String, u32)>,
     kinds_by_prefix: Vec<(String, String)>,
     expected_partitions: Option<u32>,
+    default_kind: Option<String>,
 }
 
 impl EngineOverrides {
@@ -502,6 +538,34 @@ impl EngineOverrides {
         if let Some(n) = self.expected_partitions {
             base = base.expected_partitions(Some(n));
         }
+        if let Some(k) = self.default_kind {
+            base = base.default_proof_kind(Some(k));
+        }
         base
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default kind is a span's name only when one span is mapped to the GPU work (else
+    /// to synthesis): never one of several, which would mislabel the others' jobs.
+    #[test]
+    fn the_default_kind_is_the_one_gpu_span_s_name() {
+        let rule = |span: &str, event| SpanRule::new(span, event, Edge::Close);
+        let own = [
+            rule("witness", EventKind::SynthStart),
+            rule("prove_segment", EventKind::GpuStart),
+            rule("prove_segment", EventKind::GpuEnd),
+        ];
+        assert_eq!(default_kind(&own).as_deref(), Some("prove_segment"));
+        assert_eq!(default_kind(&own[..1]).as_deref(), Some("witness"));
+        let two = [
+            rule("prove_block", EventKind::GpuStart),
+            rule("prove_tx", EventKind::GpuStart),
+        ];
+        assert_eq!(default_kind(&two), None);
+        assert_eq!(default_kind(&[]), None);
     }
 }

@@ -260,6 +260,11 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     // GPU = worker / 2: both workers on GPU 0, as cuzk's layout would have it; said
     assert_eq!(report.gpus.len(), 1);
+    // no kind configured: its jobs are of its GPU span's kind, not `unknown`
+    assert_eq!(
+        report.summary.complete_by_kind,
+        vec![("prove_segment".into(), BATCHES as u64)]
+    );
     // and, undeclared, the GPU intervals are said to come from the spans' edges
     assert!(
         report
@@ -363,6 +368,21 @@ fn synthesis_spans_below_the_filter_are_said_when_gpu_work_comes_alone() {
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     assert!(report.gpus.iter().all(|g| g.intervals > 0));
     assert_eq!(stats.warnings, 1, "the missing synthesis is said, once");
+    // and the report gives no synthesis- or hand-off-bound verdict it has no data for
+    assert_eq!(
+        report.verdict.bound,
+        proofline::core::report::Bound::Unknown,
+        "{}",
+        report.verdict.sentence
+    );
+    assert!(
+        report
+            .verdict
+            .sentence
+            .contains("no synthesis was observed"),
+        "{}",
+        report.verdict.sentence
+    );
 }
 
 /// The GPU spans misnamed (`prove_segmnt`): synthesis comes, no GPU event ever does, and the

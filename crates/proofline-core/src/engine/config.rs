@@ -57,6 +57,7 @@ pub struct EngineConfig {
     pub(crate) gpu_interval_source: Option<String>,
     pub(crate) stuck_min_ms: u64,
     pub(crate) stuck_factor: u32,
+    pub(crate) default_kind: Option<String>,
 }
 
 impl Default for EngineConfig {
@@ -78,16 +79,17 @@ impl Default for EngineConfig {
             gpu_interval_source: None,
             stuck_min_ms: DEFAULT_STUCK_MIN_MS,
             stuck_factor: DEFAULT_STUCK_FACTOR,
+            default_kind: None,
         }
     }
 }
 
 impl EngineConfig {
-    /// GPU = worker / this, unless the event says `gpu=`. Default 2, as cuzk. Given here,
+    /// GPU = worker / this (at least 1), unless the event says `gpu=`. Default 2, as cuzk. Given here,
     /// cuzk's start-up lines in a log do not change it (a disagreement is said); not given,
     /// they do, when the log has them.
     pub fn gpu_workers_per_device(mut self, n: u32) -> Self {
-        self.gpu_workers_per_device = n;
+        self.gpu_workers_per_device = n.max(1);
         self.gpu_workers_per_device_given = true;
         self
     }
@@ -205,6 +207,20 @@ impl EngineConfig {
         self
     }
 
+    /// The proof kind of a job nothing else names: no `kind=` on its lines, no
+    /// [`EngineConfig::proof_kind_for`] rule, an id of no known form (`None`, the default:
+    /// `unknown`). The layer sets it to the name of the prover's GPU span when its mapping is
+    /// its own (see `Builder::default_proof_kind`).
+    pub fn default_proof_kind(mut self, kind: Option<String>) -> Self {
+        self.default_kind = kind;
+        self
+    }
+
+    /// The proof kind of a job nothing else names, if set.
+    pub fn get_default_proof_kind(&self) -> Option<&str> {
+        self.default_kind.as_deref()
+    }
+
     /// GPU workers per device.
     pub fn get_gpu_workers_per_device(&self) -> u32 {
         self.gpu_workers_per_device
@@ -241,11 +257,13 @@ impl EngineConfig {
     }
 
     /// The proof kind a job is taken to be before a line names one: the longest of
-    /// [`EngineConfig::proof_kind_for`] rules its id starts with, else the id's own form.
+    /// [`EngineConfig::proof_kind_for`] rules its id starts with, else the id's own form,
+    /// else [`EngineConfig::default_proof_kind`].
     pub fn kind_of(&self, job_id: &str) -> Option<&str> {
         longest_prefix(&self.kinds_by_prefix, job_id)
             .map(String::as_str)
             .or_else(|| crate::event::kind_from_job_id(job_id))
+            .or(self.default_kind.as_deref())
     }
 
     /// The partitions that complete job `job_id`, in this order: the longest of

@@ -283,6 +283,7 @@ impl Engine {
             wait: idle_wait,
             empty: idle_empty,
             lead: t.tr_lead.quantile(0.5),
+            synthesis_seen: t.stage[0].count() + t.synth_rep.count() > 0,
             // only kernel lines that cover the run decide (not notes alone, not a log whose
             // timing lines start half way)
             kernel: kernel.as_ref().and_then(|k| {

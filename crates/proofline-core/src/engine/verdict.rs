@@ -27,6 +27,10 @@ pub(super) struct Evidence {
     /// From `CUZK_TIMING:` lines, when there were any: kernel time / busy time, kernel time
     /// / elapsed time, and the medians of prep_msm and b_g2_msm (ms).
     pub kernel: Option<KernelEvidence>,
+    /// Whether any synthesis was observed (a SYNTH_START and SYNTH_END pair, or a printed
+    /// `synth_ms`): without it the queue is never seen filling, and an idle GPU cannot be
+    /// told apart as waiting on synthesis or on the hand-off.
+    pub synthesis_seen: bool,
 }
 
 /// What the kernel lines add to the evidence.
@@ -51,6 +55,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         empty,
         lead,
         kernel,
+        synthesis_seen,
     } = ev;
     let (ratio, is_steady) = match (steady, whole) {
         (Some(s), _) => (Some(s), true),
@@ -96,6 +101,13 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
             Bound::GpuBound,
             format!(
                 "GPU-bound: the GPUs were busy {} of {span} (>= 95%){kernel_txt}{lead_txt}.",
+                pct(r)
+            ),
+        ),
+        (Some(r), _) if !synthesis_seen => (
+            Bound::Unknown,
+            format!(
+                "No verdict: the GPUs were busy {} of {span}, and no synthesis was observed (no SYNTH_START/SYNTH_END: the synthesis spans filtered out or not mapped, or the log lacks them), so whether synthesis or the hand-off kept them idle cannot be told{kernel_txt}.",
                 pct(r)
             ),
         ),
