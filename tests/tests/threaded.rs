@@ -27,6 +27,7 @@ fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot
         )
         .timeline_to_writer(buf.clone())
         .build();
+    let progress = Arc::new(Progress::default());
     let summary =
         tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
             threaded::run(
@@ -34,9 +35,16 @@ fn run(cfg: &SimConfig) -> (Report, String, RunSummary, proofline::StatsSnapshot
                 SPEED,
                 false,
                 Arc::new(AtomicBool::new(false)),
-                Arc::new(Progress::default()),
+                progress.clone(),
             )
         });
+    // what the prover counted as it ran is what it sums up
+    let p = progress.snapshot();
+    assert_eq!(
+        (p.synthesized, p.proved),
+        (summary.synthesized, summary.proved)
+    );
+    assert_eq!(p.jobs_started, cfg.jobs.len() as u64);
     let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     let text = buf.text();
     (report, text, summary, guard.stats())

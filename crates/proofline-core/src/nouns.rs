@@ -3,12 +3,14 @@
 /// What a prover calls a job and its parts, for the words proofline shows a reader: the text
 /// report's headings, the names of trace spans. cuzk's are the default (a sector, its
 /// partitions); a prover of batches of segments says `Nouns::new("batch", "segment")`.
-/// Metric and JSON field names do not change with them.
+/// Metric and JSON field names do not change with them. A control character or a backslash
+/// in a word (which would break a metric's HELP line) becomes `_`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nouns {
     job: String,
     jobs: String,
     part: String,
+    parts: String,
 }
 
 impl Default for Nouns {
@@ -18,21 +20,27 @@ impl Default for Nouns {
 }
 
 impl Nouns {
-    /// A job and a part, in the singular; the plural of the job is English's usual one
-    /// (`batch` → `batches`; [`Nouns::plural`] sets another).
+    /// A job and a part, in the singular; their plurals are English's usual ones (`batch`
+    /// → `batches`; [`Nouns::plural`] and [`Nouns::part_plural`] set others).
     pub fn new(job: impl Into<String>, part: impl Into<String>) -> Self {
-        let job = job.into();
-        let jobs = plural(&job);
+        let (job, part) = (clean(job.into()), clean(part.into()));
         Nouns {
+            jobs: plural(&job),
+            parts: plural(&part),
             job,
-            jobs,
-            part: part.into(),
+            part,
         }
     }
 
     /// The plural of the job, where the usual one is wrong.
     pub fn plural(mut self, jobs: impl Into<String>) -> Self {
-        self.jobs = jobs.into();
+        self.jobs = clean(jobs.into());
+        self
+    }
+
+    /// The plural of the part, where the usual one is wrong (`entry` → `entries`).
+    pub fn part_plural(mut self, parts: impl Into<String>) -> Self {
+        self.parts = clean(parts.into());
         self
     }
 
@@ -51,21 +59,20 @@ impl Nouns {
         &self.part
     }
 
-    /// Parts of a job (`partitions`): the part's usual English plural.
+    /// Parts of a job (`partitions`).
     pub fn parts(&self) -> String {
-        plural(&self.part)
+        self.parts.clone()
     }
 
     /// `template` in these words: `{job}`, `{jobs}`, `{part}` and `{parts}` replaced by them,
     /// and `{Job}`, `{Jobs}`, `{Part}`, `{Parts}` by them with a capital (metric HELP texts,
     /// report headings). Anything else is left as it is.
     pub fn fill(&self, template: &str) -> String {
-        let parts = self.parts();
         let words: [(&str, &str); 4] = [
             ("job", &self.job),
             ("jobs", &self.jobs),
             ("part", &self.part),
-            ("parts", &parts),
+            ("parts", &self.parts),
         ];
         let mut out = String::with_capacity(template.len() + 16);
         let mut rest = template;
@@ -123,7 +130,7 @@ impl Nouns {
                 "sector" => Some(self.job.clone()),
                 "sectors" => Some(self.jobs.clone()),
                 "partition" => Some(self.part.clone()),
-                "partitions" => Some(self.parts()),
+                "partitions" => Some(self.parts.clone()),
                 _ => None,
             };
             match replaced {
@@ -147,7 +154,24 @@ impl Nouns {
         if job.is_empty() || part.is_empty() {
             return Err(format!("`{s}`: both nouns are needed (e.g. batch,segment)"));
         }
+        if let Some(c) = s.chars().find(|&c| c.is_control() || c == '\\') {
+            return Err(format!(
+                "`{}`: {c:?} cannot be in a noun (it would break the metrics' HELP lines)",
+                s.escape_debug()
+            ));
+        }
         Ok(Nouns::new(job, part))
+    }
+}
+
+/// `word` with every control character and backslash made `_`.
+fn clean(word: String) -> String {
+    if word.contains(|c: char| c.is_control() || c == '\\') {
+        word.chars()
+            .map(|c| if c.is_control() || c == '\\' { '_' } else { c })
+            .collect()
+    } else {
+        word
     }
 }
 
@@ -188,6 +212,22 @@ mod tests {
         assert_eq!((n.job(), n.part()), ("batch", "segment"));
         assert!(Nouns::parse("batch").unwrap_err().contains("JOB,PART"));
         assert!(Nouns::parse("batch,").unwrap_err().contains("both"));
+        // a HELP line cannot be broken by a noun
+        assert!(
+            Nouns::parse("batch\nx 1,seg")
+                .unwrap_err()
+                .contains("'\\n' cannot")
+        );
+        assert!(Nouns::parse("ba\\tch,seg").is_err());
+        let n = Nouns::new("batch\nfoo", "seg\\x").part_plural("entries\r");
+        assert_eq!((n.job(), n.part()), ("batch_foo", "seg_x"));
+        assert_eq!(n.fill("{parts} {jobs}"), "entries_ batch_foos");
+        assert_eq!(
+            Nouns::new("proof", "entry")
+                .part_plural("entries")
+                .fill("{Parts}"),
+            "Entries"
+        );
         assert_eq!(capitalized("batches"), "Batches");
         let n = Nouns::new("batch", "segment");
         assert_eq!(

@@ -83,15 +83,35 @@ pub struct RunSummary {
     pub panicked_calls: u64,
 }
 
-/// Progress counters, readable while the prover runs.
+/// Progress counters, readable while the prover runs ([`Progress::snapshot`]).
 #[derive(Debug, Default)]
 pub struct Progress {
+    synthesized: AtomicU64,
+    proved: AtomicU64,
+    jobs_started: AtomicU64,
+}
+
+/// [`Progress`] at one instant.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgressSnapshot {
     /// Partitions synthesized so far.
-    pub synthesized: AtomicU64,
+    pub synthesized: u64,
     /// Partitions proved so far.
-    pub proved: AtomicU64,
+    pub proved: u64,
     /// Jobs dispatched so far.
-    pub jobs_started: AtomicU64,
+    pub jobs_started: u64,
+}
+
+impl Progress {
+    /// Reads the counters.
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        ProgressSnapshot {
+            synthesized: self.synthesized.load(Ordering::Relaxed),
+            proved: self.proved.load(Ordering::Relaxed),
+            jobs_started: self.jobs_started.load(Ordering::Relaxed),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

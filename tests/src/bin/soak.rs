@@ -91,7 +91,7 @@ fn main() {
         let mut next = every;
         loop {
             std::thread::sleep(Duration::from_millis(200));
-            let done = progress2.proved.load(Ordering::Relaxed) / 10;
+            let done = progress2.snapshot().proved / 10;
             if done >= next {
                 let bytes = scrape(addr);
                 println!("{done},{},{},{bytes}", rss_kb(), live_heap() / 1024);
