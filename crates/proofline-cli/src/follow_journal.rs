@@ -292,10 +292,7 @@ pub(crate) fn follow(
 
 /// What is read (after the entries of the previous watch read again), the telemetry counts.
 fn counts(feeder: &LineFeeder) -> TelemetryCounts {
-    TelemetryCounts {
-        events_dropped: 0,
-        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
-    }
+    feeder.telemetry_counts()
 }
 
 struct Follower {

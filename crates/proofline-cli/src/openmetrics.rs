@@ -506,10 +506,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         Some(u) => Some(u.max(after_last.unwrap_or(u))),
         None => after_last,
     };
-    let counts = TelemetryCounts {
-        events_dropped: 0,
-        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
-    };
+    let counts = feeder.telemetry_counts();
     if let Some(end) = end {
         let at = next.get_or_insert(newest.unwrap_or(end).div_ceil(step) * step);
         while *at <= end {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use proofline_core::Engine;
 use proofline_core::reader::{LineFeeder, MAX_LINE_BYTES};
-use proofline_core::sink::{Driver, RunInfo, TelemetryCounts};
+use proofline_core::sink::{Driver, RunInfo};
 
 use crate::exporters::Exporters;
 use crate::input::EngineArgs;
@@ -649,10 +649,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         );
     }
     // whether a signal stopped it or reading failed: what the sinks hold is delivered
-    let counts = TelemetryCounts {
-        events_dropped: 0,
-        malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
-    };
+    let counts = feeder.telemetry_counts();
     let deadline = Instant::now() + STOP_DELIVERY;
     match driver.finish(&engine.live(), &counts, deadline) {
         // the sinks said what they did not deliver: the exporter's handle is only closed
@@ -804,10 +801,7 @@ fn follow_file(
             if let Some((offset, at, _)) = newest {
                 engine.advance(offset + at.elapsed().as_millis() as u64, driver.sinks());
             }
-            let counts = TelemetryCounts {
-                events_dropped: 0,
-                malformed_lines: feeder.stats.malformed + feeder.stats.oversized,
-            };
+            let counts = feeder.telemetry_counts();
             driver.tick(&engine.live(), &counts);
             if !tail.more {
                 std::thread::sleep(poll);

@@ -65,6 +65,15 @@ impl LineFeeder {
         Self::default()
     }
 
+    /// The telemetry counts a reader of a log hands its sinks: malformed lines (over-long
+    /// ones included); nothing is dropped by a reader.
+    pub fn telemetry_counts(&self) -> crate::sink::TelemetryCounts {
+        crate::sink::TelemetryCounts {
+            events_dropped: 0,
+            malformed_lines: self.stats.malformed + self.stats.oversized,
+        }
+    }
+
     /// Feeds one complete line (with or without its `\n`). Returns the error of a malformed
     /// TIMELINE line (it is also counted, and kept if among the first few).
     pub fn feed_line(

@@ -307,6 +307,7 @@ impl Bound {
 
 /// The verdict and the numbers that decided it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Verdict {
     /// What bounds throughput.
     pub bound: Bound,
@@ -332,6 +333,7 @@ pub struct Verdict {
 
 /// Idle gaps of one size class.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GapBucket {
     /// `<50ms`, `50-500ms` or `>500ms`.
     pub label: String,
@@ -343,6 +345,7 @@ pub struct GapBucket {
 
 /// Idle gaps of one boundary kind.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GapCount {
     /// Number of gaps.
     pub count: u64,
@@ -352,6 +355,7 @@ pub struct GapCount {
 
 /// One GPU device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GpuReport {
     /// Device index (`worker / gpu_workers_per_device` unless the log says `gpu=`).
     pub gpu: u32,
@@ -394,6 +398,7 @@ pub struct GpuReport {
 
 /// Stage length distributions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct StageSummaries {
     /// Synthesis (from offsets).
     pub synthesis: DistSummary,
@@ -411,6 +416,7 @@ pub struct StageSummaries {
 
 /// Transition distributions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct TransitionSummaries {
     /// Gap (negative: overlap).
     pub gap: DistSummary,
@@ -422,6 +428,7 @@ pub struct TransitionSummaries {
 
 /// Queue depth over time.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct QueueSummary {
     /// Largest number of synthesized partitions waiting for a GPU worker.
     pub max_depth: u32,
@@ -431,6 +438,7 @@ pub struct QueueSummary {
 
 /// Counts about the events themselves.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct EventStats {
     /// Events taken in.
     pub events: u64,
@@ -486,6 +494,7 @@ pub struct EventStats {
 
 /// Counts about the input lines (filled by the reader, not the engine).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LineStats {
     /// Lines read.
     pub lines: u64,
@@ -516,6 +525,7 @@ pub struct LineStats {
 
 /// A malformed line.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct LineError {
     /// 1-based line number.
     pub line: u64,
@@ -525,6 +535,7 @@ pub struct LineError {
 
 /// Headline numbers.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Summary {
     /// Jobs seen (retries count again).
     pub jobs_seen: u64,
@@ -555,6 +566,7 @@ pub struct Summary {
 /// The pipeline's floors: the least seconds per proof each resource allows at the work the
 /// log shows per sector, beside the measured steady state (docs/definitions.md, "Floors").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Floors {
     /// GPU floor: the GPU work a sector needs that cannot overlap, over the GPUs.
     pub gpu_s_per_proof: f64,
@@ -579,6 +591,7 @@ pub struct Floors {
 /// What cuzk's `CUZK_TIMING:` lines say about the GPU's own work (`crate::timing`; the
 /// attribution rule is in the engine's `kernel` module docs and docs/definitions.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct KernelReport {
     /// Timing lines read.
     pub timing_lines: u64,
@@ -641,6 +654,7 @@ pub struct KernelReport {
 
 /// One stage of the `CUZK_NTT_H:` lines.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct NttHStage {
     /// The key as printed (`ntt_kernels`, `msm_invoke`, ...).
     pub key: String,
@@ -650,6 +664,7 @@ pub struct NttHStage {
 
 /// One GPU's kernel time.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct GpuKernel {
     /// The device.
     pub gpu: u32,
@@ -663,6 +678,7 @@ pub struct GpuKernel {
 
 /// Everything the engine knows about a log or a live run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,

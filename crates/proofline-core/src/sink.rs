@@ -58,6 +58,7 @@ pub enum Update {
 /// A snapshot of what is in flight, for live gauges. Every figure here is computed by the
 /// engine; sinks publish it as it is.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct LiveState {
     /// Timeline time of the engine's present.
     pub now_ms: u64,
@@ -112,6 +113,7 @@ pub struct KernelLive {
 
 /// One GPU's live figures.
 #[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
 pub struct GpuLive {
     /// The device.
     pub gpu: u32,
@@ -130,6 +132,7 @@ pub struct GpuLive {
 /// Counters about the telemetry itself, kept by whoever feeds the engine (the layer, or
 /// `watch`) and handed to sinks with each [`UpdateSink::tick`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct TelemetryCounts {
     /// Events the prover produced that did not fit in the queue (dropped, never waited for).
     pub events_dropped: u64,
@@ -281,6 +284,7 @@ impl Exports {
 /// the wall-clock instant its timeline offsets count from. Every sink of one engine gets the
 /// same, so Prometheus exemplars and OTLP traces name the same traces.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct RunInfo {
     /// The prover instance's name.
     pub instance: String,

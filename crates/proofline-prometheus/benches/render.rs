@@ -106,36 +106,34 @@ fn populated() -> Arc<Metrics> {
             unobserved_gpu: false,
         })));
     }
-    let live = LiveState {
-        now_ms: t,
-        queue_depth: 7,
-        synthesizing: 10,
-        picked_up: 1,
-        on_gpu: 16,
-        jobs_in_flight: 3,
-        seconds_per_proof: Some(37.4),
-        floors: Some((37.46, 29.9)),
-        gpus: (0..8)
-            .map(|gpu| GpuLive {
-                gpu,
-                busy_ratio: 0.97,
-                idle_ms: 0,
-                busy_ms: t,
-                stuck_intervals: 1,
-            })
-            .collect(),
-        kernel: Default::default(),
-        last_event_age_ms: Some(2_000),
-        oldest_job_age_ms: Some(90_000),
-        runs: 2,
-    };
-    sink.tick(
-        &live,
-        &TelemetryCounts {
-            events_dropped: 5,
-            malformed_lines: 2,
-        },
-    );
+    let mut live = LiveState::default();
+    live.now_ms = t;
+    live.queue_depth = 7;
+    live.synthesizing = 10;
+    live.picked_up = 1;
+    live.on_gpu = 16;
+    live.jobs_in_flight = 3;
+    live.seconds_per_proof = Some(37.4);
+    live.floors = Some((37.46, 29.9));
+    live.gpus = (0..8)
+        .map(|gpu| {
+            let mut g = GpuLive::default();
+            g.gpu = gpu;
+            g.busy_ratio = 0.97;
+            g.busy_ms = t;
+            g.stuck_intervals = 1;
+            g
+        })
+        .collect();
+    live.last_event_age_ms = Some(2_000);
+    live.oldest_job_age_ms = Some(90_000);
+    live.runs = 2;
+    sink.tick(&live, &{
+        let mut c = TelemetryCounts::default();
+        c.events_dropped = 5;
+        c.malformed_lines = 2;
+        c
+    });
     m
 }
 

@@ -39,13 +39,12 @@ fn rendered() -> std::sync::Arc<Metrics> {
         .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
         .unwrap();
     engine.finish(&mut sink);
-    sink.tick(
-        &engine.live(),
-        &TelemetryCounts {
-            events_dropped: 3,
-            malformed_lines: 1,
-        },
-    );
+    sink.tick(&engine.live(), &{
+        let mut c = TelemetryCounts::default();
+        c.events_dropped = 3;
+        c.malformed_lines = 1;
+        c
+    });
     metrics
 }
 

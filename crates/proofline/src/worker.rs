@@ -337,12 +337,12 @@ impl Worker {
     }
 
     fn counts(&self) -> TelemetryCounts {
-        TelemetryCounts {
-            // a CUZK_TIMING line lost is telemetry lost too
-            events_dropped: self.stats.dropped.load(Ordering::Relaxed)
-                + self.stats.timing_dropped.load(Ordering::Relaxed),
-            malformed_lines: self.stats.malformed.load(Ordering::Relaxed),
-        }
+        let mut counts = TelemetryCounts::default();
+        // a CUZK_TIMING line lost is telemetry lost too
+        counts.events_dropped = self.stats.dropped.load(Ordering::Relaxed)
+            + self.stats.timing_dropped.load(Ordering::Relaxed);
+        counts.malformed_lines = self.stats.malformed.load(Ordering::Relaxed);
+        counts
     }
 
     fn tick_sinks(&mut self) {
