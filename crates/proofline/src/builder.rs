@@ -360,6 +360,8 @@ impl Builder {
             warned_no_synth: false,
             synth_since: None,
             warned_no_gpu: false,
+            no_partition: 0,
+            warned_no_partition: false,
         };
         let cfg = Arc::new(LayerConfig {
             rules: self.rules,

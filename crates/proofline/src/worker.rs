@@ -96,6 +96,10 @@ pub(crate) struct Setup {
     /// Since when synthesis has ended and no GPU event came.
     pub synth_since: Option<Instant>,
     pub warned_no_gpu: bool,
+    /// Events with no partition while no span is declared whole-proof (a misnamed
+    /// partition field makes every job one whole proof), and whether that was said.
+    pub no_partition: u64,
+    pub warned_no_partition: bool,
 }
 
 impl Setup {
@@ -220,6 +224,13 @@ impl Worker {
             self.warn(&format!(
                 "{no_job_id} span edges had no job id{span}: none of the fields {:?} was on the span or an ancestor, so their events were dropped (counted as unattributed); name the prover's job field: Builder::field_names(FieldNames::default().job_id([\"<field>\"]))",
                 self.setup.cfg.fields.job_id
+            ));
+        }
+        if self.setup.no_partition > 0 && !self.setup.warned_no_partition {
+            self.setup.warned_no_partition = true;
+            self.warn(&format!(
+                "{} events had no partition: none of the fields {:?} was on their spans or an ancestor, and no span is declared whole-proof, so each of their jobs is taken as one whole proof (its figures per job, not per partition); name the prover's partition field (FieldNames::default().partition([\"<field>\"])), or declare the spans whole-proof (Builder::whole_proof_span)",
+                self.setup.no_partition, self.setup.cfg.fields.partition
             ));
         }
         // (events that were all dropped for want of a job id are said above, not blamed
@@ -417,6 +428,9 @@ impl Worker {
 
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         self.kinds_seen[ev.kind.index()] += 1;
+        if ev.partition.is_none() && self.setup.cfg.whole.is_empty() {
+            self.setup.no_partition += 1;
+        }
         if let Some(out) = &mut self.out {
             line.clear();
             codec::write_line(line, &printed(ev));

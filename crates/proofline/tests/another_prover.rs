@@ -335,6 +335,25 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     assert_eq!(appended.gpus.len(), DEVICES as usize, "{:?}", appended.gpus);
 }
 
+/// The partition field misnamed (`segmnt`): every event comes without a partition, each
+/// job would be taken as one whole proof; said once, naming the fields tried.
+#[test]
+fn a_misnamed_partition_field_is_said() {
+    let fields = names("batch_id", &["device"], &["device"]).partition(["segmnt"]);
+    let (layer, mut guard) = builder(fields).build();
+    run_prover(
+        layer,
+        Level::INFO,
+        tracing::level_filters::LevelFilter::INFO,
+    );
+    thread::sleep(Duration::from_millis(600));
+    let stats = guard.stats();
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    assert!(report.summary.jobs_seen > 0);
+    assert_eq!(stats.warnings, 1, "the missing partitions are said, once");
+    // named right, nothing is said (the first test of this file)
+}
+
 #[test]
 fn a_misnamed_job_field_is_named_not_blamed_on_a_filter() {
     let (layer, mut guard) = builder(names("batchid", &["device"], &["device"])).build();
