@@ -157,6 +157,7 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         "proofline demo",
         metrics_addr,
         &proofline_core::Nouns::default(),
+        proofline_prometheus::Buckets::default(),
     )?;
     if let Some(url) = exporters.metrics_url() {
         eprintln!("proofline demo: metrics on {url}");

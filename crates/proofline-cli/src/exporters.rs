@@ -99,6 +99,50 @@ pub(crate) struct Exporters {
     otlp_handle: Option<OtlpHandle>,
 }
 
+/// The histograms `--buckets` names.
+const HISTOGRAMS: [&str; 5] = ["job", "stage", "idle_gap", "transition", "cold_start"];
+
+/// `--buckets HISTOGRAM=B1,B2,...`: the histogram's name and its bounds (their order and
+/// count are checked where the metrics are made, with the histogram named).
+pub(crate) fn parse_buckets(s: &str) -> Result<(String, Vec<f64>), String> {
+    let (name, list) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}` is not HISTOGRAM=B1,B2,... (e.g. job=1,2.5,5)"))?;
+    let name = name.trim();
+    if !HISTOGRAMS.contains(&name) {
+        return Err(format!(
+            "`{name}` is no histogram: one of {}",
+            HISTOGRAMS.join(", ")
+        ));
+    }
+    let bounds = list
+        .split(',')
+        .map(|b| {
+            b.trim()
+                .parse::<f64>()
+                .map_err(|e| format!("`{}` in --buckets {name}: {e}", b.trim()))
+        })
+        .collect::<Result<Vec<f64>, String>>()?;
+    Ok((name.to_owned(), bounds))
+}
+
+/// cuzk's buckets, with the histograms `--buckets` gave (the last of a name wins).
+pub(crate) fn buckets(given: &[(String, Vec<f64>)]) -> proofline_prometheus::Buckets {
+    given.iter().fold(
+        proofline_prometheus::Buckets::default(),
+        |b, (name, bounds)| {
+            let bounds = bounds.clone();
+            match name.as_str() {
+                "job" => b.job(bounds),
+                "stage" => b.stage(bounds),
+                "idle_gap" => b.idle_gap(bounds),
+                "transition" => b.transition(bounds),
+                _ => b.cold_start(bounds),
+            }
+        },
+    )
+}
+
 impl Exporters {
     /// Starts the exporters: `/metrics` at the address given, unless `None`, OTLP when the
     /// environment names a collector. `who` prefixes what it says on stderr. Their run is
@@ -108,6 +152,7 @@ impl Exporters {
         who: &str,
         metrics: Option<(SocketAddr, ServeOptions)>,
         nouns: &proofline_core::Nouns,
+        buckets: proofline_prometheus::Buckets,
     ) -> Result<Self> {
         let mut sink = Fanout::new();
         let mut otlp_handle = None;
@@ -129,8 +174,7 @@ impl Exporters {
             security = options
                 .web_config()
                 .map_or_else(|| "plain HTTP".to_owned(), |w| w.describe());
-            let metrics =
-                Metrics::with_buckets_and_nouns(proofline_prometheus::Buckets::default(), nouns)?;
+            let metrics = Metrics::with_buckets_and_nouns(buckets, nouns)?;
             server = Some(proofline_prometheus::serve_with(
                 metrics.clone(),
                 addr,

@@ -55,6 +55,13 @@ pub struct WatchArgs {
     /// values and attributes stay as they are. Default: sector,partition.
     #[arg(long, value_name = "JOB,PART", value_parser = proofline_core::Nouns::parse)]
     nouns: Option<proofline_core::Nouns>,
+    /// Histogram buckets of the prover's own size, `HISTOGRAM=B1,B2,...` in seconds
+    /// (repeatable): HISTOGRAM is job (proofline_sector_seconds), stage
+    /// (proofline_partition_stage_seconds), idle_gap, transition (the transition and
+    /// synthesis lead/lag histograms) or cold_start. Default: cuzk's (docs/metrics.md).
+    #[arg(long = "buckets", value_name = "HISTOGRAM=B1,B2,...",
+        value_parser = crate::exporters::parse_buckets)]
+    buckets: Vec<(String, Vec<f64>)>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -601,6 +608,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         "proofline watch",
         Some((args.metrics_addr, args.serve.options()?)),
         &args.nouns.clone().unwrap_or_default(),
+        crate::exporters::buckets(&args.buckets),
     )?;
     let metrics_url = exporters
         .metrics_url()

@@ -80,6 +80,65 @@ fn watch_writes_help_texts_in_the_provers_own_words() {
     }
 }
 
+/// `watch --buckets job=...`: a prover of another size gets its own job-time buckets, the
+/// other histograms keep cuzk's; a bad list is refused with the histogram named.
+#[test]
+fn watch_takes_buckets_of_the_provers_own_size() {
+    let dir = tmp("buckets");
+    let log = dir.join("four.log");
+    std::fs::copy(
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/tests/data/four_jobs.log"
+        ),
+        &log,
+    )
+    .unwrap();
+    let (_watch, _, addr) = watch(
+        &[
+            "--from-start",
+            "--poll-ms",
+            "20",
+            "--buckets",
+            "job=1,2.5,4",
+        ],
+        &log,
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        let (_, _, body) = http_get(&addr, "/metrics", Some("text/plain")).unwrap();
+        if body.contains("proofline_sector_seconds_bucket") {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no job completed: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let les: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("proofline_sector_seconds_bucket{"))
+        .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(&les[..4], ["1.0", "2.5", "4.0", "+Inf"], "{body}");
+    assert!(body.contains("proofline_gpu_idle_gap_seconds_bucket{le=\"300.0\""));
+    for (arg, want) in [
+        ("job=2,1", "buckets of `job`: bounds not increasing"),
+        ("jobs=1,2", "`jobs` is no histogram"),
+        ("stage=1,x", "`x` in --buckets stage"),
+    ] {
+        let out = proofline()
+            .args(["watch", "--metrics-addr", "127.0.0.1:0", "--buckets", arg])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{arg}: {err}");
+    }
+}
+
 /// At the connection cap with every connection inside a request, a new connection is
 /// answered 503 with Retry-After (Prometheus reads a failed scrape and tries at the next
 /// interval), and the requests under way are not cut: they were reset before.
