@@ -80,6 +80,11 @@ pub(crate) struct ExportArgs {
     /// last one).
     #[arg(long, value_name = "RFC3339")]
     scrape_until: Option<String>,
+    /// OpenMetrics: histogram buckets as `watch --buckets` gives them (repeatable), so that
+    /// the history's `le` bounds are the live sidecar's. Default: cuzk's.
+    #[arg(long = "buckets", value_name = "HISTOGRAM=B1,B2,...",
+        value_parser = crate::exporters::parse_buckets)]
+    buckets: Vec<(String, Vec<f64>)>,
     #[command(flatten)]
     engine: EngineArgs,
 }
@@ -92,6 +97,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         (args.epoch.is_some(), "--epoch"),
         (args.scrape_until.is_some(), "--scrape-until"),
         (!args.labels.is_empty(), "--label"),
+        (!args.buckets.is_empty(), "--buckets"),
     ] {
         if given {
             anyhow::bail!("{flag} is for --format openmetrics (the Perfetto export has no clock)");
@@ -227,6 +233,7 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
         until_ms,
         labels,
         instance,
+        buckets: crate::exporters::buckets(&args.buckets),
         spill_dir: args
             .output
             .as_deref()

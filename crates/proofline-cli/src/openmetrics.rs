@@ -382,6 +382,8 @@ pub(crate) struct Plan<'a> {
     pub(crate) until_ms: Option<u64>,
     pub(crate) labels: Vec<(String, String)>,
     pub(crate) instance: String,
+    /// The histograms' buckets (the live sidecar's).
+    pub(crate) buckets: proofline_prometheus::Buckets,
     /// Where the samples' temporary file goes (beside the output).
     pub(crate) spill_dir: Option<std::path::PathBuf>,
 }
@@ -405,7 +407,7 @@ pub(crate) struct Done {
 /// Reads the log on its own clock, scraping every step.
 pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     let mut input = crate::input::open_log(plan.input, None)?;
-    let metrics: Arc<Metrics> = Metrics::new();
+    let metrics: Arc<Metrics> = Metrics::with_buckets(plan.buckets.clone())?;
     let mut sink = PrometheusSink::new(metrics.clone());
     let mut run = RunInfo::new(plan.instance.clone(), plan.epoch_ms);
     run.gpu_interval_source = plan.cfg.get_gpu_interval_source().map(str::to_owned);

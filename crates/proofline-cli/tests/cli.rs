@@ -1076,6 +1076,41 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
         again.stdout == text.as_bytes(),
         "two exports of one log differ"
     );
+    // the live sidecar's buckets (`watch --buckets`), so that history and live series share
+    // their `le` bounds; the other histograms keep cuzk's
+    let sized = proofline()
+        .args([
+            "export",
+            "--format",
+            "openmetrics",
+            "--epoch",
+            "2026-11-01T00:00:00Z",
+            "--buckets",
+            "job=100,200,400",
+        ])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(sized.status.success());
+    let sized = String::from_utf8(sized.stdout).unwrap();
+    let les = |text: &str, family: &str| -> std::collections::BTreeSet<String> {
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{family}_bucket{{")))
+            .filter_map(|l| Some(l.split("le=\"").nth(1)?.split('"').next()?.to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        les(&sized, "proofline_sector_seconds"),
+        ["+Inf", "100.0", "200.0", "400.0"].map(String::from).into(),
+    );
+    assert_eq!(
+        les(&sized, "proofline_gpu_idle_gap_seconds"),
+        les(&text, "proofline_gpu_idle_gap_seconds")
+    );
+    assert_ne!(
+        les(&sized, "proofline_sector_seconds"),
+        les(&text, "proofline_sector_seconds")
+    );
     let mut types = std::collections::HashSet::new();
     let mut last: std::collections::HashMap<String, f64> = Default::default();
     let mut idle: std::collections::BTreeMap<u64, Vec<f64>> = Default::default();
