@@ -3,8 +3,8 @@
 /// What a prover calls a job and its parts, for the words proofline shows a reader: the text
 /// report's headings, the names of trace spans. cuzk's are the default (a sector, its
 /// partitions); a prover of batches of segments says `Nouns::new("batch", "segment")`.
-/// Metric and JSON field names do not change with them. A control character or a backslash
-/// in a word (which would break a metric's HELP line) becomes `_`.
+/// Metric and JSON field names do not change with them. A control character, a backslash or
+/// a double quote in a word (which would break a metric's HELP line) becomes `_`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Nouns {
     job: String,
@@ -154,7 +154,7 @@ impl Nouns {
         if job.is_empty() || part.is_empty() {
             return Err(format!("`{s}`: both nouns are needed (e.g. batch,segment)"));
         }
-        if let Some(c) = s.chars().find(|&c| c.is_control() || c == '\\') {
+        if let Some(c) = s.chars().find(|&c| unfit(c)) {
             return Err(format!(
                 "`{}`: {c:?} cannot be in a noun (it would break the metrics' HELP lines)",
                 s.escape_debug()
@@ -164,11 +164,16 @@ impl Nouns {
     }
 }
 
-/// `word` with every control character and backslash made `_`.
+/// A character a HELP line cannot hold as it is.
+fn unfit(c: char) -> bool {
+    c.is_control() || c == '\\' || c == '"'
+}
+
+/// `word` with every character a HELP line cannot hold made `_`.
 fn clean(word: String) -> String {
-    if word.contains(|c: char| c.is_control() || c == '\\') {
+    if word.contains(unfit) {
         word.chars()
-            .map(|c| if c.is_control() || c == '\\' { '_' } else { c })
+            .map(|c| if unfit(c) { '_' } else { c })
             .collect()
     } else {
         word
@@ -219,6 +224,8 @@ mod tests {
                 .contains("'\\n' cannot")
         );
         assert!(Nouns::parse("ba\\tch,seg").is_err());
+        assert!(Nouns::parse("\"batch\",seg").is_err());
+        assert_eq!(Nouns::new("a\"b", "c").job(), "a_b");
         let n = Nouns::new("batch\nfoo", "seg\\x").part_plural("entries\r");
         assert_eq!((n.job(), n.part()), ("batch_foo", "seg_x"));
         assert_eq!(n.fill("{parts} {jobs}"), "entries_ batch_foos");

@@ -287,8 +287,9 @@ pub enum Bound {
     /// that busy time: the GPU lock is held by CPU work (prep_msm, b_g2_msm); more GPUs
     /// would not help.
     LockHeldByCpu,
-    /// Not enough data to say: no GPU interval; or the GPUs below the GPU-bound ratio and
-    /// no synthesis observed (idle on synthesis or on the hand-off cannot be told apart).
+    /// Not enough data to say: no GPU interval; or the GPUs below the GPU-bound ratio, not
+    /// hand-off bound, and no synthesis observed (an empty queue is then no evidence that
+    /// they waited on synthesis).
     Unknown,
 }
 

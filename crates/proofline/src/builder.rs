@@ -50,6 +50,8 @@ pub struct Builder {
     gpu_queue_on_synth_end: bool,
     /// The spans mapped to GPU_START and GPU_END are the GPU work itself.
     gpu_spans_are_the_work: bool,
+    /// The mappings are the prover's own ([`Builder::clear_mappings`] was called).
+    own_mappings: bool,
     engine: EngineConfig,
     /// Engine settings given by their own setters: applied over `engine` at build, so that
     /// the setters and `engine_config` compose in any order.
@@ -85,6 +87,7 @@ impl Default for Builder {
             event_target: DEFAULT_EVENT_TARGET.to_owned(),
             gpu_queue_on_synth_end: true,
             gpu_spans_are_the_work: false,
+            own_mappings: false,
             engine: EngineConfig::default()
                 .reorder_window_ms(DEFAULT_LIVE_REORDER_WINDOW_MS)
                 .completion_grace_ms(DEFAULT_LIVE_REORDER_WINDOW_MS)
@@ -211,6 +214,7 @@ impl Builder {
     /// Forgets every mapping and whole-proof span, cuzk's defaults included (then add your
     /// own with [`Builder::map`] and [`Builder::whole_proof_span`]).
     pub fn clear_mappings(mut self) -> Self {
+        self.own_mappings = true;
         self.rules.clear();
         self.whole.clear();
         self
@@ -339,7 +343,7 @@ impl Builder {
         let workers_per_device_set = engine.get_gpu_workers_per_device_given();
         // a prover's own mapping: its jobs are of its GPU span's kind unless told
         let engine = match engine.get_default_proof_kind() {
-            None if self.rules != SpanRule::cuzk_defaults() => {
+            None if self.own_mappings => {
                 let kind = default_kind(&self.rules);
                 engine.default_proof_kind(kind)
             }
@@ -456,8 +460,6 @@ impl Builder {
     }
 }
 
-/// Where the GPU intervals come from when spans give them: the spans and edges of the rules
-/// that map GPU_START and GPU_END (`None` when no rule does: the prover's own events).
 /// The name of the one span mapped to GPU_START, else of the one mapped to SYNTH_START;
 /// `None` when several are (a kind named after one of them would mislabel the others).
 fn default_kind(rules: &[SpanRule]) -> Option<String> {
@@ -475,6 +477,8 @@ fn default_kind(rules: &[SpanRule]) -> Option<String> {
         .map(str::to_owned)
 }
 
+/// Where the GPU intervals come from when spans give them: the spans and edges of the rules
+/// that map GPU_START and GPU_END (`None` when no rule does: the prover's own events).
 fn gpu_interval_source(rules: &[SpanRule]) -> Option<String> {
     let edge = |kind: EventKind| {
         rules

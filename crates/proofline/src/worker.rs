@@ -229,7 +229,7 @@ impl Worker {
         if self.setup.no_partition > 0 && !self.setup.warned_no_partition {
             self.setup.warned_no_partition = true;
             self.warn(&format!(
-                "{} events had no partition: none of the fields {:?} was on their spans or an ancestor, and no span is declared whole-proof, so each of their jobs is taken as one whole proof (its figures per job, not per partition); name the prover's partition field (FieldNames::default().partition([\"<field>\"])), or declare the spans whole-proof (Builder::whole_proof_span)",
+                "{} span edges had no partition: none of the fields {:?} was on their spans or an ancestor, and no span is declared whole-proof, so each of their jobs is taken as one whole proof (its figures per job, not per partition); name the prover's partition field (FieldNames::default().partition([\"<field>\"])), or declare the spans whole-proof (Builder::whole_proof_span)",
                 self.setup.no_partition, self.setup.cfg.fields.partition
             ));
         }
@@ -384,6 +384,11 @@ impl Worker {
             self.note_own_offset(ev.offset_ms);
         } else {
             self.layer_events = true;
+            // a span edge of no partition while no span is declared whole-proof (the
+            // prover's own lines, whole-proof jobs' included, are not the layer's to judge)
+            if ev.partition.is_none() && self.setup.cfg.whole.is_empty() {
+                self.setup.no_partition += 1;
+            }
             if let Some(skew) = self.skew_ms {
                 // the prover's own offsets are in use: the layer's move into its time
                 ev.offset_ms = ev.offset_ms.saturating_add_signed(-skew);
@@ -428,9 +433,6 @@ impl Worker {
 
     fn handle(&mut self, ev: &EventRef<'_>, line: &mut String) {
         self.kinds_seen[ev.kind.index()] += 1;
-        if ev.partition.is_none() && self.setup.cfg.whole.is_empty() {
-            self.setup.no_partition += 1;
-        }
         if let Some(out) = &mut self.out {
             line.clear();
             codec::write_line(line, &printed(ev));

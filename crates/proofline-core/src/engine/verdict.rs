@@ -27,9 +27,9 @@ pub(super) struct Evidence {
     /// From `CUZK_TIMING:` lines, when there were any: kernel time / busy time, kernel time
     /// / elapsed time, and the medians of prep_msm and b_g2_msm (ms).
     pub kernel: Option<KernelEvidence>,
-    /// Whether any synthesis was observed (a SYNTH_START and SYNTH_END pair, or a printed
-    /// `synth_ms`): without it the queue is never seen filling, and an idle GPU cannot be
-    /// told apart as waiting on synthesis or on the hand-off.
+    /// Whether any synthesis was observed (a partition's SYNTH_START and SYNTH_END pair, or a
+    /// printed `synth_ms`): without it an empty queue is no evidence that the GPUs waited on
+    /// synthesis (the hand-off is still told by partitions that waited in the queue).
     pub synthesis_seen: bool,
 }
 
@@ -46,7 +46,8 @@ pub(super) struct KernelEvidence {
 /// whole-run) busy ratio is at least [`LOOKS_BUSY_RATIO`] and the kernels fill less than
 /// [`KERNEL_FILL_RATIO`] of the busy time. Else GPU-bound at a busy ratio of at least
 /// [`GPU_BOUND_RATIO`]; below it, hand-off bound if the GPUs idled longer with partitions
-/// waiting than with the queue empty, else synthesis-bound.
+/// waiting than with the queue empty, else synthesis-bound when synthesis was observed, else
+/// unknown.
 pub(super) fn verdict(ev: Evidence) -> Verdict {
     let Evidence {
         steady,
@@ -104,13 +105,6 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
                 pct(r)
             ),
         ),
-        (Some(r), _) if !synthesis_seen => (
-            Bound::Unknown,
-            format!(
-                "No verdict: the GPUs were busy {} of {span}, and no synthesis was observed (no SYNTH_START/SYNTH_END: the synthesis spans filtered out or not mapped, or the log lacks them), so whether synthesis or the hand-off kept them idle cannot be told{kernel_txt}.",
-                pct(r)
-            ),
-        ),
         (Some(r), _) if wait > empty => (
             Bound::HandoffBound,
             format!(
@@ -118,6 +112,13 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
                 pct(r),
                 secs(wait),
                 secs(empty)
+            ),
+        ),
+        (Some(r), _) if !synthesis_seen => (
+            Bound::Unknown,
+            format!(
+                "No verdict: the GPUs were busy {} of {span}, and no synthesis was observed (no SYNTH_START/SYNTH_END: the synthesis spans filtered out or not mapped, or the log lacks them), so what kept them idle cannot be told{kernel_txt}.",
+                pct(r)
             ),
         ),
         (Some(r), _) => (
@@ -140,5 +141,45 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         synthesis_lead_p50_ms: lead,
         kernel_fill: kernel.map(|k| k.fill),
         kernel_utilisation: kernel.map(|k| k.utilisation),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence(wait: u64, empty: u64, synthesis_seen: bool) -> Evidence {
+        Evidence {
+            steady: Some(0.6),
+            whole: Some(0.6),
+            wait,
+            empty,
+            lead: None,
+            kernel: None,
+            synthesis_seen,
+        }
+    }
+
+    /// Without synthesis, an empty queue proves nothing (unknown), but partitions that
+    /// waited in the queue still prove a hand-off bound; with synthesis, the usual rule.
+    #[test]
+    fn no_synthesis_takes_away_only_the_synthesis_bound_verdict() {
+        assert_eq!(verdict(evidence(100, 5_000, false)).bound, Bound::Unknown);
+        assert!(
+            verdict(evidence(100, 5_000, false))
+                .sentence
+                .contains("no synthesis was observed")
+        );
+        assert_eq!(
+            verdict(evidence(5_000, 100, false)).bound,
+            Bound::HandoffBound
+        );
+        assert_eq!(
+            verdict(evidence(100, 5_000, true)).bound,
+            Bound::SynthesisBound
+        );
+        let mut busy = evidence(0, 0, false);
+        busy.steady = Some(0.97);
+        assert_eq!(verdict(busy).bound, Bound::GpuBound);
     }
 }
