@@ -13,7 +13,9 @@ use anyhow::Result;
 use proofline_core::sink::Driver;
 use proofline_core::sink::Fanout;
 use proofline_otlp::OtlpHandle;
-use proofline_prometheus::{Metrics, MetricsServer, PrometheusSink, ServeOptions, WebConfig};
+use proofline_prometheus::{
+    Buckets, Metrics, MetricsServer, PrometheusSink, ServeOptions, WebConfig,
+};
 
 /// `--metrics-addr`: `IP:PORT`, or `HOST:PORT` resolved now (`localhost:9464`), an IPv4
 /// address preferred (Prometheus' own targets usually name 127.0.0.1).
@@ -99,20 +101,18 @@ pub(crate) struct Exporters {
     otlp_handle: Option<OtlpHandle>,
 }
 
-/// The histograms `--buckets` names.
-const HISTOGRAMS: [&str; 5] = ["job", "stage", "idle_gap", "transition", "cold_start"];
-
-/// `--buckets HISTOGRAM=B1,B2,...`: the histogram's name and its bounds (their order and
-/// count are checked where the metrics are made, with the histogram named).
+/// `--buckets HISTOGRAM=B1,B2,...`: the histogram's name (one of `Buckets::NAMES`) and its
+/// bounds (their order and count are checked where the metrics are made, with the histogram
+/// named).
 pub(crate) fn parse_buckets(s: &str) -> Result<(String, Vec<f64>), String> {
     let (name, list) = s
         .split_once('=')
         .ok_or_else(|| format!("`{s}` is not HISTOGRAM=B1,B2,... (e.g. job=1,2.5,5)"))?;
     let name = name.trim();
-    if !HISTOGRAMS.contains(&name) {
+    if !Buckets::NAMES.contains(&name) {
         return Err(format!(
             "`{name}` is no histogram: one of {}",
-            HISTOGRAMS.join(", ")
+            Buckets::NAMES.join(", ")
         ));
     }
     let bounds = list
@@ -126,21 +126,12 @@ pub(crate) fn parse_buckets(s: &str) -> Result<(String, Vec<f64>), String> {
     Ok((name.to_owned(), bounds))
 }
 
-/// cuzk's buckets, with the histograms `--buckets` gave (the last of a name wins).
-pub(crate) fn buckets(given: &[(String, Vec<f64>)]) -> proofline_prometheus::Buckets {
-    given.iter().fold(
-        proofline_prometheus::Buckets::default(),
-        |b, (name, bounds)| {
-            let bounds = bounds.clone();
-            match name.as_str() {
-                "job" => b.job(bounds),
-                "stage" => b.stage(bounds),
-                "idle_gap" => b.idle_gap(bounds),
-                "transition" => b.transition(bounds),
-                _ => b.cold_start(bounds),
-            }
-        },
-    )
+/// cuzk's buckets, with the histograms `--buckets` gave (the last of a name wins; names
+/// were checked by [`parse_buckets`]).
+pub(crate) fn buckets(given: &[(String, Vec<f64>)]) -> Buckets {
+    given.iter().fold(Buckets::default(), |b, (name, bounds)| {
+        b.clone().named(name, bounds.clone()).unwrap_or(b)
+    })
 }
 
 impl Exporters {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use proofline_core::Engine;
 use proofline_core::reader::LineFeeder;
-use proofline_core::sink::{Driver, NoUpdates, TelemetryCounts};
+use proofline_core::sink::{Driver, NoUpdates};
 use serde::{Deserialize, Serialize};
 
 use crate::journal::JournalArgs;
@@ -257,7 +257,7 @@ pub(crate) fn follow(
                     engine.advance(c, driver.sinks());
                 }
                 f.state.clock_ms = clock;
-                driver.tick(&engine.live(), &counts(feeder));
+                driver.tick(&engine.live(), &feeder.telemetry_counts());
                 // each second while there is a cursor: the clock moves on between entries (and
                 // with it what the sinks were told), so it is kept even when no entry came
                 if let Some(dir) = w.state_dir {
@@ -288,11 +288,6 @@ pub(crate) fn follow(
         }
     }
     result
-}
-
-/// What is read (after the entries of the previous watch read again), the telemetry counts.
-fn counts(feeder: &LineFeeder) -> TelemetryCounts {
-    feeder.telemetry_counts()
 }
 
 struct Follower {
@@ -408,7 +403,7 @@ impl Follower {
         if let Some(c) = s.clock_ms {
             engine.advance(c, &mut NoUpdates);
         }
-        driver.baseline(&engine.live(), &counts(feeder));
+        driver.baseline(&engine.live(), &feeder.telemetry_counts());
         eprintln!(
             "proofline watch: resumed after the last entry the previous watch delivered ({} entries of the run in progress read again, not sent or counted twice)",
             self.replayed

@@ -1040,59 +1040,30 @@ fn a_provers_own_kinds_replace_unknown() {
 fn the_openmetrics_export_is_history_on_the_log_s_clock() {
     let log = tmp("om.log");
     generate(&["--jobs", "6", "--gpus", "2", "--stall", "3:300000"], &log);
-    let out = proofline()
-        .args([
-            "export",
-            "--format",
-            "openmetrics",
-            "--epoch",
-            "2026-11-01T00:00:00Z",
-        ])
-        .args(["--step-s", "10", "--label", "instance=p7"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    // `export --format openmetrics --epoch ... ARGS LOG`: its text
+    let export = |args: &[&str]| {
+        let out = proofline()
+            .args(["export", "--format", "openmetrics"])
+            .args(["--epoch", "2026-11-01T00:00:00Z"])
+            .args(args)
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = export(&["--step-s", "10", "--label", "instance=p7"]);
     assert!(text.ends_with("\n# EOF\n"));
     // the same log, the same file (series in a fixed order)
-    let again = proofline()
-        .args([
-            "export",
-            "--format",
-            "openmetrics",
-            "--epoch",
-            "2026-11-01T00:00:00Z",
-        ])
-        .args(["--step-s", "10", "--label", "instance=p7"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(
-        again.stdout == text.as_bytes(),
-        "two exports of one log differ"
-    );
+    let again = export(&["--step-s", "10", "--label", "instance=p7"]);
+    assert!(again == text, "two exports of one log differ");
     // the live sidecar's buckets (`watch --buckets`), so that history and live series share
     // their `le` bounds; the other histograms keep cuzk's
-    let sized = proofline()
-        .args([
-            "export",
-            "--format",
-            "openmetrics",
-            "--epoch",
-            "2026-11-01T00:00:00Z",
-            "--buckets",
-            "job=100,200,400",
-        ])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(sized.status.success());
-    let sized = String::from_utf8(sized.stdout).unwrap();
+    let sized = export(&["--buckets", "job=100,200,400"]);
     let les = |text: &str, family: &str| -> std::collections::BTreeSet<String> {
         text.lines()
             .filter(|l| l.starts_with(&format!("{family}_bucket{{")))

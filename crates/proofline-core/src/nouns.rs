@@ -68,12 +68,6 @@ impl Nouns {
     /// and `{Job}`, `{Jobs}`, `{Part}`, `{Parts}` by them with a capital (metric HELP texts,
     /// report headings). Anything else is left as it is.
     pub fn fill(&self, template: &str) -> String {
-        let words: [(&str, &str); 4] = [
-            ("job", &self.job),
-            ("jobs", &self.jobs),
-            ("part", &self.part),
-            ("parts", &self.parts),
-        ];
         let mut out = String::with_capacity(template.len() + 16);
         let mut rest = template;
         while let Some(open) = rest.find('{') {
@@ -81,17 +75,14 @@ impl Nouns {
             let tail = &rest[open + 1..];
             let word = tail.find('}').and_then(|close| {
                 let key = &tail[..close];
-                let lower = key.to_ascii_lowercase();
-                let (_, value) = words.iter().find(|(k, _)| *k == lower)?;
-                let capital = key.starts_with(|c: char| c.is_ascii_uppercase());
-                Some((
-                    close,
-                    if capital {
-                        capitalized(value)
-                    } else {
-                        (*value).to_owned()
-                    },
-                ))
+                let word = match key.to_ascii_lowercase().as_str() {
+                    "job" => &self.job,
+                    "jobs" => &self.jobs,
+                    "part" => &self.part,
+                    "parts" => &self.parts,
+                    _ => return None,
+                };
+                Some((close, cased_as(word, key)))
             });
             match word {
                 Some((close, value)) => {
@@ -125,20 +116,12 @@ impl Nouns {
             rest = &rest[start..];
             let end = rest.find(|c: char| !is_word(c)).unwrap_or(rest.len());
             let word = &rest[..end];
-            let lower = word.to_ascii_lowercase();
-            let replaced = match lower.as_str() {
-                "sector" => Some(self.job.clone()),
-                "sectors" => Some(self.jobs.clone()),
-                "partition" => Some(self.part.clone()),
-                "partitions" => Some(self.parts.clone()),
-                _ => None,
-            };
-            match replaced {
-                Some(r) if word.starts_with(|c: char| c.is_uppercase()) => {
-                    out.push_str(&capitalized(&r));
-                }
-                Some(r) => out.push_str(&r),
-                None => out.push_str(word),
+            match word.to_ascii_lowercase().as_str() {
+                "sector" => out.push_str(&cased_as(&self.job, word)),
+                "sectors" => out.push_str(&cased_as(&self.jobs, word)),
+                "partition" => out.push_str(&cased_as(&self.part, word)),
+                "partitions" => out.push_str(&cased_as(&self.parts, word)),
+                _ => out.push_str(word),
             }
             rest = &rest[end..];
         }
@@ -161,6 +144,15 @@ impl Nouns {
             ));
         }
         Ok(Nouns::new(job, part))
+    }
+}
+
+/// `word`, with a capital where `like` starts with one.
+fn cased_as<'a>(word: &'a str, like: &str) -> std::borrow::Cow<'a, str> {
+    if like.starts_with(char::is_uppercase) {
+        std::borrow::Cow::Owned(capitalized(word))
+    } else {
+        std::borrow::Cow::Borrowed(word)
     }
 }
 

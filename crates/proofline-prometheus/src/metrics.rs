@@ -107,14 +107,32 @@ impl Buckets {
         self
     }
 
+    /// The names of the histograms' buckets, as [`Buckets::named`] and [`BucketsError`]
+    /// give them (those of the setters above).
+    pub const NAMES: [&'static str; 5] = ["idle_gap", "transition", "stage", "job", "cold_start"];
+
+    /// The setter of that name (one of [`Buckets::NAMES`]), for a command line's
+    /// `--buckets job=1,2.5,5`; `None` for another name.
+    pub fn named(self, name: &str, bounds: Vec<f64>) -> Option<Self> {
+        Some(match name {
+            "idle_gap" => self.idle_gap(bounds),
+            "transition" => self.transition(bounds),
+            "stage" => self.stage(bounds),
+            "job" => self.job(bounds),
+            "cold_start" => self.cold_start(bounds),
+            _ => return None,
+        })
+    }
+
     fn check(&self) -> Result<(), BucketsError> {
-        for (name, b) in [
-            ("idle_gap", &self.idle_gap),
-            ("transition", &self.transition),
-            ("stage", &self.stage),
-            ("job", &self.job),
-            ("cold_start", &self.cold_start),
-        ] {
+        let lists = [
+            &self.idle_gap,
+            &self.transition,
+            &self.stage,
+            &self.job,
+            &self.cold_start,
+        ];
+        for (name, b) in Self::NAMES.into_iter().zip(lists) {
             let bad = |why: String| BucketsError {
                 histogram: name,
                 why,

@@ -33,7 +33,7 @@ fn rendered() -> std::sync::Arc<Metrics> {
     let run = proofline_core::RunInfo::new("golden", 0);
     run.exports.register(&export);
     sink.start_run(&run);
-    let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
+    let mut engine = Engine::new(EngineConfig::default());
     let mut feeder = LineFeeder::new();
     feeder
         .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
@@ -46,6 +46,19 @@ fn rendered() -> std::sync::Arc<Metrics> {
         c
     });
     metrics
+}
+
+/// The classic text of `metrics` after the known-answer log, with no exporter and no tick
+/// (what the tests of buckets and words compare).
+fn fed(metrics: std::sync::Arc<Metrics>) -> String {
+    let mut sink = PrometheusSink::new(metrics.clone());
+    sink.start_run(&proofline_core::RunInfo::new("fed", 0));
+    let mut engine = Engine::new(EngineConfig::default());
+    LineFeeder::new()
+        .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
+        .unwrap();
+    engine.finish(&mut sink);
+    metrics.render_classic()
 }
 
 /// Families keep their series in a hash map: sort each family's sample lines so that the
@@ -219,15 +232,7 @@ fn cuzk_getmetrics_text_joined_with_proofline_defines_no_family_twice() {
 #[test]
 fn buckets_of_the_provers_own_size() {
     use proofline_prometheus::Buckets;
-    let metrics = Metrics::with_buckets(Buckets::default().job(vec![1.0, 2.5, 4.0])).unwrap();
-    let mut sink = PrometheusSink::new(metrics.clone());
-    sink.start_run(&proofline_core::RunInfo::new("buckets", 0));
-    let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
-    LineFeeder::new()
-        .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
-        .unwrap();
-    engine.finish(&mut sink);
-    let text = metrics.render_classic();
+    let text = fed(Metrics::with_buckets(Buckets::default().job(vec![1.0, 2.5, 4.0])).unwrap());
     let les: Vec<&str> = text
         .lines()
         .filter(|l| {
@@ -316,16 +321,6 @@ fn the_metric_reference_table_is_what_the_registry_exposes() {
 fn help_texts_in_the_provers_own_words() {
     use proofline_core::Nouns;
     use proofline_prometheus::Buckets;
-    let fed = |metrics: std::sync::Arc<Metrics>| {
-        let mut sink = PrometheusSink::new(metrics.clone());
-        sink.start_run(&proofline_core::RunInfo::new("nouns", 0));
-        let mut engine = Engine::new(EngineConfig::default().expected_partitions(None));
-        LineFeeder::new()
-            .feed_all(&mut LOG.as_bytes(), &mut engine, &mut sink, |_| {})
-            .unwrap();
-        engine.finish(&mut sink);
-        metrics.render_classic()
-    };
     let cuzk = fed(Metrics::new());
     let batch = fed(Metrics::with_buckets_and_nouns(
         Buckets::default(),

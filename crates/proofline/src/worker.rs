@@ -201,11 +201,7 @@ impl Worker {
     /// drops an event; when spans it maps exist but nothing reached it for the silence
     /// delay (a filter hiding them); when GPU_PICKUPs come and no GPU_START for that long.
     fn warn_once(&mut self) {
-        if !self.warned
-            && self.stats.dropped.load(Ordering::Relaxed)
-                + self.stats.timing_dropped.load(Ordering::Relaxed)
-                > 0
-        {
+        if !self.warned && self.counts().events_dropped > 0 {
             self.warned = true;
             self.warn(
                 "telemetry queue full or closed; dropping TIMELINE events and CUZK_TIMING lines (counted as proofline_events_dropped_total)",

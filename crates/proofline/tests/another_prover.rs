@@ -335,20 +335,30 @@ fn a_worker_field_alone_is_warned_about_not_silently_folded_onto_fewer_gpus() {
     assert_eq!(appended.gpus.len(), DEVICES as usize, "{:?}", appended.gpus);
 }
 
+/// Runs the prover under `builder`'s layer (its witness spans at `witness_level`, an `info`
+/// filter), waits past the silence delay, so that every warning due has come, and shuts the
+/// layer down: its counters then, and its report.
+fn warned_run(
+    builder: proofline::Builder,
+    witness_level: Level,
+) -> (proofline::StatsSnapshot, proofline::Report) {
+    let (layer, mut guard) = builder.build();
+    run_prover(
+        layer,
+        witness_level,
+        tracing::level_filters::LevelFilter::INFO,
+    );
+    thread::sleep(Duration::from_millis(600));
+    let stats = guard.stats();
+    (stats, guard.shutdown(Duration::from_secs(10)).unwrap())
+}
+
 /// The partition field misnamed (`segmnt`): every event comes without a partition, each
 /// job would be taken as one whole proof; said once, naming the fields tried.
 #[test]
 fn a_misnamed_partition_field_is_said() {
     let fields = names("batch_id", &["device"], &["device"]).partition(["segmnt"]);
-    let (layer, mut guard) = builder(fields).build();
-    run_prover(
-        layer,
-        Level::INFO,
-        tracing::level_filters::LevelFilter::INFO,
-    );
-    thread::sleep(Duration::from_millis(600));
-    let stats = guard.stats();
-    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let (stats, report) = warned_run(builder(fields), Level::INFO);
     assert!(report.summary.jobs_seen > 0);
     assert_eq!(stats.warnings, 1, "the missing partitions are said, once");
     // named right, nothing is said (the first test of this file)
@@ -356,16 +366,11 @@ fn a_misnamed_partition_field_is_said() {
 
 #[test]
 fn a_misnamed_job_field_is_named_not_blamed_on_a_filter() {
-    let (layer, mut guard) = builder(names("batchid", &["device"], &["device"])).build();
-    run_prover(
-        layer,
-        Level::INFO,
-        tracing::level_filters::LevelFilter::INFO,
-    );
     // past the silence delay: the filter warning would have come by now
-    thread::sleep(Duration::from_millis(600));
-    let stats = guard.stats();
-    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let (stats, report) = warned_run(
+        builder(names("batchid", &["device"], &["device"])),
+        Level::INFO,
+    );
     assert_eq!(report.summary.jobs_seen, 0);
     assert!(report.events.unattributed > 0);
     assert_eq!(
@@ -376,15 +381,10 @@ fn a_misnamed_job_field_is_named_not_blamed_on_a_filter() {
 
 #[test]
 fn synthesis_spans_below_the_filter_are_said_when_gpu_work_comes_alone() {
-    let (layer, mut guard) = builder(names("batch_id", &["device"], &["device"])).build();
-    run_prover(
-        layer,
+    let (stats, report) = warned_run(
+        builder(names("batch_id", &["device"], &["device"])),
         Level::DEBUG,
-        tracing::level_filters::LevelFilter::INFO,
     );
-    thread::sleep(Duration::from_millis(600));
-    let stats = guard.stats();
-    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
     assert!(report.gpus.iter().all(|g| g.intervals > 0));
     assert_eq!(stats.warnings, 1, "the missing synthesis is said, once");
     // and the report gives no synthesis- or hand-off-bound verdict it has no data for

@@ -91,18 +91,29 @@ impl TimelineLayer {
     /// straight into the ring's slot; not built at all when it would be dropped.
     #[inline(always)]
     fn send_with(&self, events: u64, build: impl FnOnce() -> Queued) {
-        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
-        if !pushed {
-            self.stats.dropped.fetch_add(events, Ordering::Relaxed);
-        }
+        self.push_or_count(&self.stats.dropped, events, build);
     }
 
-    /// Hands a `CUZK_TIMING:` entry to the worker, or drops and counts it.
+    /// Hands a `CUZK_TIMING:` entry to the worker, or drops and counts it (apart from the
+    /// events: it stands for none).
     fn send_timing(&self, timing: crate::queued::TimingIn) {
-        let pushed = !self.closed.load(Ordering::Relaxed)
-            && self.handoff.push_with(move || Queued::timing(timing));
+        self.push_or_count(&self.stats.timing_dropped, 1, move || {
+            Queued::timing(timing)
+        });
+    }
+
+    /// Pushes what `build` makes, unless the worker has stopped or the ring is full: then
+    /// `n` is added to `dropped`.
+    #[inline(always)]
+    fn push_or_count(
+        &self,
+        dropped: &std::sync::atomic::AtomicU64,
+        n: u64,
+        build: impl FnOnce() -> Queued,
+    ) {
+        let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
         if !pushed {
-            self.stats.timing_dropped.fetch_add(1, Ordering::Relaxed);
+            dropped.fetch_add(n, Ordering::Relaxed);
         }
     }
 
