@@ -146,25 +146,46 @@ impl TimingKey {
     }
 }
 
+/// Values a timing line holds inline (cuzk prints at most three keys on a line).
+const INLINE_VALUES: usize = 4;
+
 /// One timing line's values.
 ///
-/// Compact (144 bytes, from 296): a log shaped like cuzk's has a timing line for each TIMELINE line,
-/// each parsed on the reader's thread and moved to the engine's, so its size was a visible
-/// share of `analyze`'s time (BENCHMARKS.md); what few lines have (keys this version does
-/// not know, pairs that are no number) is behind one box.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Compact (56 bytes, from 144 and 296 before): a log shaped like cuzk's has more timing
+/// lines than TIMELINE lines, each parsed on the reader's thread and moved to the engine's,
+/// so its size was a visible share of `analyze`'s time (BENCHMARKS.md). The first few values
+/// are held inline, in the order they were set; what few lines have (more keys, keys this
+/// version does not know, pairs that are no number) is behind one box.
+#[derive(Debug, Clone, Default)]
 pub struct Timing {
-    /// By [`TimingKey::ALL`] index; meaningful where `present` has the key's bit.
-    values: [u64; 15],
+    /// The first values set, `len` of them, each of the [`TimingKey::ALL`] index in `keys`.
+    vals: [u64; INLINE_VALUES],
+    keys: [u8; INLINE_VALUES],
+    len: u8,
+    /// The keys the line has, a bit per [`TimingKey::ALL`] index.
     present: u16,
     /// The GPU thread (`gpu_tid=`), for the per-thread lines.
     pub gpu_tid: Option<u32>,
     extra: Option<Box<TimingExtra>>,
 }
 
+/// Two timings are equal when they hold the same values (whatever order they were set in).
+impl PartialEq for Timing {
+    fn eq(&self, o: &Self) -> bool {
+        self.values() == o.values()
+            && self.gpu_tid == o.gpu_tid
+            && self.unknown() == o.unknown()
+            && self.bad() == o.bad()
+    }
+}
+
+impl Eq for Timing {}
+
 /// What few timing lines have.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct TimingExtra {
+    /// Values past the inline ones, by [`TimingKey::ALL`] index.
+    more: Vec<(u8, u64)>,
     unknown: Vec<(String, u64)>,
     bad: Vec<String>,
 }
@@ -186,22 +207,67 @@ impl Timing {
 
     /// The values by [`TimingKey::ALL`] index.
     pub fn values(&self) -> [Option<u64>; 15] {
-        std::array::from_fn(|i| (self.present & (1 << i) != 0).then_some(self.values[i]))
+        std::array::from_fn(|i| self.at(i as u8))
+    }
+
+    /// The value at [`TimingKey::ALL`] index `i`, if the line has it.
+    #[inline]
+    fn at(&self, i: u8) -> Option<u64> {
+        if self.present & (1 << i) == 0 {
+            return None;
+        }
+        let inline = &self.keys[..usize::from(self.len)];
+        match inline.iter().position(|&k| k == i) {
+            Some(at) => Some(self.vals[at]),
+            None => self
+                .extra
+                .as_deref()
+                .and_then(|e| e.more.iter().find(|(k, _)| *k == i))
+                .map(|&(_, v)| v),
+        }
+    }
+
+    /// The line's keys and values, in the order they were set.
+    pub fn iter(&self) -> impl Iterator<Item = (TimingKey, u64)> + '_ {
+        let inline = self.keys[..usize::from(self.len)]
+            .iter()
+            .copied()
+            .zip(self.vals);
+        let more = self.extra.as_deref().map_or(&[][..], |e| &e.more[..]);
+        inline
+            .chain(more.iter().copied())
+            .map(|(k, v)| (TimingKey::ALL[usize::from(k)], v))
     }
 
     /// The value of `key`, if the line has it.
     #[inline]
     pub fn get(&self, key: TimingKey) -> Option<u64> {
-        let i = key as usize;
-        (self.present & (1 << i) != 0).then_some(self.values[i])
+        self.at(key as u8)
     }
 
     /// Sets `key`.
     #[inline]
     pub fn set(&mut self, key: TimingKey, v: u64) {
-        let i = key as usize;
-        self.values[i] = v;
+        let i = key as u8;
+        if self.present & (1 << i) != 0 {
+            // set again: the value where it is
+            let inline = &self.keys[..usize::from(self.len)];
+            if let Some(at) = inline.iter().position(|&k| k == i) {
+                self.vals[at] = v;
+            } else if let Some(m) = self.extra().more.iter_mut().find(|(k, _)| *k == i) {
+                m.1 = v;
+            }
+            return;
+        }
         self.present |= 1 << i;
+        let len = usize::from(self.len);
+        if len < INLINE_VALUES {
+            self.keys[len] = i;
+            self.vals[len] = v;
+            self.len += 1;
+        } else {
+            self.extra().more.push((i, v));
+        }
     }
 
     /// Keys this version does not know, with their values.
@@ -284,13 +350,17 @@ pub enum TimingLine {
 /// value is not a number of milliseconds does not lose the line: the other pairs are kept and
 /// the bad ones listed ([`Timing::bad`]); the line is an error only when no pair is good.
 pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
-    // one search for both markers: their common start
-    static FINDER: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
-        std::sync::LazyLock::new(|| memchr::memmem::Finder::new("CUZK_"));
+    // one search for both markers, by their first byte (lines are short: a substring
+    // searcher's set-up per line cost more than its search)
     let bytes = line.as_bytes();
-    let mut from = 0;
+    let mut starts = memchr::memchr_iter(b'C', bytes);
     let at = loop {
-        let at = from + FINDER.find(&bytes[from..])?;
+        // (the usual line, the marker first, needs no search at all)
+        let at = if bytes.starts_with(TIMING_MARKER.as_bytes()) {
+            0
+        } else {
+            starts.next()?
+        };
         let tail = &bytes[at..];
         if tail.starts_with(TIMING_MARKER.as_bytes()) {
             break at;
@@ -298,19 +368,33 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
         if tail.starts_with(NTT_H_MARKER.as_bytes()) {
             return Some(parse_ntt_h(line[at + NTT_H_MARKER.len()..].trim()));
         }
-        from = at + 1;
     };
-    let rest = line[at + TIMING_MARKER.len()..].trim();
+    let rest = trim(&line[at + TIMING_MARKER.len()..]);
     let mut t = Timing::default();
     let mut pairs = 0;
-    for token in rest.split_ascii_whitespace() {
-        // (a byte search: `split_once('=')`'s char searcher was a visible share)
-        let Some(eq) = memchr::memchr(b'=', token.as_bytes()) else {
+    // One pass over the bytes for the tokens (split at ASCII whitespace) and each one's first
+    // `=`: a search call per token (`memchr`, `split_once`) cost more than these few bytes.
+    let b = rest.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut eq = None;
+        while i < b.len() && !b[i].is_ascii_whitespace() {
+            if b[i] == b'=' && eq.is_none() {
+                eq = Some(i);
+            }
+            i += 1;
+        }
+        let Some(eq) = eq else {
             continue;
         };
-        // `=` is ASCII: both sides are char boundaries
-        let (key, value) = (&token[..eq], &token[eq + 1..]);
-        let Ok(v) = value.parse::<u64>() else {
+        // ASCII whitespace and `=` are char boundaries
+        let (token, key, value) = (&rest[start..i], &rest[start..eq], &rest[eq + 1..i]);
+        let Some(v) = fast_u64(value).or_else(|| value.parse::<u64>().ok()) else {
             if t.bad().len() < MAX_BAD_PAIRS {
                 t.extra().bad.push(token.chars().take(80).collect());
             }
@@ -334,6 +418,38 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
     } else {
         Ok(TimingLine::Note)
     })
+}
+
+/// `s.trim()`, with no look at its chars when both ends are plain ASCII (the usual line).
+#[inline]
+fn trim(s: &str) -> &str {
+    let t = s.trim_ascii();
+    // an end that is not ASCII may be Unicode whitespace, and a vertical tab is whitespace
+    // to `trim` but not to `trim_ascii`: `trim` decides
+    let odd = |c: &u8| !c.is_ascii() || *c == 0x0b;
+    match (t.as_bytes().first(), t.as_bytes().last()) {
+        (Some(a), Some(z)) if odd(a) || odd(z) => t.trim(),
+        _ => t,
+    }
+}
+
+/// A value of 1 to 19 ASCII digits (what cuzk prints), without `str::parse`'s generality;
+/// `None` for anything else, which `parse` then decides (a `+`, 20 digits that fit).
+#[inline]
+fn fast_u64(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    if b.is_empty() || b.len() > 19 {
+        return None;
+    }
+    let mut v = 0u64;
+    for &c in b {
+        let d = c.wrapping_sub(b'0');
+        if d > 9 {
+            return None;
+        }
+        v = v * 10 + u64::from(d);
+    }
+    Some(v)
 }
 
 /// The pairs of a `CUZK_NTT_H:` line (after the marker).
@@ -480,10 +596,62 @@ mod tests {
     fn a_timing_line_stays_compact() {
         // each is moved from the reader's thread to the engine's (BENCHMARKS.md)
         assert!(
-            std::mem::size_of::<Timing>() <= 144,
+            std::mem::size_of::<Timing>() <= 56,
             "{}",
             std::mem::size_of::<Timing>()
         );
+    }
+
+    /// Any number of keys, set in any order and set again, read back as set; equal
+    /// whatever the order they were set in.
+    #[test]
+    fn values_past_the_inline_ones_and_set_again_read_back() {
+        let mut all = Timing::default();
+        for (i, k) in TimingKey::ALL.into_iter().enumerate().rev() {
+            all.set(k, i as u64);
+        }
+        all.set(TimingKey::AsyncDealloc, 99); // inline (set first)
+        all.set(TimingKey::PreLockCpu, 98); // in the box (set last)
+        for (i, k) in TimingKey::ALL.into_iter().enumerate() {
+            let want = match k {
+                TimingKey::AsyncDealloc => 99,
+                TimingKey::PreLockCpu => 98,
+                _ => i as u64,
+            };
+            assert_eq!(all.get(k), Some(want), "{k:?}");
+        }
+        let mut values = all.values();
+        assert!(values.iter().all(Option::is_some));
+        // every key once, in the order set
+        let keys: Vec<TimingKey> = all.iter().map(|(k, _)| k).collect();
+        let mut want = TimingKey::ALL.to_vec();
+        want.reverse();
+        assert_eq!(keys, want);
+        assert!(all.iter().all(|(k, v)| all.get(k) == Some(v)));
+        values[3] = None;
+        let some = Timing::from_values(values, Some(2));
+        assert_eq!(some.get(TimingKey::BarrierWait), None);
+        assert_eq!(some.values(), values);
+        let mut reversed = Timing {
+            gpu_tid: Some(2),
+            ..Timing::default()
+        };
+        for (k, v) in TimingKey::ALL.into_iter().zip(values).rev() {
+            if let Some(v) = v {
+                reversed.set(k, v);
+            }
+        }
+        assert_eq!(reversed, some);
+        reversed.set(TimingKey::TailMsm, 1);
+        assert_ne!(reversed, some);
+        // values that are no plain digits are still decided by `parse`
+        let t = timing(
+            "CUZK_TIMING: prep_msm_ms=+7 tail_msm_ms=18446744073709551615 mutex_wait_ms=18446744073709551616",
+        );
+        assert_eq!(t.get(TimingKey::PrepMsm), Some(7));
+        assert_eq!(t.get(TimingKey::TailMsm), Some(u64::MAX));
+        assert_eq!(t.get(TimingKey::MutexWait), None);
+        assert!(t.is_partial());
     }
 
     fn timing(line: &str) -> Timing {
@@ -552,5 +720,95 @@ mod tests {
         assert_eq!(t.get(TimingKey::TailMsm), None);
         assert!(t.is_partial() && t.bad_pairs().contains("`tail_msm_ms=4x1`"));
         assert_eq!(parse_timing("TIMELINE,1,GPU_END,j,worker=0"), None);
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The parser as it was before its fast paths (a substring search for the markers,
+    /// `trim`, `split_ascii_whitespace`, `str::parse`): the reference the fast one must agree
+    /// with on any line.
+    fn reference(line: &str) -> Option<Result<TimingLine, String>> {
+        let mut from = 0;
+        let at = loop {
+            let at = from + memchr::memmem::find(&line.as_bytes()[from..], b"CUZK_")?;
+            let tail = &line.as_bytes()[at..];
+            if tail.starts_with(TIMING_MARKER.as_bytes()) {
+                break at;
+            }
+            if tail.starts_with(NTT_H_MARKER.as_bytes()) {
+                return Some(parse_ntt_h(line[at + NTT_H_MARKER.len()..].trim()));
+            }
+            from = at + 1;
+        };
+        let mut t = Timing::default();
+        let mut pairs = 0;
+        for token in line[at + TIMING_MARKER.len()..]
+            .trim()
+            .split_ascii_whitespace()
+        {
+            let Some((key, value)) = token.split_once('=') else {
+                continue;
+            };
+            let Ok(v) = value.parse::<u64>() else {
+                if t.bad().len() < MAX_BAD_PAIRS {
+                    t.extra().bad.push(token.chars().take(80).collect());
+                }
+                continue;
+            };
+            pairs += 1;
+            if key == "gpu_tid" {
+                t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
+            } else if let Some(k) = TimingKey::from_name(key) {
+                t.set(k, v);
+            } else {
+                t.extra().unknown.push((key.to_owned(), v));
+            }
+        }
+        Some(if pairs > 0 {
+            Ok(TimingLine::Timing(t))
+        } else if !t.bad().is_empty() {
+            Err(t
+                .bad_pairs()
+                .replace("; the line's other keys are kept", ""))
+        } else {
+            Ok(TimingLine::Note)
+        })
+    }
+
+    /// Pieces a line is made of: markers, cuzk's keys, numbers of any length and sign,
+    /// ASCII and Unicode whitespace, stray `=` and letters.
+    fn piece() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("CUZK_TIMING:".to_owned()),
+            Just("CUZK_NTT_H:".to_owned()),
+            Just("CUZK_".to_owned()),
+            Just("C".to_owned()),
+            proptest::sample::select(TimingKey::ALL.map(TimingKey::name).to_vec())
+                .prop_map(|k| format!("{k}=")),
+            Just("gpu_tid=".to_owned()),
+            "[0-9]{1,22}",
+            Just("+".to_owned()),
+            Just("=".to_owned()),
+            Just("ms".to_owned()),
+            "[ \t\r\n\u{b}\u{c}]{1,3}",
+            Just("\u{3000}".to_owned()),
+            Just("\u{85}".to_owned()),
+            "[a-z_é]{1,6}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        #[test]
+        fn the_fast_timing_parser_agrees_with_the_reference(
+            pieces in proptest::collection::vec(piece(), 0..14)
+        ) {
+            let line = pieces.concat();
+            prop_assert_eq!(parse_timing(&line), reference(&line), "{:?}", line);
+        }
     }
 }

@@ -94,23 +94,35 @@ impl KernelTotals {
                 self.unknown.insert(k.clone(), 1);
             }
         }
-        for (key, dist) in [
-            (TimingKey::MutexHeld, &mut self.lock_held),
-            (TimingKey::MutexWait, &mut self.lock_wait),
-            (TimingKey::PreLockCpu, &mut self.pre_lock_cpu),
-            (TimingKey::BarrierWait, &mut self.barrier_wait),
-            (TimingKey::PrepMsm, &mut self.prep_msm),
-            (TimingKey::BG2Msm, &mut self.b_g2_msm),
-        ] {
-            if let Some(v) = t.get(key) {
-                dist.record(i64::try_from(v).unwrap_or(i64::MAX));
-            }
+        // one pass over the line's few values (a look-up of each key the totals know cost
+        // more than the line has)
+        let (mut kernel, mut thread) = (None::<u64>, false);
+        for (key, v) in t.iter() {
+            let dist = match key {
+                TimingKey::MutexHeld => &mut self.lock_held,
+                TimingKey::MutexWait => &mut self.lock_wait,
+                TimingKey::PreLockCpu => &mut self.pre_lock_cpu,
+                TimingKey::BarrierWait => &mut self.barrier_wait,
+                TimingKey::PrepMsm => &mut self.prep_msm,
+                TimingKey::BG2Msm => &mut self.b_g2_msm,
+                // the kernel time (`Timing::kernel_ms`)
+                TimingKey::NttMsmH | TimingKey::BatchAdd | TimingKey::TailMsm => {
+                    kernel = Some(kernel.map_or(v, |k| k.saturating_add(v)));
+                    continue;
+                }
+                TimingKey::GpuTotal => {
+                    thread = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            dist.record(i64::try_from(v).unwrap_or(i64::MAX));
         }
         // a partial line's thread is not a whole one: it does not count in coverage
-        if t.get(TimingKey::GpuTotal).is_some() && !t.is_partial() {
+        if thread && !t.is_partial() {
             self.threads += 1;
         }
-        if let Some(k) = t.kernel_ms() {
+        if let Some(k) = kernel {
             self.kernel_lines += 1;
             self.kernel_ms = self.kernel_ms.saturating_add(k);
             match gpu {
