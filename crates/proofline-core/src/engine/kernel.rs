@@ -23,6 +23,10 @@ const MAX_UNKNOWN_KEYS: usize = 16;
 /// Open intervals followed per GPU in line order (more: the oldest, whose end never came,
 /// is dropped).
 const MAX_OPEN_PER_GPU: usize = 64;
+/// GPUs whose open intervals are followed in line order (a list looked through: past it,
+/// a GPU with nothing open gives its place, and with all open a new one is not followed,
+/// which leaves its lines unattributed, as several GPUs open do anyway).
+const MAX_FOLLOWED_GPUS: usize = 256;
 /// Partitions holding a call's kernel time until their record is out.
 const MAX_PENDING_PARTITIONS: usize = 65_536;
 /// GPU threads followed at once (a hostile log cannot grow the map with `gpu_tid`s).
@@ -298,19 +302,17 @@ impl Engine {
     /// GPU that alone has an open interval among the lines given so far (see the module
     /// docs). Timing lines do not move the engine's clock.
     pub fn ingest_timing(&mut self, t: &Timing) {
-        let mut open = self.line_open.iter().filter(|(_, v)| !v.is_empty());
-        let gpu = match (open.next(), open.next()) {
-            (Some((g, _)), None) => Some(*g),
-            _ => None,
-        };
+        // (with two GPUs or more open, as is usual on a busy prover, no list is looked at)
+        let open = (self.line_open_gpus == 1)
+            .then(|| self.line_open.iter().find(|(_, v)| !v.is_empty()))
+            .flatten();
+        let (gpu, only) = open.map_or((None, &[][..]), |(g, v)| (Some(*g), v.as_slice()));
         let call = self.kernel.add(t, gpu);
         // a call whose GPU had one interval open: that partition's kernel time
-        if let (Some(kernel), Some(g)) = (call, gpu) {
-            if let [key] = self.line_open.get(&g).map(Vec::as_slice).unwrap_or(&[]) {
-                if self.part_kernel.len() < MAX_PENDING_PARTITIONS {
-                    let k = self.part_kernel.entry(*key).or_default();
-                    *k = k.saturating_add(kernel);
-                }
+        if let (Some(kernel), [key]) = (call, only) {
+            if self.part_kernel.len() < MAX_PENDING_PARTITIONS {
+                let k = self.part_kernel.entry(*key).or_default();
+                *k = k.saturating_add(kernel);
             }
         }
     }
@@ -340,13 +342,15 @@ impl Engine {
 
     /// Forgets the open intervals of a job given up on (their GPU_END will not come).
     pub(super) fn forget_open_intervals(&mut self, key: u64) {
-        for open in self.line_open.values_mut() {
+        for (_, open) in &mut self.line_open {
             open.retain(|(j, _)| *j != key);
         }
+        self.line_open_gpus = self.line_open.iter().filter(|(_, v)| !v.is_empty()).count();
     }
 
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).
-    pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>) {
+    /// `job` is the event's [`job_key`], taken when its id was interned.
+    pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>, job: u64) {
         use crate::event::EventKind;
         // every event passes here: only the GPU's edges are hashed
         if !matches!(ev.kind, EventKind::GpuStart | EventKind::GpuEnd) {
@@ -357,10 +361,29 @@ impl Engine {
             (None, Some(w)) => self.gpu_of_worker(w),
             (None, None) => return,
         };
-        let key = (job_key(ev.job_id), ev.partition.unwrap_or(0));
+        let key = (job, ev.partition.unwrap_or(0));
+        let at = self.line_open.iter().position(|(g, _)| *g == gpu);
         match ev.kind {
             EventKind::GpuStart => {
-                let open = self.line_open.entry(gpu).or_default();
+                let at = match at {
+                    Some(at) => at,
+                    None if self.line_open.len() < MAX_FOLLOWED_GPUS => {
+                        self.line_open.push((gpu, Vec::new()));
+                        self.line_open.len() - 1
+                    }
+                    // a log of more GPUs than that: one with nothing open gives its place
+                    None => match self.line_open.iter().position(|(_, v)| v.is_empty()) {
+                        Some(at) => {
+                            self.line_open[at].0 = gpu;
+                            at
+                        }
+                        None => return,
+                    },
+                };
+                let open = &mut self.line_open[at].1;
+                if open.is_empty() {
+                    self.line_open_gpus += 1;
+                }
                 // an interval whose end never came (a panicked call) goes first
                 if open.len() >= MAX_OPEN_PER_GPU {
                     open.remove(0);
@@ -368,13 +391,75 @@ impl Engine {
                 open.push(key);
             }
             EventKind::GpuEnd => {
-                if let Some(open) = self.line_open.get_mut(&gpu) {
+                if let Some((_, open)) = at.map(|at| &mut self.line_open[at]) {
                     if let Some(i) = open.iter().position(|k| *k == key) {
                         open.remove(i);
+                        if open.is_empty() {
+                            self.line_open_gpus -= 1;
+                        }
                     }
                 }
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::parse_line;
+    use crate::engine::Engine;
+    use crate::sink::NoUpdates;
+    use crate::timing::parse_timing;
+
+    fn line(e: &mut Engine, l: &str) {
+        match parse_line(l) {
+            Ok(Some(ev)) => e.ingest(&ev, &mut NoUpdates),
+            _ => e.ingest_timing_line(&parse_timing(l).unwrap().unwrap()),
+        }
+    }
+
+    /// A line goes to the one GPU with an interval open, whatever the number of GPUs: past
+    /// the GPUs followed, one that is not followed leaves its lines unattributed, and a GPU
+    /// with nothing open gives its place to a new one.
+    #[test]
+    fn lines_go_to_the_one_gpu_open_among_many() {
+        let mut e = Engine::default();
+        let n = super::MAX_FOLLOWED_GPUS as u32 + 20;
+        for g in 0..n {
+            line(
+                &mut e,
+                &format!("TIMELINE,{g},GPU_START,j{g},gpu={g},partition=0"),
+            );
+        }
+        let kernel = "CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=10";
+        line(&mut e, kernel);
+        assert_eq!(e.kernel.unattributed, 1, "several open: nobody's");
+        for g in (0..n).filter(|&g| g != 5) {
+            line(
+                &mut e,
+                &format!("TIMELINE,{},GPU_END,j{g},gpu={g},partition=0", n + g),
+            );
+        }
+        line(&mut e, kernel);
+        assert_eq!(
+            e.kernel.kernel_by_gpu.get(&5),
+            Some(&10),
+            "GPU 5 alone open"
+        );
+        line(
+            &mut e,
+            &format!("TIMELINE,{},GPU_END,j5,gpu=5,partition=0", 3 * n),
+        );
+        // a GPU past those followed at first takes the place of one with nothing open
+        let late = n + 7;
+        line(
+            &mut e,
+            &format!("TIMELINE,{},GPU_START,k,gpu={late},partition=0", 3 * n + 1),
+        );
+        line(&mut e, kernel);
+        assert_eq!(e.kernel.kernel_by_gpu.get(&late), Some(&10));
+        assert_eq!(e.kernel.unattributed, 1);
+        assert!(e.line_open.len() <= super::MAX_FOLLOWED_GPUS);
     }
 }

@@ -118,7 +118,11 @@ pub struct Engine {
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
     /// of the timeline): the attribution of timing lines.
-    line_open: BTreeMap<u32, Vec<kernel::PartKey>>,
+    /// (A list by GPU, looked through: a prover has a few GPUs, and a map's look-up per
+    /// GPU edge and timing line cost more.)
+    line_open: Vec<(u32, Vec<kernel::PartKey>)>,
+    /// The GPUs of `line_open` with an interval open.
+    line_open_gpus: usize,
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
     part_kernel: rustc_hash::FxHashMap<kernel::PartKey, u64>,
@@ -175,7 +179,8 @@ impl Engine {
             steady: RunSteady::default(),
             totals: Totals::default(),
             kernel: kernel::KernelTotals::default(),
-            line_open: BTreeMap::new(),
+            line_open: Vec::new(),
+            line_open_gpus: 0,
             part_kernel: Default::default(),
             worker_gpu: Default::default(),
             mapping: Mapping::default(),
@@ -285,8 +290,8 @@ impl Engine {
             self.example(|| format!("{}: {} without a worker, event ignored", ev.job_id, ev.kind));
             return;
         }
-        self.track_line_order(ev);
         let name = self.names.intern(ev.job_id);
+        self.track_line_order(ev, self.names.get(name).hash);
         let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
         let e = Ev {
             t: 0, // placed on the timeline when it is accepted, in its run
@@ -586,7 +591,13 @@ impl Engine {
 
     /// Counts and emits the idle gaps that ended at the present.
     fn finalize_gaps(&mut self, sink: &mut impl UpdateSink) {
-        for gpu in std::mem::take(&mut self.pending_gap_devs) {
+        if self.pending_gap_devs.is_empty() {
+            return;
+        }
+        // (the list's buffer is kept: a new one per GPU_START that ended a gap was a visible
+        // share of the engine's allocations)
+        let mut devs = std::mem::take(&mut self.pending_gap_devs);
+        for &gpu in &devs {
             let Some(gap) = self
                 .devices
                 .get_mut(&gpu)
@@ -597,6 +608,8 @@ impl Engine {
             self.totals.idle.record(gap.len_ms() as i64);
             sink.update(Update::IdleGap(std::sync::Arc::new(gap)));
         }
+        devs.clear();
+        self.pending_gap_devs = devs;
     }
 
     fn remove_job(&mut self, idx: usize) {

@@ -30,8 +30,9 @@ pub(super) struct NameEntry {
     /// one that has no instance in flight is of a request that ended, never a new request
     /// (a writer numbers the requests of an id upward while any is in flight).
     pub max_request: u32,
-    /// A hash of the id, taken once when it was interned (for the table of recent lines,
-    /// which must not hash the string per event).
+    /// A hash of the id, taken once when it was interned (for the table of recent lines and
+    /// the kernel attribution's keys, which must not hash the string per event):
+    /// [`super::kernel::job_key`].
     pub hash: u64,
 }
 
@@ -60,10 +61,7 @@ impl Names {
             attempts: 0,
             others: Vec::new(),
             max_request: 0,
-            hash: {
-                use std::hash::{BuildHasher, BuildHasherDefault};
-                BuildHasherDefault::<rustc_hash::FxHasher>::default().hash_one(name)
-            },
+            hash: super::kernel::job_key(name),
         };
         let id = match self.free.pop() {
             Some(id) => {
