@@ -25,7 +25,8 @@
 //! spread further apart than one restart's first lines, at the end of the input, or past
 //! [`MAX_HELD_REPEATS`] held, the held SYNTH_STARTs that repeat are duplicates and the other
 //! held lines strays: none is used. [`Recent`] is a fixed table of 16,384 hashes in sets of
-//! four (a line falls out once four newer ones share its set): SYNTH_STARTs only, a sixth of
+//! four (a line falls out once four newer ones share its set), filled from a ring of the last
+//! 32,768 when a line behind the window asks: SYNTH_STARTs only, a sixth of
 //! a cuzk log's lines (a 160-sector log, 9,600 lines, concatenated with itself reads as one
 //! run: tests/known_answers.rs).
 
@@ -71,17 +72,35 @@ const RECENT_SETS: usize = 1 << 12;
 /// newer lines fell in its set (a direct-mapped table lost ~1 % of even the newest lines).
 const WAYS: usize = 4;
 
+/// Keys a line used is held in before it goes into the table: twice the table's keys, so
+/// that what falls off the ring unseen had most likely fallen out of the table too (at that
+/// age a set has had eight newer keys on average, and holds four).
+const RING: usize = 2 * RECENT_SETS * WAYS;
+
 /// Hashes of the lines the run used recently, in sets of four (one cache line each), the
-/// newest first: one short shift per line used, one set read per line behind the window.
+/// newest first.
+///
+/// A line used is only written at the end of a ring (a sequential write); the table is
+/// brought up to date from the ring when a line behind the window asks it. A set's
+/// read-modify-write per SYNTH_START, a random access to 128 KiB, was three quarters of the
+/// time the engine spent taking a line in (BENCHMARKS.md): a log whose lines stay in the
+/// window never pays it, and one that asks pays each key's insertion once, as before.
 #[derive(Debug)]
 pub(super) struct Recent {
     sets: Box<[[u64; WAYS]]>,
+    ring: Box<[u64]>,
+    /// Keys written to the ring in all, and how many of them the table has taken.
+    written: u64,
+    synced: u64,
 }
 
 impl Default for Recent {
     fn default() -> Self {
         Recent {
             sets: vec![[0; WAYS]; RECENT_SETS].into_boxed_slice(),
+            ring: vec![0; RING].into_boxed_slice(),
+            written: 0,
+            synced: 0,
         }
     }
 }
@@ -103,17 +122,29 @@ impl Recent {
     }
 
     /// Remembers a line (a line used twice takes two ways of its set: rare, and harmless).
+    #[inline]
     pub fn insert(&mut self, key: u64) {
-        let set = &mut self.sets[Self::set(key)];
-        *set = [key, set[0], set[1], set[2]];
+        self.ring[(self.written % RING as u64) as usize] = key;
+        self.written += 1;
     }
 
-    pub fn contains(&self, key: u64) -> bool {
+    /// Whether a line was used recently. The keys the ring holds that the table has not
+    /// taken go in first, oldest first (those written over before any line asked are lost,
+    /// as the table would have lost most of them).
+    pub fn contains(&mut self, key: u64) -> bool {
+        let from = self.synced.max(self.written.saturating_sub(RING as u64));
+        for i in from..self.written {
+            let k = self.ring[(i % RING as u64) as usize];
+            let set = &mut self.sets[Self::set(k)];
+            *set = [k, set[0], set[1], set[2]];
+        }
+        self.synced = self.written;
         self.sets[Self::set(key)].contains(&key)
     }
 
     pub fn clear(&mut self) {
         self.sets.fill([0; WAYS]);
+        self.synced = self.written;
     }
 }
 
@@ -156,7 +187,10 @@ impl Engine {
                 // only SYNTH_STARTs are remembered (a sixth of the lines: the table's cost on
                 // the hot path), and they are what a new run begins with
                 let start = e.kind == crate::event::EventKind::SynthStart;
-                let repeat = start && self.recent.contains(self.recent_key(offset, &e));
+                let repeat = start && {
+                    let key = self.recent_key(offset, &e);
+                    self.recent.contains(key)
+                };
                 if self.held.side == Some(Side::Ahead) {
                     self.stray_held();
                 }
@@ -273,8 +307,37 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    use super::{RING, Recent};
     use crate::sink::NoUpdates;
     use crate::{Engine, EngineConfig, parse_line};
+
+    /// What the ring holds is found once a line asks, whenever it was written; what fell off
+    /// the ring before any line asked is not; a new run forgets what was written, asked or not.
+    #[test]
+    fn the_table_finds_what_the_ring_held_when_asked() {
+        let key = |i: u64| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15)) | 1;
+        let mut r = Recent::default();
+        for i in 0..10 {
+            r.insert(key(i));
+        }
+        assert!((0..10).all(|i| r.contains(key(i))));
+        assert!(!r.contains(key(10)));
+        // asked again after more were written: the new ones are found, the old still are
+        for i in 10..20 {
+            r.insert(key(i));
+        }
+        assert!((0..20).all(|i| r.contains(key(i))));
+        // a long stretch with no question: the newest are found, the ring's overwritten not
+        let n = RING as u64 + 1000;
+        for i in 100..100 + n {
+            r.insert(key(i));
+        }
+        assert!((100 + n - 50..100 + n).all(|i| r.contains(key(i))));
+        assert!((100..150).all(|i| !r.contains(key(i))));
+        r.insert(key(1));
+        r.clear();
+        assert!(!r.contains(key(1)) && !r.contains(key(100 + n - 1)));
+    }
 
     /// A restart the source knows (a new process in the journal) ends the run there, even
     /// 4 ms after the start, where no heuristic could see one: the same lines again are a
