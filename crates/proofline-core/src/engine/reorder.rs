@@ -134,6 +134,13 @@ impl Reorder {
     /// The oldest event, if it is at or before `horizon`.
     #[inline]
     pub fn pop_until(&mut self, horizon: u64) -> Option<Ev> {
+        if self.behind.is_empty() {
+            // the usual case, every event in order: one look at the front
+            return match self.pending.front() {
+                Some(e) if e.t <= horizon => self.pending.pop_front(),
+                _ => None,
+            };
+        }
         let t = match self.oldest_behind()? {
             true => self.behind.peek().map(|Reverse(ByKey(e))| e.t),
             false => self.pending.front().map(|e| e.t),
