@@ -23,10 +23,6 @@ const MAX_UNKNOWN_KEYS: usize = 16;
 /// Open intervals followed per GPU in line order (more: the oldest, whose end never came,
 /// is dropped).
 const MAX_OPEN_PER_GPU: usize = 64;
-/// GPUs whose open intervals are followed in line order (a list looked through: past it,
-/// a GPU with nothing open gives its place, and with all open a new one is not followed,
-/// which leaves its lines unattributed, as several GPUs open do anyway).
-const MAX_FOLLOWED_GPUS: usize = 256;
 /// Partitions holding a call's kernel time until their record is out.
 const MAX_PENDING_PARTITIONS: usize = 65_536;
 /// GPU threads followed at once (a hostile log cannot grow the map with `gpu_tid`s).
@@ -342,7 +338,7 @@ impl Engine {
 
     /// Forgets the open intervals of a job given up on (their GPU_END will not come).
     pub(super) fn forget_open_intervals(&mut self, key: u64) {
-        for (_, open) in &mut self.line_open {
+        for open in self.line_open.values_mut() {
             open.retain(|(j, _)| *j != key);
         }
         self.line_open_gpus = self.line_open.iter().filter(|(_, v)| !v.is_empty()).count();
@@ -362,25 +358,9 @@ impl Engine {
             (None, None) => return,
         };
         let key = (job, ev.partition.unwrap_or(0));
-        let at = self.line_open.iter().position(|(g, _)| *g == gpu);
         match ev.kind {
             EventKind::GpuStart => {
-                let at = match at {
-                    Some(at) => at,
-                    None if self.line_open.len() < MAX_FOLLOWED_GPUS => {
-                        self.line_open.push((gpu, Vec::new()));
-                        self.line_open.len() - 1
-                    }
-                    // a log of more GPUs than that: one with nothing open gives its place
-                    None => match self.line_open.iter().position(|(_, v)| v.is_empty()) {
-                        Some(at) => {
-                            self.line_open[at].0 = gpu;
-                            at
-                        }
-                        None => return,
-                    },
-                };
-                let open = &mut self.line_open[at].1;
+                let open = self.line_open.entry(gpu).or_default();
                 if open.is_empty() {
                     self.line_open_gpus += 1;
                 }
@@ -391,7 +371,7 @@ impl Engine {
                 open.push(key);
             }
             EventKind::GpuEnd => {
-                if let Some((_, open)) = at.map(|at| &mut self.line_open[at]) {
+                if let Some(open) = self.line_open.get_mut(&gpu) {
                     if let Some(i) = open.iter().position(|k| *k == key) {
                         open.remove(i);
                         if open.is_empty() {
@@ -419,13 +399,12 @@ mod tests {
         }
     }
 
-    /// A line goes to the one GPU with an interval open, whatever the number of GPUs: past
-    /// the GPUs followed, one that is not followed leaves its lines unattributed, and a GPU
-    /// with nothing open gives its place to a new one.
+    /// A line goes to the one GPU with an interval open, whatever the number of GPUs and
+    /// however many were open before.
     #[test]
     fn lines_go_to_the_one_gpu_open_among_many() {
         let mut e = Engine::default();
-        let n = super::MAX_FOLLOWED_GPUS as u32 + 20;
+        let n = 276;
         for g in 0..n {
             line(
                 &mut e,
@@ -460,6 +439,13 @@ mod tests {
         line(&mut e, kernel);
         assert_eq!(e.kernel.kernel_by_gpu.get(&late), Some(&10));
         assert_eq!(e.kernel.unattributed, 1);
-        assert!(e.line_open.len() <= super::MAX_FOLLOWED_GPUS);
+        // two left open, however far apart their GPUs: nobody's
+        line(
+            &mut e,
+            &format!("TIMELINE,{},GPU_START,k,gpu=900,partition=1", 3 * n + 2),
+        );
+        line(&mut e, kernel);
+        assert_eq!(e.kernel.unattributed, 2);
+        assert_eq!(e.line_open_gpus, 2);
     }
 }

@@ -118,10 +118,9 @@ pub struct Engine {
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
     /// of the timeline): the attribution of timing lines.
-    /// (A list by GPU, looked through: a prover has a few GPUs, and a map's look-up per
-    /// GPU edge and timing line cost more.)
-    line_open: Vec<(u32, Vec<kernel::PartKey>)>,
-    /// The GPUs of `line_open` with an interval open.
+    line_open: BTreeMap<u32, Vec<kernel::PartKey>>,
+    /// The GPUs of `line_open` with an interval open (a timing line with two or more open
+    /// looks at no list).
     line_open_gpus: usize,
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
@@ -179,7 +178,7 @@ impl Engine {
             steady: RunSteady::default(),
             totals: Totals::default(),
             kernel: kernel::KernelTotals::default(),
-            line_open: Vec::new(),
+            line_open: BTreeMap::new(),
             line_open_gpus: 0,
             part_kernel: Default::default(),
             worker_gpu: Default::default(),
