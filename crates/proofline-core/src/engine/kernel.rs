@@ -430,7 +430,7 @@ mod tests {
             &mut e,
             &format!("TIMELINE,{},GPU_END,j5,gpu=5,partition=0", 3 * n),
         );
-        // a GPU past those followed at first takes the place of one with nothing open
+        // a GPU not seen before, open alone, takes the next line
         let late = n + 7;
         line(
             &mut e,

@@ -27,9 +27,8 @@
 //! held lines strays: none is used. [`Recent`] is a fixed table of 16,384 hashes in sets of
 //! four (a line falls out once four newer ones share its set), filled in order from a ring of
 //! the last few thousand when it is full or a line behind the window asks: SYNTH_STARTs only,
-//! a sixth of
-//! a cuzk log's lines (a 160-sector log, 9,600 lines, concatenated with itself reads as one
-//! run: tests/known_answers.rs).
+//! a sixth of a cuzk log's lines (a 160-sector log, 9,600 lines, concatenated with itself
+//! reads as one run: tests/known_answers.rs).
 
 use super::Engine;
 use super::reorder::Ev;
@@ -84,8 +83,9 @@ const RING: usize = 4096;
 /// into the table, in order, when it is full or when a line behind the window asks, so that
 /// the table a line asks is the one inserting each key at once would have built. A set's
 /// read-modify-write per SYNTH_START, a random access to 128 KiB between the engine's other
-/// work, was three quarters of `Engine::accept`'s time (BENCHMARKS.md); in a run of them
-/// one after the other the misses overlap.
+/// work, was three quarters of `Engine::accept`'s time; done in runs, one after the other,
+/// the same inserts cost half as much (`accept` with them 6.6 % -> 3.1 % of analyze's
+/// samples on a TIMELINE-only log, BENCHMARKS.md).
 #[derive(Debug)]
 pub(super) struct Recent {
     sets: Box<[[u64; WAYS]]>,
