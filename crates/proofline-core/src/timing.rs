@@ -121,6 +121,14 @@ impl TimingKey {
         }
     }
 
+    /// Whether the key is part of a GPU thread's kernel time ([`Timing::kernel_ms`]).
+    pub const fn is_kernel(self) -> bool {
+        matches!(
+            self,
+            TimingKey::NttMsmH | TimingKey::BatchAdd | TimingKey::TailMsm
+        )
+    }
+
     /// The key of a name cuzk prints.
     pub fn from_name(name: &str) -> Option<TimingKey> {
         // a match the compiler turns into length and byte tests (a scan of the names
@@ -305,10 +313,9 @@ impl Timing {
     /// The kernel time this line holds (see the module docs): its `ntt_msm_h_ms`,
     /// `batch_add_ms` and `tail_msm_ms`, whichever it has.
     pub fn kernel_ms(&self) -> Option<u64> {
-        let parts = [TimingKey::NttMsmH, TimingKey::BatchAdd, TimingKey::TailMsm];
-        parts
-            .into_iter()
-            .filter_map(|k| self.get(k))
+        self.iter()
+            .filter(|(k, _)| k.is_kernel())
+            .map(|(_, v)| v)
             .reduce(u64::saturating_add)
     }
 }
@@ -394,30 +401,45 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
         };
         // ASCII whitespace and `=` are char boundaries
         let (token, key, value) = (&rest[start..i], &rest[start..eq], &rest[eq + 1..i]);
-        let Some(v) = fast_u64(value).or_else(|| value.parse::<u64>().ok()) else {
-            if t.bad().len() < MAX_BAD_PAIRS {
-                t.extra().bad.push(token.chars().take(80).collect());
+        pairs += usize::from(t.take_pair(token, key, fast_u64(value), value));
+    }
+    Some(t.into_line(pairs))
+}
+
+impl Timing {
+    /// Takes one `key=value` pair of a line (`fast`: the value when its plain digits were
+    /// read already): a value that is no number is a bad pair, kept by name. Returns
+    /// whether the pair was good.
+    fn take_pair(&mut self, token: &str, key: &str, fast: Option<u64>, value: &str) -> bool {
+        let Some(v) = fast.or_else(|| value.parse::<u64>().ok()) else {
+            if self.bad().len() < MAX_BAD_PAIRS {
+                self.extra().bad.push(token.chars().take(80).collect());
             }
-            continue;
+            return false;
         };
-        pairs += 1;
         if key == "gpu_tid" {
-            t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
+            self.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
         } else if let Some(k) = TimingKey::from_name(key) {
-            t.set(k, v);
+            self.set(k, v);
         } else {
-            t.extra().unknown.push((key.to_owned(), v));
+            self.extra().unknown.push((key.to_owned(), v));
+        }
+        true
+    }
+
+    /// What a line of these pairs (`pairs` of them good) is: a timing, an error when every
+    /// pair was bad, else a note.
+    fn into_line(self, pairs: usize) -> Result<TimingLine, String> {
+        if pairs > 0 {
+            Ok(TimingLine::Timing(self))
+        } else if !self.bad().is_empty() {
+            Err(self
+                .bad_pairs()
+                .replace("; the line's other keys are kept", ""))
+        } else {
+            Ok(TimingLine::Note)
         }
     }
-    Some(if pairs > 0 {
-        Ok(TimingLine::Timing(t))
-    } else if !t.bad().is_empty() {
-        Err(t
-            .bad_pairs()
-            .replace("; the line's other keys are kept", ""))
-    } else {
-        Ok(TimingLine::Note)
-    })
 }
 
 /// `s.trim()`, with no look at its chars when both ends are plain ASCII (the usual line).
@@ -729,8 +751,8 @@ mod proptests {
     use proptest::prelude::*;
 
     /// The parser as it was before its fast paths (a substring search for the markers,
-    /// `trim`, `split_ascii_whitespace`, `str::parse`): the reference the fast one must agree
-    /// with on any line.
+    /// `trim`, `split_ascii_whitespace`, `split_once`, `str::parse`): the reference the fast
+    /// one must agree with on any line.
     fn reference(line: &str) -> Option<Result<TimingLine, String>> {
         let mut from = 0;
         let at = loop {
@@ -753,30 +775,11 @@ mod proptests {
             let Some((key, value)) = token.split_once('=') else {
                 continue;
             };
-            let Ok(v) = value.parse::<u64>() else {
-                if t.bad().len() < MAX_BAD_PAIRS {
-                    t.extra().bad.push(token.chars().take(80).collect());
-                }
-                continue;
-            };
-            pairs += 1;
-            if key == "gpu_tid" {
-                t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
-            } else if let Some(k) = TimingKey::from_name(key) {
-                t.set(k, v);
-            } else {
-                t.extra().unknown.push((key.to_owned(), v));
-            }
+            // (the pair itself is taken as the parser takes it: what is compared is the
+            // finding of the marker, the tokens and the numbers)
+            pairs += usize::from(t.take_pair(token, key, None, value));
         }
-        Some(if pairs > 0 {
-            Ok(TimingLine::Timing(t))
-        } else if !t.bad().is_empty() {
-            Err(t
-                .bad_pairs()
-                .replace("; the line's other keys are kept", ""))
-        } else {
-            Ok(TimingLine::Note)
-        })
+        Some(t.into_line(pairs))
     }
 
     /// Pieces a line is made of: markers, cuzk's keys, numbers of any length and sign,

@@ -98,6 +98,11 @@ impl KernelTotals {
         // more than the line has)
         let (mut kernel, mut thread) = (None::<u64>, false);
         for (key, v) in t.iter() {
+            if key.is_kernel() {
+                // the kernel time (`Timing::kernel_ms`)
+                kernel = Some(kernel.map_or(v, |k| k.saturating_add(v)));
+                continue;
+            }
             let dist = match key {
                 TimingKey::MutexHeld => &mut self.lock_held,
                 TimingKey::MutexWait => &mut self.lock_wait,
@@ -105,11 +110,6 @@ impl KernelTotals {
                 TimingKey::BarrierWait => &mut self.barrier_wait,
                 TimingKey::PrepMsm => &mut self.prep_msm,
                 TimingKey::BG2Msm => &mut self.b_g2_msm,
-                // the kernel time (`Timing::kernel_ms`)
-                TimingKey::NttMsmH | TimingKey::BatchAdd | TimingKey::TailMsm => {
-                    kernel = Some(kernel.map_or(v, |k| k.saturating_add(v)));
-                    continue;
-                }
                 TimingKey::GpuTotal => {
                     thread = true;
                     continue;
@@ -299,8 +299,8 @@ impl Engine {
     /// docs). Timing lines do not move the engine's clock.
     pub fn ingest_timing(&mut self, t: &Timing) {
         // (with two GPUs or more open, as is usual on a busy prover, no list is looked at)
-        let open = (self.line_open_gpus == 1)
-            .then(|| self.line_open.iter().find(|(_, v)| !v.is_empty()))
+        let open = (self.line_open.len() == 1)
+            .then(|| self.line_open.first_key_value())
             .flatten();
         let (gpu, only) = open.map_or((None, &[][..]), |(g, v)| (Some(*g), v.as_slice()));
         let call = self.kernel.add(t, gpu);
@@ -341,7 +341,7 @@ impl Engine {
         for open in self.line_open.values_mut() {
             open.retain(|(j, _)| *j != key);
         }
-        self.line_open_gpus = self.line_open.iter().filter(|(_, v)| !v.is_empty()).count();
+        self.line_open.retain(|_, open| !open.is_empty());
     }
 
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).
@@ -361,9 +361,6 @@ impl Engine {
         match ev.kind {
             EventKind::GpuStart => {
                 let open = self.line_open.entry(gpu).or_default();
-                if open.is_empty() {
-                    self.line_open_gpus += 1;
-                }
                 // an interval whose end never came (a panicked call) goes first
                 if open.len() >= MAX_OPEN_PER_GPU {
                     open.remove(0);
@@ -375,7 +372,7 @@ impl Engine {
                     if let Some(i) = open.iter().position(|k| *k == key) {
                         open.remove(i);
                         if open.is_empty() {
-                            self.line_open_gpus -= 1;
+                            self.line_open.remove(&gpu);
                         }
                     }
                 }
@@ -446,6 +443,6 @@ mod tests {
         );
         line(&mut e, kernel);
         assert_eq!(e.kernel.unattributed, 2);
-        assert_eq!(e.line_open_gpus, 2);
+        assert_eq!(e.line_open.len(), 2);
     }
 }

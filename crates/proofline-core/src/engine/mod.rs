@@ -117,11 +117,9 @@ pub struct Engine {
     /// What the `CUZK_TIMING:` lines say.
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
-    /// of the timeline): the attribution of timing lines.
+    /// of the timeline): the attribution of timing lines. A GPU with none open has no entry,
+    /// so the map's length is the number of GPUs open.
     line_open: BTreeMap<u32, Vec<kernel::PartKey>>,
-    /// The GPUs of `line_open` with an interval open (a timing line with two or more open
-    /// looks at no list).
-    line_open_gpus: usize,
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
     part_kernel: rustc_hash::FxHashMap<kernel::PartKey, u64>,
@@ -179,7 +177,6 @@ impl Engine {
             totals: Totals::default(),
             kernel: kernel::KernelTotals::default(),
             line_open: BTreeMap::new(),
-            line_open_gpus: 0,
             part_kernel: Default::default(),
             worker_gpu: Default::default(),
             mapping: Mapping::default(),
@@ -729,4 +726,15 @@ fn push_example(examples: &mut Vec<String>, f: impl FnOnce() -> String) {
 /// `a / b`, or `None` when `b` is 0.
 fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// A fixed sequence of pseudo-random numbers (xorshift64) for the engine's tests.
+#[cfg(test)]
+fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
 }

@@ -121,40 +121,45 @@ impl Reorder {
         }
     }
 
-    /// Whether the oldest event is the heap's (else the queue's).
-    fn oldest_behind(&self) -> Option<bool> {
+    /// The oldest event's time, and whether it is the heap's (else the queue's): one look
+    /// at each front (the heap is empty while events come in order).
+    #[inline]
+    fn oldest(&self) -> Option<(u64, bool)> {
         match (self.pending.front(), self.behind.peek()) {
             (None, None) => None,
-            (Some(_), None) => Some(false),
-            (None, Some(_)) => Some(true),
-            (Some(a), Some(Reverse(ByKey(b)))) => Some(b.key() < a.key()),
+            (Some(a), None) => Some((a.t, false)),
+            (None, Some(Reverse(ByKey(b)))) => Some((b.t, true)),
+            (Some(a), Some(Reverse(ByKey(b)))) if b.key() < a.key() => Some((b.t, true)),
+            (Some(a), Some(_)) => Some((a.t, false)),
+        }
+    }
+
+    /// Takes the front of the heap (`behind`) or of the queue.
+    #[inline]
+    fn take(&mut self, behind: bool) -> Option<Ev> {
+        if behind {
+            self.behind.pop().map(|Reverse(ByKey(e))| e)
+        } else {
+            self.pending.pop_front()
         }
     }
 
     /// The oldest event, if it is at or before `horizon`.
     #[inline]
     pub fn pop_until(&mut self, horizon: u64) -> Option<Ev> {
-        if self.behind.is_empty() {
-            // the usual case, every event in order: one look at the front
-            return match self.pending.front() {
-                Some(e) if e.t <= horizon => self.pending.pop_front(),
-                _ => None,
-            };
+        let (t, behind) = self.oldest()?;
+        if t <= horizon {
+            self.take(behind)
+        } else {
+            None
         }
-        let t = match self.oldest_behind()? {
-            true => self.behind.peek().map(|Reverse(ByKey(e))| e.t),
-            false => self.pending.front().map(|e| e.t),
-        }?;
-        if t <= horizon { self.pop() } else { None }
     }
 
     /// The oldest event, whatever its time.
     #[inline]
     pub fn pop(&mut self) -> Option<Ev> {
-        match self.oldest_behind()? {
-            true => self.behind.pop().map(|Reverse(ByKey(e))| e),
-            false => self.pending.pop_front(),
-        }
+        let (_, behind) = self.oldest()?;
+        self.take(behind)
     }
 }
 
@@ -192,13 +197,7 @@ mod tests {
     /// (time, arrival), and only up to the horizon asked for.
     #[test]
     fn events_leave_in_time_order_whatever_order_they_came_in() {
-        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d);
         let sorted: Vec<u64> = (0..500).map(|i| i / 3).collect();
         let reversed: Vec<u64> = sorted.iter().rev().copied().collect();
         let mut shuffled = sorted.clone();

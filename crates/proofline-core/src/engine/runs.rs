@@ -322,13 +322,7 @@ mod tests {
     /// at once: the sets of four, newest first, of the engine before the ring.
     #[test]
     fn the_table_answers_as_if_each_key_went_in_at_once() {
-        let mut rng = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
+        let mut next = super::super::xorshift(0x2545_f491_4f6c_dd1d);
         let mut eager = vec![[0u64; super::WAYS]; super::RECENT_SETS];
         let mut r = Recent::default();
         let mut used = Vec::new();
