@@ -8,7 +8,7 @@ use tracing::field::{Field, Visit};
 
 use super::stats::*;
 use crate::clock::{Clock, Raw};
-use crate::fields::{FieldNames, FieldVisitor, SpanFields, StackStr, parse_index};
+use crate::fields::{FieldNames, FieldVisitor, SpanFields, parse_index, with_formatted};
 use crate::queued::Queued;
 
 /// The event as cuzk prints it: the proof kind only where cuzk writes `kind=`.
@@ -166,16 +166,8 @@ impl Visit for TimelineVisitor<'_> {
         self.field_str(field, value);
     }
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        use std::fmt::Write as _;
-        let mut s = StackStr::new();
-        let owned;
-        let text = if write!(s, "{value:?}").is_ok() && s.as_str().is_some() {
-            s.as_str().unwrap_or_default()
-        } else {
-            owned = format!("{value:?}");
-            &owned
-        };
-        let text = text.trim_matches('"');
-        self.field_str(field, text);
+        with_formatted(format_args!("{value:?}"), |text| {
+            self.field_str(field, text.trim_matches('"'));
+        });
     }
 }
