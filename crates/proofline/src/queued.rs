@@ -7,7 +7,8 @@
 //! event, since a job's spans share one `Arc`. An entry is 64 bytes with the job id copied
 //! in, which the worker reads in place; only what few events carry (a long job id, a proof
 //! kind, both durations) goes behind a box. A span that closes before the worker has taken
-//! its first-enter event from the span table sends both in one entry (`start`).
+//! its first-enter event from the span table sends both in one entry (`start`), and its
+//! creation's event too when that waited as well (a GPU worker's GPU_PICKUP: `lead`).
 
 use std::sync::Arc;
 
@@ -24,6 +25,13 @@ const THEN_QUEUE: u8 = 1 << 5;
 const OWN_OFFSET: u8 = 1 << 6;
 /// The entry holds a `CUZK_TIMING:` line (in `ext`), not a TIMELINE event.
 const TIMING: u8 = 1 << 7;
+
+/// An entry that carries a lead event (see [`Queued::lead_event`]) holds its offset in the
+/// low bits of `offset_ms` (35 years of milliseconds) and how long before the start the
+/// lead was in the high ones (4.6 hours); what does not fit goes in an entry of its own.
+const OFFSET_BITS: u32 = 40;
+const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
+const LEAD_MAX_MS: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 
 thread_local! {
     /// The job id and proof kind whose kind this thread's entries carried last (held, so
@@ -54,6 +62,7 @@ fn kind_sent(job: &Arc<Name>, kind: &Arc<Name>) -> bool {
 #[derive(Debug)]
 #[repr(align(64))] // one entry, one cache line
 pub(crate) struct Queued {
+    /// The event's offset; with a lead event, also the lead's distance (see [`OFFSET_BITS`]).
     offset_ms: u64,
     ext: Option<Box<Ext>>,
     /// The event's own duration (`synth_ms` of a SYNTH_END, `gpu_ms` of a GPU_END).
@@ -65,7 +74,8 @@ pub(crate) struct Queued {
     gpu: u32,
     kind: EventKind,
     flags: u8,
-    /// The kind of the start event carried along (its index + 1), 0 for none.
+    /// The kind of the start event carried along (its index + 1) in the low four bits, 0
+    /// for none; the kind of the lead event before it likewise in the high four.
     start: u8,
     job_len: u8,
     /// The job id, zero-padded, when it fits (else in `ext`).
@@ -81,6 +91,52 @@ pub(crate) struct Pair<'f> {
     end: (EventKind, u64),
     /// How long before the end the start was, in ms.
     delta: u32,
+    /// The event before the start (a GPU worker's GPU_PICKUP, at the span's creation), and
+    /// how long before the start it was, in ms.
+    lead: Option<(EventKind, u64)>,
+}
+
+impl Pair<'_> {
+    /// The pair with a lead event at `lead.1` (a GPU worker's GPU_PICKUP at the span's
+    /// creation) riding along: `None` when it cannot be rebuilt exactly (as for the start,
+    /// [`Queued::pair_of`]) or its distance does not fit; it then goes in an entry of its
+    /// own, before this one.
+    #[inline(always)]
+    pub fn with_lead(mut self, lead: (EventKind, u64)) -> Option<Self> {
+        let start = self.end.1.checked_sub(u64::from(self.delta))?;
+        let before = start.checked_sub(lead.1)?;
+        if before > LEAD_MAX_MS
+            || self.end.1 > OFFSET_MASK
+            || rebuilt_differs(self.fields, lead.0, self.start)
+        {
+            return None;
+        }
+        self.lead = Some((lead.0, before));
+        Some(self)
+    }
+}
+
+/// Whether the event of `kind` rebuilt from its span's later event of kind `from` (copying
+/// its job, partition, and worker and GPU when both are GPU events; never `monolithic`)
+/// would differ from the event the span's fields give.
+fn rebuilt_differs(f: &SpanFields, kind: EventKind, from: EventKind) -> bool {
+    let carries_gpu_fields = f.worker.is_some() || f.gpu.is_some();
+    (kind.is_gpu() && !from.is_gpu() && carries_gpu_fields)
+        || (kind == EventKind::GpuQueue && f.partition.is_none())
+}
+
+/// The event of `kind` `before` ms before `from`, of the same span: its fields as
+/// [`rebuilt_differs`] says.
+fn rebuilt<'a>(kind: EventKind, from: &EventRef<'a>, before: u64) -> EventRef<'a> {
+    let mut ev = TimelineEvent::new(from.offset_ms.saturating_sub(before), kind, from.job_id);
+    ev.partition = from.partition;
+    if kind.carries().worker_gpu {
+        ev.worker = from.worker;
+        ev.gpu = from.gpu;
+    }
+    ev.proof_kind = from.proof_kind;
+    ev.request = from.request;
+    ev
 }
 
 /// What does not fit in an entry.
@@ -282,45 +338,53 @@ impl Queued {
         // what `start_event` rebuilds from the end: the job and partition always, the
         // worker and GPU when both are GPU events, never `monolithic` (a start has no
         // duration: it is built without one)
-        let carries_gpu_fields = f.worker.is_some() || f.gpu.is_some();
-        let refused = (start.0.is_gpu() && !end.0.is_gpu() && carries_gpu_fields)
-            || (start.0 == EventKind::GpuQueue && f.partition.is_none());
-        (!refused).then_some(Pair {
+        (!rebuilt_differs(f, start.0, end.0)).then_some(Pair {
             fields: f,
             id,
             start: start.0,
             end,
             delta,
+            lead: None,
         })
     }
 
-    /// The one entry for a span's start and end events (see [`Queued::pair_of`]).
+    /// The one entry for a span's start and end events (see [`Queued::pair_of`]), and its
+    /// lead event if [`Pair::with_lead`] took one.
     #[inline(always)]
     pub fn span_pair(p: Pair<'_>, ms: Option<u64>, then_queue: bool) -> Self {
         let f = p.fields;
         let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue);
         q.start = p.start.index() as u8 + 1;
         q.start_delta = p.delta;
+        if let Some((kind, before)) = p.lead {
+            q.start |= (kind.index() as u8 + 1) << 4;
+            q.offset_ms |= before << OFFSET_BITS;
+        }
         q
+    }
+
+    /// The entry's event offset (without a lead's distance).
+    #[inline]
+    fn offset(&self) -> u64 {
+        if self.start >> 4 != 0 {
+            self.offset_ms & OFFSET_MASK
+        } else {
+            self.offset_ms
+        }
     }
 
     /// The start event carried along, if any, rebuilt from `end` (this entry's
     /// [`Queued::event`]): it comes before it.
     pub fn start_event<'a>(&'a self, end: &EventRef<'a>) -> Option<EventRef<'a>> {
-        let kind = *EventKind::ALL.get(usize::from(self.start.checked_sub(1)?))?;
-        let mut ev = TimelineEvent::new(
-            end.offset_ms.saturating_sub(u64::from(self.start_delta)),
-            kind,
-            end.job_id,
-        );
-        ev.partition = end.partition;
-        if kind.carries().worker_gpu {
-            ev.worker = end.worker;
-            ev.gpu = end.gpu;
-        }
-        ev.proof_kind = end.proof_kind;
-        ev.request = end.request;
-        Some(ev)
+        let kind = *EventKind::ALL.get(usize::from((self.start & 0x0f).checked_sub(1)?))?;
+        Some(rebuilt(kind, end, u64::from(self.start_delta)))
+    }
+
+    /// The lead event carried along, if any, rebuilt from `start` (this entry's
+    /// [`Queued::start_event`]): it comes before it.
+    pub fn lead_event<'a>(&'a self, start: &EventRef<'a>) -> Option<EventRef<'a>> {
+        let kind = *EventKind::ALL.get(usize::from((self.start >> 4).checked_sub(1)?))?;
+        Some(rebuilt(kind, start, self.offset_ms >> OFFSET_BITS))
     }
 
     /// The entry of an event whose offset is the prover's own (a TIMELINE line it printed
@@ -370,7 +434,9 @@ impl Queued {
         if self.flags & TIMING != 0 {
             return 0;
         }
-        1 + u64::from(self.then_queue()) + u64::from(self.start != 0)
+        1 + u64::from(self.then_queue())
+            + u64::from(self.start & 0x0f != 0)
+            + u64::from(self.start >> 4 != 0)
     }
 
     /// The event, its strings borrowed from the entry.
@@ -382,7 +448,7 @@ impl Queued {
             None => std::str::from_utf8(&self.job[..usize::from(self.job_len)]).unwrap_or(""),
         };
         let opt = |bit: u8, v: u32| (self.flags & bit != 0).then_some(v);
-        let mut ev = TimelineEvent::new(self.offset_ms, self.kind, job);
+        let mut ev = TimelineEvent::new(self.offset(), self.kind, job);
         ev.partition = opt(PARTITION, self.partition);
         ev.worker = opt(WORKER, self.worker);
         ev.gpu = opt(GPU, self.gpu);
@@ -548,11 +614,60 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// A span's creation event rides along with its start and end when it can be
+        /// rebuilt exactly and its distance fits; all three come back as the layer builds
+        /// them, in order, and the end's offset is whole whatever the lead's distance.
+        #[test]
+        fn a_span_pair_with_its_lead_gives_three_events_back(
+            f in fields(),
+            ks in (0usize..6, 0usize..6, 0usize..6),
+            end_off in prop_oneof![0u64..1 << 41, any::<u64>()],
+            back in 0u64..100_000,
+            lead_back in prop_oneof![0u64..100_000, 0u64..1 << 25],
+            then_queue in any::<bool>(),
+        ) {
+            let (lead, start, end) = (EventKind::ALL[ks.0], EventKind::ALL[ks.1], EventKind::ALL[ks.2]);
+            let start_off = end_off.saturating_sub(back);
+            let lead_off = start_off.saturating_sub(lead_back);
+            let Some(pair) = Queued::pair_of(&f, (start, start_off), (end, end_off)) else {
+                return Ok(());
+            };
+            match pair.with_lead((lead, lead_off)) {
+                Some(with) => {
+                    let q = Queued::span_pair(with, Some(7), then_queue);
+                    let end_ev = q.event();
+                    prop_assert_eq!(Some(end_ev.clone()), span_event(end, &f, end_off, Some(7)));
+                    let start_ev = q.start_event(&end_ev);
+                    prop_assert_eq!(start_ev.clone(), span_event(start, &f, start_off, None));
+                    let start_ev = start_ev.expect("a start");
+                    prop_assert_eq!(q.lead_event(&start_ev), span_event(lead, &f, lead_off, None));
+                    prop_assert_eq!(q.events(), 3 + u64::from(then_queue));
+                    prop_assert_eq!(q.then_queue(), then_queue);
+                }
+                None => prop_assert!(
+                    end_off > OFFSET_MASK
+                        || start_off - lead_off > LEAD_MAX_MS
+                        || (lead.is_gpu() && !start.is_gpu()
+                            && (f.worker.is_some() || f.gpu.is_some()))
+                        || (lead == EventKind::GpuQueue && f.partition.is_none()),
+                    "cuzk's GPU_PICKUP always rides: {lead} {start} {end}"
+                ),
+            }
+            // without a lead, no lead comes back
+            let q = Queued::span_pair(pair, None, then_queue);
+            let end_ev = q.event();
+            let start_ev = q.start_event(&end_ev).expect("a start");
+            prop_assert!(q.lead_event(&start_ev).is_none());
+        }
+    }
+
     /// An entry of one event (no start carried along), with a GPU_QUEUE after it or not.
     fn one_event_and_its_queue(q: &Queued, then_queue: bool) -> Result<(), TestCaseError> {
         prop_assert_eq!(q.then_queue(), then_queue);
         prop_assert_eq!(q.events(), 1 + u64::from(then_queue));
         prop_assert!(q.start_event(&q.event()).is_none());
+        prop_assert!(q.lead_event(&q.event()).is_none());
         Ok(())
     }
 

@@ -397,6 +397,9 @@ impl Worker {
             );
         }
         if let Some(start) = q.start_event(&ev) {
+            if let Some(lead) = q.lead_event(&start) {
+                self.handle(&lead, line);
+            }
             self.handle(&start, line);
         }
         self.handle(&ev, line);

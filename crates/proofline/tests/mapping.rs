@@ -50,12 +50,20 @@ fn timeline_events_and_ancestor_fields() {
             "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
             "TIMELINE,T,SYNTH_END,winpost-9-ab,synth_ms=895",
             "TIMELINE,T,GPU_QUEUE,winpost-9-ab,monolithic",
-            "TIMELINE,T,GPU_PICKUP,porep-9-1,worker=3,partition=4,gpu=1",
+            // the span's pickup and start wait in its state, and go with its end (or at the
+            // worker's next look): written after the event inside it, at their own offsets
             "TIMELINE,T,GPU_QUEUE,porep-9-1,partition=4",
+            "TIMELINE,T,GPU_PICKUP,porep-9-1,worker=3,partition=4,gpu=1",
             "TIMELINE,T,GPU_START,porep-9-1,worker=3,partition=4,gpu=1",
             &lines[6],
         ]
     );
+    let offset = |i: usize| -> u64 {
+        let l = text.lines().nth(i).unwrap_or_default();
+        l.split(',').nth(1).and_then(|o| o.parse().ok()).expect(l)
+    };
+    // the pickup at the span's creation: before the event inside it, and the start
+    assert!(offset(4) <= offset(3) && offset(3) <= offset(5) && offset(5) <= offset(6));
     assert!(
         lines[6].starts_with("TIMELINE,T,GPU_END,porep-9-1,worker=3,partition=4,gpu_ms="),
         "{}",

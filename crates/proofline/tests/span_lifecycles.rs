@@ -185,6 +185,106 @@ fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     assert_eq!((s.received, s.written, s.dropped), (5, 5, 0));
 }
 
+/// cuzk's `gpu_worker` span: its GPU_PICKUP (at its creation) waits in its state as its
+/// start does. A span that waits and runs is told while it does (the worker takes both from
+/// the span table); one that is never entered still tells its pickup; a failed one its
+/// pickup and start; one that ends before the worker looks sends all three in one entry,
+/// each at its own offset and in order.
+#[test]
+fn a_gpu_workers_pickup_is_told_while_it_waits_and_goes_with_its_end() {
+    let lines_of = |text: &str, job: &str| -> Vec<(EventKind, u64)> {
+        text.lines()
+            .filter_map(|l| parse_line(l).ok().flatten())
+            .filter(|ev| ev.job_id == job)
+            .map(|ev| (ev.kind, ev.offset_ms))
+            .collect()
+    };
+    let wait_for = |buf: &SharedBuf, what: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !buf.text().contains(what) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what} not written: {:?}",
+                buf.text()
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    };
+    let gpu_worker = |job: &'static str| info_span!("gpu_worker", worker_id = 1u64, gpu = 0u64, job_id = %job, proof_kind = %"porep-c2", partition = ?Some(2u32));
+
+    // polled every 5 ms: a span that waits, then runs, is told as it goes
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .poll_interval(Duration::from_millis(5))
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let span = gpu_worker("porep-2-1");
+        wait_for(&buf, ",GPU_PICKUP,porep-2-1,worker=1,partition=2,gpu=0\n");
+        assert!(!buf.text().contains("GPU_START"), "{}", buf.text());
+        let running = span.enter();
+        wait_for(&buf, ",GPU_START,porep-2-1,");
+        assert!(!buf.text().contains("GPU_END"), "{}", buf.text());
+        drop(running);
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let kinds: Vec<EventKind> = lines_of(&buf.text(), "porep-2-1")
+        .iter()
+        .map(|e| e.0)
+        .collect();
+    assert_eq!(
+        kinds,
+        [EventKind::GpuPickup, EventKind::GpuStart, EventKind::GpuEnd]
+    );
+
+    // a worker that never looks: what the spans tell goes with their closes
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .poll_interval(Duration::from_secs(120))
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        let span = gpu_worker("porep-2-2");
+        thread::sleep(Duration::from_millis(40));
+        span.in_scope(|| thread::sleep(Duration::from_millis(40)));
+        drop(span);
+        // made and closed, never entered: it was picked up, never started
+        drop(gpu_worker("porep-2-3"));
+        // failed inside: picked up and started, no end
+        gpu_worker("porep-2-4").in_scope(|| tracing::error!("the GPU call failed"));
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let three = lines_of(&text, "porep-2-2");
+    let kinds: Vec<EventKind> = three.iter().map(|e| e.0).collect();
+    assert_eq!(
+        kinds,
+        [EventKind::GpuPickup, EventKind::GpuStart, EventKind::GpuEnd],
+        "{text}"
+    );
+    let (pickup, start, end) = (three[0].1, three[1].1, three[2].1);
+    assert!(
+        start >= pickup + 35,
+        "the pickup at the span's creation: {text}"
+    );
+    assert!(end >= start + 35, "{text}");
+    assert!(
+        text.contains(",GPU_PICKUP,porep-2-2,worker=1,partition=2,gpu=0\n"),
+        "{text}"
+    );
+    let kinds = |job| -> Vec<EventKind> { lines_of(&text, job).iter().map(|e| e.0).collect() };
+    assert_eq!(kinds("porep-2-3"), [EventKind::GpuPickup], "{text}");
+    assert_eq!(
+        kinds("porep-2-4"),
+        [EventKind::GpuPickup, EventKind::GpuStart],
+        "{text}"
+    );
+    let s = guard.stats();
+    assert_eq!((s.received, s.written, s.dropped), (6, 6, 0), "{s:?}");
+}
+
 /// A synthesis span that records an error (later, or when it is made), or has an ERROR event
 /// inside it or inside a span within it, failed: no SYNTH_END and no GPU_QUEUE (cuzk prints
 /// neither), counted.

@@ -199,8 +199,8 @@ impl TimelineLayer {
         }
         let panicking = mask != 0 && std::thread::panicking();
         if mask == 0 || panicking {
-            // it did start: a start still waiting goes out alone
-            self.send_pending_start(st);
+            // it did start: a start (and creation) still waiting goes out alone
+            self.send_pending(st);
             if panicking {
                 // the work did not finish: no end edge (the job shows as incomplete)
                 self.stats.aborted.fetch_add(1, Ordering::Relaxed);
@@ -209,6 +209,8 @@ impl TimelineLayer {
         }
         let has_start = st.rules[Edge::FirstEnter.index()] != 0;
         let Some(first) = st.first_enter else {
+            // (it was made, though: a GPU worker's pickup is told)
+            self.send_pending(st);
             if has_start {
                 return; // never entered: it never ran, so it neither started nor ended
             }
@@ -223,24 +225,45 @@ impl TimelineLayer {
             if let (Some(start), Some(end)) = (st.single_start(), only_kind(mask)) {
                 let start = (start, self.clock.offset_ms(first));
                 let end = (end, self.clock.offset_ms(at));
-                if let Some(pair) = Queued::pair_of(&st.fields, start, end) {
+                if let Some(mut pair) = Queued::pair_of(&st.fields, start, end) {
+                    // a creation's event still waiting (a GPU worker's GPU_PICKUP) rides
+                    // along too when it can, else goes first in an entry of its own: one
+                    // entry for the span's three events instead of two
+                    let lead = (st.created_pending)
+                        .zip(st.single_created())
+                        .map(|(at, kind)| (kind, self.clock.offset_ms(at)));
+                    let mut events = 2;
+                    if let Some(lead) = lead {
+                        match pair.with_lead(lead) {
+                            Some(with) => (pair, events) = (with, 3),
+                            None => self.send_pending_created(st),
+                        }
+                    }
                     let then_queue = self.then_queue(end.0, mask);
                     // built straight into the ring's slot: built first and then copied,
                     // the copy stalled on the entry's narrow stores (BENCHMARKS.md)
-                    self.send_with(2 + u64::from(then_queue), || {
+                    self.send_with(events + u64::from(then_queue), || {
                         Queued::span_pair(pair, Some(ms), then_queue)
                     });
                     return;
                 }
             }
         }
-        self.send_pending_start(st);
+        self.send_pending(st);
         self.emit_mask(mask, &st.fields, at, Some(ms));
     }
 
-    /// Sends a span's first-enter event if it is still waiting in its state.
-    fn send_pending_start(&self, st: &SpanState) {
+    /// Sends a span's creation and first-enter events, those still waiting in its state.
+    fn send_pending(&self, st: &SpanState) {
+        self.send_pending_created(st);
         if let Some(q) = st.pending_start(&self.clock, &self.stats) {
+            self.send(q);
+        }
+    }
+
+    /// Sends a span's creation event if it is still waiting in its state.
+    fn send_pending_created(&self, st: &SpanState) {
+        if let Some(q) = st.pending_created(&self.clock, &self.stats) {
             self.send(q);
         }
     }
@@ -274,6 +297,7 @@ where
                 None => self.cfg.rules_for(attrs.metadata().name()),
             },
             first_enter: None,
+            created_pending: None,
             start_pending: false,
             failed: false,
             request_origin: None,
@@ -355,9 +379,18 @@ where
         {
             let _ = self.stats.first_without_job_id.set(attrs.metadata().name());
         }
+        // A single creation event (a GPU worker's GPU_PICKUP) waits in the span's state, as
+        // a first enter's does: the worker's next look at the table or the close sends it,
+        // with the start and end in one entry when it can. (Its own entry was a third of
+        // cuzk's `gpu_worker` span's cost to the prover: BENCHMARKS.md.)
         let created = state.rules[Edge::Created.index()];
         if created != 0 {
-            self.emit_mask(created, &state.fields, self.clock.now(), None);
+            let now = self.clock.now();
+            if only_kind(created).is_some() && !self.closed.load(Ordering::Relaxed) {
+                state.created_pending = Some(now);
+            } else {
+                self.emit_mask(created, &state.fields, now, None);
+            }
         }
         self.spans.insert(id, state);
     }
@@ -397,6 +430,11 @@ where
             if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
                 st.start_pending = true;
             } else {
+                // (a creation event still waiting goes first)
+                if let Some(q) = st.pending_created(&self.clock, &self.stats) {
+                    self.send(q);
+                }
+                st.created_pending = None;
                 self.emit_mask(enter, &st.fields, at, None);
             }
         });

@@ -96,16 +96,22 @@ impl SpanTable {
         Some(st)
     }
 
-    /// Takes the first-enter events still waiting in the table (spans entered and not yet
-    /// closed); each shard is locked only to copy its events out.
+    /// Takes the creation and first-enter events still waiting in the table (spans not yet
+    /// closed), each creation before its start; each shard is locked only to copy its events
+    /// out.
     pub fn take_starts(&self, clock: &Clock, stats: &LayerStats, out: &mut Vec<Queued>) {
         for shard in &self.shards {
             let mut shard = shard
                 .0
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            // written only where a start waits: the prover's lines stay clean
-            for st in shard.values_mut().filter(|st| st.start_pending) {
+            // written only where an event waits: the prover's lines stay clean
+            for st in shard
+                .values_mut()
+                .filter(|st| st.start_pending || st.created_pending.is_some())
+            {
+                out.extend(st.pending_created(clock, stats));
+                st.created_pending = None;
                 out.extend(st.pending_start(clock, stats));
                 st.start_pending = false;
             }
@@ -131,6 +137,10 @@ pub(crate) struct SpanState {
     pub(crate) callsite: Option<u32>,
     pub(crate) rules: RuleMask,
     pub(crate) first_enter: Option<Raw>,
+    /// When the span was made, while its creation's event (a GPU worker's GPU_PICKUP) is
+    /// not sent yet: as a first enter's, it waits for the worker's next look at the table or
+    /// goes with the close (see `on_new_span`).
+    pub(crate) created_pending: Option<Raw>,
     /// The first enter's event is not sent yet: the worker's next look at the table, or
     /// the close if it comes first, sends it (see `on_enter`).
     pub(crate) start_pending: bool,
@@ -148,6 +158,26 @@ impl SpanState {
     /// SYNTH_START, GPU_START), which can wait in the table for the worker.
     pub(crate) fn single_start(&self) -> Option<EventKind> {
         only_kind(self.rules[Edge::FirstEnter.index()])
+    }
+
+    /// The one event the creation emits, when it emits exactly one (a GPU worker's
+    /// GPU_PICKUP), which can wait in the table.
+    pub(crate) fn single_created(&self) -> Option<EventKind> {
+        only_kind(self.rules[Edge::Created.index()])
+    }
+
+    /// The queue entry of the creation's event, if it is still waiting.
+    pub(crate) fn pending_created(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
+        let at = self.created_pending?;
+        edge(
+            clock,
+            stats,
+            self.single_created()?,
+            &self.fields,
+            at,
+            None,
+            false,
+        )
     }
 
     /// The queue entry of the first-enter event, if it is still waiting.
