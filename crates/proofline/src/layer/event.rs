@@ -77,14 +77,43 @@ pub(crate) fn span_event(
 }
 
 /// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
+/// A line the prover logged through `tracing`, as the layer takes it.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Logged {
+    /// It holds the TIMELINE marker: parsed as a TIMELINE line.
+    Timeline(String),
+    /// It holds the `CUZK_TIMING:` marker and not the TIMELINE one: parsed on the worker.
+    Timing(String),
+}
+
+/// Whether `s` holds the TIMELINE marker, and the `CUZK_TIMING:` one, in one look at each
+/// `T` (both markers have one; two substring searches were a tenth of what a `CUZK_TIMING:`
+/// line logged through `tracing` cost the prover).
+pub(crate) fn markers(s: &str) -> (bool, bool) {
+    use proofline_core::{codec::MARKER, timing::TIMING_MARKER};
+    // where the `T` of `CUZK_TIMING:` is
+    const AT: usize = 5;
+    const _: () = assert!(TIMING_MARKER.as_bytes()[AT] == b'T' && MARKER.as_bytes()[0] == b'T');
+    let b = s.as_bytes();
+    let (mut timeline, mut timing) = (false, false);
+    for p in memchr::memchr_iter(b'T', b) {
+        timeline |= b[p..].starts_with(MARKER.as_bytes());
+        timing |= p >= AT && b[p - AT..].starts_with(TIMING_MARKER.as_bytes());
+        if timeline && timing {
+            break;
+        }
+    }
+    (timeline, timing)
+}
+
 pub(crate) struct TimelineVisitor<'a> {
     pub(crate) names: &'a FieldNames,
     pub(crate) fields: SpanFields,
     pub(crate) ev: Option<EventKind>,
     pub(crate) detail: Option<String>,
-    /// The message, when it is a whole TIMELINE line (`timeline_event()` logging its line
-    /// through `tracing` instead of printing it).
-    pub(crate) line: Option<String>,
+    /// The message, when it is a TIMELINE line (`timeline_event()` logging its line through
+    /// `tracing` instead of printing it) or a `CUZK_TIMING:` one.
+    pub(crate) line: Option<Logged>,
     pub(crate) synth_ms: Option<u64>,
     pub(crate) gpu_ms: Option<u64>,
     /// `CUZK_TIMING` keys given as fields (`pre_lock_cpu_ms = 12, ...`), if any.
@@ -118,11 +147,11 @@ impl TimelineVisitor<'_> {
             "event" => self.ev = EventKind::from_name(s),
             "detail" => self.detail = Some(s.to_owned()),
             "message" => {
-                if s.contains(proofline_core::codec::MARKER)
-                    || s.contains(proofline_core::timing::TIMING_MARKER)
-                {
-                    self.line = Some(s.to_owned());
-                }
+                self.line = match markers(s) {
+                    (true, _) => Some(Logged::Timeline(s.to_owned())),
+                    (false, true) => Some(Logged::Timing(s.to_owned())),
+                    (false, false) => None,
+                };
             }
             name => {
                 if let Some(v) = parse_index(s).map(u64::from) {
@@ -169,5 +198,38 @@ impl Visit for TimelineVisitor<'_> {
         with_formatted(format_args!("{value:?}"), |text| {
             self.field_str(field, text.trim_matches('"'));
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// The markers are found where substring searches find them, whatever the pieces
+        /// around them.
+        #[test]
+        fn the_markers_are_found_where_substring_searches_find_them(
+            pieces in proptest::collection::vec(
+                prop_oneof![
+                    Just("TIMELINE,"), Just("TIMELINE"), Just("CUZK_TIMING:"), Just("CUZK_TIMING"),
+                    Just("CUZK_"), Just("TIMING:"), Just("T"), Just("C"), Just("K_T"), Just(" "),
+                    Just(","), Just("é"), Just("x=1"),
+                ],
+                0..12,
+            )
+        ) {
+            let s = pieces.concat();
+            prop_assert_eq!(
+                markers(&s),
+                (
+                    s.contains(proofline_core::codec::MARKER),
+                    s.contains(proofline_core::timing::TIMING_MARKER)
+                ),
+                "{:?}", s
+            );
+        }
     }
 }

@@ -465,7 +465,6 @@ where
         if self.wants(event.metadata()).is_none() {
             return;
         }
-        let at = self.clock.now();
         let mut v = TimelineVisitor {
             names: &self.cfg.fields,
             fields: SpanFields::default(),
@@ -487,18 +486,27 @@ where
             }
             // the prover's own TIMELINE line, logged instead of printed: taken as it is,
             // with its own offset; else a CUZK_TIMING line
-            if let Some(line) = v.line {
-                match codec::parse_line(&line) {
-                    Ok(Some(ev)) => self.send(Queued::new(&ev, false).with_own_offset()),
-                    // a CUZK_TIMING line: parsed on the worker's thread, not the prover's
-                    Ok(None) => self.send_timing(crate::queued::TimingIn::Text(line)),
+            let line = match v.line {
+                Some(event::Logged::Timeline(line)) => match codec::parse_line(&line) {
+                    Ok(Some(ev)) => {
+                        self.send(Queued::new(&ev, false).with_own_offset());
+                        return;
+                    }
+                    Ok(None) => line,
                     Err(_) => {
                         self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                        return;
                     }
-                }
-            }
+                },
+                Some(event::Logged::Timing(line)) => line,
+                None => return,
+            };
+            // a CUZK_TIMING line (or one whose TIMELINE marker is no line's start): parsed on
+            // the worker's thread, not the prover's
+            self.send_timing(crate::queued::TimingIn::Text(line));
             return;
         };
+        let at = self.clock.now();
         let mut f = v.fields;
         if !f.complete() {
             if let Some(mut scope) = ctx.event_scope(event) {
