@@ -208,7 +208,7 @@ impl TimelineLayer {
             return;
         }
         let has_start = st.rules[Edge::FirstEnter.index()] != 0;
-        let Some(first) = st.first_enter else {
+        let Some(first) = st.first_enter.map(At::raw) else {
             // (it was made, though: a GPU worker's pickup is told)
             self.send_pending(st);
             if has_start {
@@ -229,7 +229,7 @@ impl TimelineLayer {
                     // a creation's event still waiting (a GPU worker's GPU_PICKUP) rides
                     // along too when it can, else goes first in an entry of its own: one
                     // entry for the span's three events instead of two
-                    let lead = (st.created_pending)
+                    let lead = (st.created_pending.map(At::raw))
                         .zip(st.single_created())
                         .map(|(at, kind)| (kind, self.clock.offset_ms(at)));
                     let mut events = 2;
@@ -387,7 +387,7 @@ where
         if created != 0 {
             let now = self.clock.now();
             if only_kind(created).is_some() && !self.closed.load(Ordering::Relaxed) {
-                state.created_pending = Some(now);
+                state.created_pending = Some(At::new(now));
             } else {
                 self.emit_mask(created, &state.fields, now, None);
             }
@@ -425,7 +425,7 @@ where
                 return;
             }
             let at = self.clock.now();
-            st.first_enter = Some(at);
+            st.first_enter = Some(At::new(at));
             // (after shutdown it goes to the queue, which counts it as dropped)
             if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
                 st.start_pending = true;

@@ -127,6 +127,22 @@ const _: () = assert!(SpanTable::LIVE % SpanTable::SHARDS == 0);
 #[repr(align(64))]
 pub(crate) struct Shard(Mutex<HashMap<u64, SpanState>>);
 
+/// A clock reading kept in a span's state, in 8 bytes where an `Option<Raw>` takes 16: the
+/// table's entries stay the size they were before a span's creation time was kept there. A
+/// reading of 0 is kept as 1 (a tick, which no millisecond offset sees).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct At(std::num::NonZeroU64);
+
+impl At {
+    pub(crate) fn new(raw: Raw) -> Self {
+        At(std::num::NonZeroU64::new(raw).unwrap_or(std::num::NonZeroU64::MIN))
+    }
+
+    pub(crate) fn raw(self) -> Raw {
+        self.0.get()
+    }
+}
+
 /// Per-span state, kept in the layer's span table.
 #[derive(Debug)]
 pub(crate) struct SpanState {
@@ -136,11 +152,11 @@ pub(crate) struct SpanState {
     /// Where the info of its callsite is.
     pub(crate) callsite: Option<u32>,
     pub(crate) rules: RuleMask,
-    pub(crate) first_enter: Option<Raw>,
+    pub(crate) first_enter: Option<At>,
     /// When the span was made, while its creation's event (a GPU worker's GPU_PICKUP) is
     /// not sent yet: as a first enter's, it waits for the worker's next look at the table or
     /// goes with the close (see `on_new_span`).
-    pub(crate) created_pending: Option<Raw>,
+    pub(crate) created_pending: Option<At>,
     /// The first enter's event is not sent yet: the worker's next look at the table, or
     /// the close if it comes first, sends it (see `on_enter`).
     pub(crate) start_pending: bool,
@@ -168,7 +184,7 @@ impl SpanState {
 
     /// The queue entry of the creation's event, if it is still waiting.
     pub(crate) fn pending_created(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
-        let at = self.created_pending?;
+        let at = self.created_pending?.raw();
         edge(
             clock,
             stats,
@@ -191,9 +207,25 @@ impl SpanState {
             stats,
             kind,
             &self.fields,
-            self.first_enter?,
+            self.first_enter?.raw(),
             None,
             false,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A span's state (the table's entry) keeps its times in 8 bytes each: the creation's
+    /// time added nothing to it.
+    #[test]
+    fn a_spans_state_stays_96_bytes() {
+        assert!(
+            std::mem::size_of::<super::SpanState>() <= 96,
+            "{}",
+            std::mem::size_of::<super::SpanState>()
+        );
+        assert_eq!(super::At::new(0).raw(), 1);
+        assert_eq!(super::At::new(7).raw(), 7);
     }
 }
