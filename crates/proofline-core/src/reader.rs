@@ -8,7 +8,7 @@ use crate::engine::Engine;
 use crate::event::{EventKind, EventRef, TimelineEvent};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
-use crate::timing::{TimingLine, parse_timing};
+use crate::timing::{TimingLine, parse_plain_timing, parse_timing};
 
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
@@ -110,28 +110,13 @@ impl LineFeeder {
     #[inline]
     fn take_line<'a>(&mut self, text: &'a str) -> Result<Option<Parsed<'a>>, LineError> {
         self.stats.lines += 1;
+        // a timing line with no `T` after its marker (cuzk's, most of its log) holds no
+        // TIMELINE event: it is not looked through for one
+        if let Some(t) = parse_plain_timing(text) {
+            return self.timing(text, Some(t));
+        }
         match parse_line(text) {
-            Ok(None) => match parse_timing(text) {
-                None if !self.startup_over || text.starts_with(crate::timing::LAYER_STARTUP) => {
-                    Ok(crate::timing::parse_worker_map(text)
-                        .map(|m| Parsed::Timing(TimingLine::WorkerMap(m))))
-                }
-                None => Ok(None),
-                Some(Ok(t)) => {
-                    self.stats.timing_lines += 1;
-                    // a partial line is used, and counted and named as malformed too
-                    if let TimingLine::Timing(timing) = &t {
-                        if timing.is_partial() {
-                            let _ = self.malformed(timing.bad_pairs());
-                        }
-                    }
-                    Ok(Some(Parsed::Timing(t)))
-                }
-                Some(Err(e)) => {
-                    self.stats.timing_lines += 1;
-                    Err(self.malformed(e))
-                }
-            },
+            Ok(None) => self.timing(text, parse_timing(text)),
             Ok(Some(ev)) => {
                 self.stats.timeline_lines += 1;
                 self.startup_over = true;
@@ -140,6 +125,37 @@ impl LineFeeder {
             Err(e) => {
                 self.stats.timeline_lines += 1;
                 Err(self.malformed(e.to_string()))
+            }
+        }
+    }
+
+    /// Counts and takes a line that holds no TIMELINE event, as [`parse_timing`] read it:
+    /// its timing (or start-up mapping), nothing, or the error of a malformed one.
+    #[inline]
+    fn timing<'a>(
+        &mut self,
+        text: &str,
+        timing: Option<Result<TimingLine, String>>,
+    ) -> Result<Option<Parsed<'a>>, LineError> {
+        match timing {
+            None if !self.startup_over || text.starts_with(crate::timing::LAYER_STARTUP) => {
+                Ok(crate::timing::parse_worker_map(text)
+                    .map(|m| Parsed::Timing(TimingLine::WorkerMap(m))))
+            }
+            None => Ok(None),
+            Some(Ok(t)) => {
+                self.stats.timing_lines += 1;
+                // a partial line is used, and counted and named as malformed too
+                if let TimingLine::Timing(timing) = &t {
+                    if timing.is_partial() {
+                        let _ = self.malformed(timing.bad_pairs());
+                    }
+                }
+                Ok(Some(Parsed::Timing(t)))
+            }
+            Some(Err(e)) => {
+                self.stats.timing_lines += 1;
+                Err(self.malformed(e))
             }
         }
     }
