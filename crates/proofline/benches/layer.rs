@@ -411,18 +411,21 @@ fn bench(c: &mut Criterion) {
         .with_simple_exporter(memory.clone())
         .build();
     let otel = tracing_opentelemetry::layer().with_tracer(provider.tracer("bench"));
+    let d = Dispatch::new(tracing_subscriber::registry().with(otel));
     let span = mapped!();
-    run(
-        &mut g,
-        "opentelemetry/mapped",
-        Dispatch::new(tracing_subscriber::registry().with(otel)),
-        |i| {
-            span(i);
-            if i % 4096 == 0 {
-                memory.reset();
-            }
-        },
-    );
+    run(&mut g, "opentelemetry/mapped", d.clone(), |i| {
+        span(i);
+        if i % 4096 == 0 {
+            memory.reset();
+        }
+    });
+    let span = gpu_worker!();
+    run(&mut g, "opentelemetry/gpu_worker", d, |i| {
+        span(i);
+        if i % 4096 == 0 {
+            memory.reset();
+        }
+    });
     // and the cheapest exporter there is, one that drops what it gets
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(Discard)
