@@ -257,10 +257,14 @@ impl Queued {
         then_queue: bool,
     ) -> Option<Self> {
         let id = f.job_id.as_deref()?;
-        Some(Queued::edge_of(f, id, kind, offset_ms, ms, then_queue))
+        Some(Queued::edge_of(
+            f, id, kind, offset_ms, ms, then_queue, false,
+        ))
     }
 
-    /// [`Queued::span_edge`] for the job id `id` (the one in `f`).
+    /// [`Queued::span_edge`] for the job id `id` (the one in `f`); with `kind_printed`, the
+    /// proof kind goes along whatever this thread sent last (an event rebuilt from this one
+    /// prints it).
     #[inline(always)]
     fn edge_of(
         f: &SpanFields,
@@ -269,6 +273,7 @@ impl Queued {
         offset_ms: u64,
         ms: Option<u64>,
         then_queue: bool,
+        kind_printed: bool,
     ) -> Self {
         let c = kind.carries();
         let whole = f.partition.is_none();
@@ -293,7 +298,7 @@ impl Queued {
         // whose kind this thread sent last goes without it (no box: a GPU worker's spans of
         // one job share their job id and kind), unless its line prints it.
         if let Some(k) = &f.proof_kind {
-            let printed = c.proof_kind_if_whole && whole;
+            let printed = kind_printed || (c.proof_kind_if_whole && whole);
             if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(j, k)) {
                 ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
             }
@@ -353,7 +358,11 @@ impl Queued {
     #[inline(always)]
     pub fn span_pair(p: Pair<'_>, ms: Option<u64>, then_queue: bool) -> Self {
         let f = p.fields;
-        let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue);
+        // a whole proof's SYNTH_START carried along prints its kind: it is rebuilt from the
+        // end's, which must then hold it
+        let prints = |k: EventKind| k.carries().proof_kind_if_whole && f.partition.is_none();
+        let kind_printed = prints(p.start) || p.lead.is_some_and(|(k, _)| prints(k));
+        let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue, kind_printed);
         q.start = p.start.index() as u8 + 1;
         q.start_delta = p.delta;
         if let Some((kind, before)) = p.lead {
@@ -473,7 +482,7 @@ impl Queued {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::layer::span_event;
+    use crate::layer::{printed, span_event};
     use proptest::prelude::*;
 
     #[test]
@@ -660,6 +669,41 @@ mod tests {
             let start_ev = q.start_event(&end_ev).expect("a start");
             prop_assert!(q.lead_event(&start_ev).is_none());
         }
+    }
+
+    /// A whole proof's SYNTH_START carried along with its end prints its kind even when this
+    /// thread's entries carried that job's kind last (the end alone would go without it).
+    #[test]
+    fn a_carried_whole_proof_start_keeps_its_printed_kind() {
+        let f = SpanFields {
+            job_id: Some(Arc::new(Name::new("winpost-1-9"))),
+            proof_kind: Some(Arc::new(Name::new("winning-post"))),
+            ..SpanFields::default()
+        };
+        let part = SpanFields {
+            partition: Some(2),
+            ..f.clone()
+        };
+        // an edge of the job that carries its kind: the thread has sent it now
+        let first = Queued::span_edge(&part, EventKind::GpuQueue, 1, None, false).unwrap();
+        assert_eq!(first.event().proof_kind, Some("winning-post"));
+        let pair = Queued::pair_of(&f, (EventKind::SynthStart, 5), (EventKind::SynthEnd, 9))
+            .map(|p| Queued::span_pair(p, Some(4), true))
+            .unwrap();
+        let end = pair.event();
+        let start = pair.start_event(&end).unwrap();
+        assert_eq!(
+            printed(&start),
+            span_event(EventKind::SynthStart, &f, 5, None)
+                .map(|e| printed(&e))
+                .unwrap()
+        );
+        assert_eq!(start.proof_kind, Some("winning-post"));
+        // a partition's start prints no kind: its end may go without (the thread sent it)
+        let pair = Queued::pair_of(&part, (EventKind::SynthStart, 5), (EventKind::SynthEnd, 9))
+            .map(|p| Queued::span_pair(p, Some(4), true))
+            .unwrap();
+        assert_eq!(pair.event().proof_kind, None);
     }
 
     /// An entry of one event (no start carried along), with a GPU_QUEUE after it or not.

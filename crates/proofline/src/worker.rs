@@ -140,7 +140,7 @@ impl Worker {
             let mut rings = std::mem::take(&mut self.rings);
             let mut n = rings.drain(MAX_BATCH, |q| self.handle_queued(&q, &mut line));
             self.rings = rings;
-            // first-enter events of spans still open, at most once a poll interval while
+            // creation and first-enter events of spans still open, at most once a poll interval while
             // busy (a look locks every shard of the span table, which the prover uses)
             if n < MAX_BATCH || stop || last_look.elapsed() >= self.poll {
                 last_look = Instant::now();

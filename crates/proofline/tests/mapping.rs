@@ -16,6 +16,9 @@ fn timeline_events_and_ancestor_fields() {
     let buf = SharedBuf::default();
     let (layer, mut guard) = TimelineLayer::builder()
         .gpu_queue_on_synth_end(false)
+        // the worker does not look at the span table while the span runs (it would write the
+        // span's waiting pickup and start before the event inside it): the order is fixed
+        .poll_interval(Duration::from_secs(120))
         .timeline_to_writer(buf.clone())
         .build();
     let subscriber = tracing_subscriber::registry().with(layer);

@@ -285,6 +285,90 @@ fn a_gpu_workers_pickup_is_told_while_it_waits_and_goes_with_its_end() {
     assert_eq!((s.received, s.written, s.dropped), (6, 6, 0), "{s:?}");
 }
 
+/// Creation events in mappings other than cuzk's: one that cannot ride with the start and
+/// end (a GPU event before a synthesis start, whose line has no worker) goes alone, first;
+/// one before a start that does not wait (two events at the first enter) goes before it; a
+/// SYNTH_END at the creation keeps its GPU_QUEUE.
+#[test]
+fn creation_events_of_other_mappings_go_first_and_whole() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .clear_mappings()
+        .map("odd", EventKind::GpuPickup, Edge::Created)
+        .map("odd", EventKind::SynthStart, Edge::FirstEnter)
+        .map("odd", EventKind::SynthEnd, Edge::Close)
+        .map("two", EventKind::GpuPickup, Edge::Created)
+        .map("two", EventKind::GpuQueue, Edge::FirstEnter)
+        .map("two", EventKind::GpuStart, Edge::FirstEnter)
+        .map("two", EventKind::GpuEnd, Edge::Close)
+        .map("built", EventKind::SynthEnd, Edge::Created)
+        .poll_interval(Duration::from_secs(120))
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        info_span!(
+            "odd",
+            job_id = "porep-3-1",
+            partition = 1u32,
+            worker = 2u32,
+            gpu = 1u32
+        )
+        .in_scope(|| {});
+        info_span!(
+            "two",
+            job_id = "porep-3-2",
+            partition = 0u32,
+            worker = 1u32,
+            gpu = 0u32
+        )
+        .in_scope(|| {});
+        drop(info_span!("built", job_id = "porep-3-3", partition = 4u32));
+    });
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+    let text = buf.text();
+    let of = |job: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains(&format!(",{job},")))
+            .map(|l| {
+                let mut f: Vec<&str> = l.split(',').collect();
+                f[1] = "T";
+                f.join(",")
+            })
+            .collect()
+    };
+    assert_eq!(
+        of("porep-3-1"),
+        [
+            "TIMELINE,T,GPU_PICKUP,porep-3-1,worker=2,partition=1,gpu=1",
+            "TIMELINE,T,SYNTH_START,porep-3-1,partition=1",
+            "TIMELINE,T,SYNTH_END,porep-3-1,partition=1,synth_ms=0",
+            "TIMELINE,T,GPU_QUEUE,porep-3-1,partition=1",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        of("porep-3-2"),
+        [
+            "TIMELINE,T,GPU_PICKUP,porep-3-2,worker=1,partition=0,gpu=0",
+            "TIMELINE,T,GPU_QUEUE,porep-3-2,partition=0",
+            "TIMELINE,T,GPU_START,porep-3-2,worker=1,partition=0,gpu=0",
+            "TIMELINE,T,GPU_END,porep-3-2,worker=1,partition=0,gpu_ms=0,gpu=0",
+        ],
+        "{text}"
+    );
+    assert_eq!(
+        of("porep-3-3"),
+        [
+            "TIMELINE,T,SYNTH_END,porep-3-3,partition=4",
+            "TIMELINE,T,GPU_QUEUE,porep-3-3,partition=4",
+        ],
+        "{text}"
+    );
+    let s = guard.stats();
+    assert_eq!((s.received, s.written, s.dropped), (10, 10, 0), "{s:?}");
+}
+
 /// A synthesis span that records an error (later, or when it is made), or has an ERROR event
 /// inside it or inside a span within it, failed: no SYNTH_END and no GPU_QUEUE (cuzk prints
 /// neither), counted.

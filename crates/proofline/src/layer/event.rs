@@ -76,7 +76,6 @@ pub(crate) fn span_event(
     Some(ev)
 }
 
-/// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
 /// A line the prover logged through `tracing`, as the layer takes it.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Logged {
@@ -106,6 +105,7 @@ pub(crate) fn markers(s: &str) -> (bool, bool) {
     (timeline, timing)
 }
 
+/// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
 pub(crate) struct TimelineVisitor<'a> {
     pub(crate) names: &'a FieldNames,
     pub(crate) fields: SpanFields,

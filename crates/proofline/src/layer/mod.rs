@@ -5,10 +5,10 @@
 //! takes, briefly, once a poll), reads the clock only at mapped edges, and pushes onto the
 //! thread's own bounded ring (`handoff`) without waking anyone: a full ring drops and counts.
 //!
-//! A span's first-enter event (SYNTH_START, GPU_START) waits in the span's state: the worker
-//! takes it from the table at its next poll, or the close sends it in the same queue entry
-//! as the end event. So a span costs one queue entry, and its start is written as promptly
-//! as a queued event.
+//! A span's first-enter event (SYNTH_START, GPU_START) and creation event (GPU_PICKUP) wait
+//! in the span's state: the worker takes them from the table at its next poll, or the close
+//! sends them in the same queue entry as the end event. So a span costs one queue entry, and
+//! its start is written as promptly as a queued event.
 //!
 //! Interest is decided once per callsite (`register_callsite`) into a lock-free set of
 //! callsite addresses, so a span the layer does not map costs one probe of that set when it
@@ -386,7 +386,9 @@ where
         let created = state.rules[Edge::Created.index()];
         if created != 0 {
             let now = self.clock.now();
-            if only_kind(created).is_some() && !self.closed.load(Ordering::Relaxed) {
+            // (one a GPU_QUEUE must follow, a SYNTH_END mapped there, goes at once)
+            let waits = only_kind(created).is_some_and(|k| !self.then_queue(k, created));
+            if waits && !self.closed.load(Ordering::Relaxed) {
                 state.created_pending = Some(At::new(now));
             } else {
                 self.emit_mask(created, &state.fields, now, None);
@@ -427,7 +429,11 @@ where
             let at = self.clock.now();
             st.first_enter = Some(At::new(at));
             // (after shutdown it goes to the queue, which counts it as dropped)
-            if st.single_start().is_some() && !self.closed.load(Ordering::Relaxed) {
+            // (one a GPU_QUEUE must follow, a SYNTH_END mapped there, goes at once)
+            let waits = st
+                .single_start()
+                .is_some_and(|k| !self.then_queue(k, enter));
+            if waits && !self.closed.load(Ordering::Relaxed) {
                 st.start_pending = true;
             } else {
                 // (a creation event still waiting goes first)
