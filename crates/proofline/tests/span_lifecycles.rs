@@ -143,15 +143,8 @@ fn a_start_is_written_while_its_span_runs_and_a_short_span_keeps_its_order() {
     tracing::dispatcher::with_default(&dispatch, || {
         let span = info_span!("synthesize_partition", job_id = "porep-1-7", partition = 3);
         let _running = span.enter();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !buf.text().contains(",SYNTH_START,porep-1-7,partition=3\n") {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "SYNTH_START not written while the span runs: {:?}",
-                buf.text()
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
+        // (written while the span runs)
+        buf.wait_for(",SYNTH_START,porep-1-7,partition=3\n");
         assert!(!buf.text().contains("SYNTH_END"), "{}", buf.text());
     });
     tracing::dispatcher::with_default(&dispatch, || {
@@ -199,17 +192,6 @@ fn a_gpu_workers_pickup_is_told_while_it_waits_and_goes_with_its_end() {
             .map(|ev| (ev.kind, ev.offset_ms))
             .collect()
     };
-    let wait_for = |buf: &SharedBuf, what: &str| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !buf.text().contains(what) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{what} not written: {:?}",
-                buf.text()
-            );
-            thread::sleep(Duration::from_millis(2));
-        }
-    };
     let gpu_worker = |job: &'static str| info_span!("gpu_worker", worker_id = 1u64, gpu = 0u64, job_id = %job, proof_kind = %"porep-c2", partition = ?Some(2u32));
 
     // polled every 5 ms: a span that waits, then runs, is told as it goes
@@ -221,10 +203,10 @@ fn a_gpu_workers_pickup_is_told_while_it_waits_and_goes_with_its_end() {
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     tracing::dispatcher::with_default(&dispatch, || {
         let span = gpu_worker("porep-2-1");
-        wait_for(&buf, ",GPU_PICKUP,porep-2-1,worker=1,partition=2,gpu=0\n");
+        buf.wait_for(",GPU_PICKUP,porep-2-1,worker=1,partition=2,gpu=0\n");
         assert!(!buf.text().contains("GPU_START"), "{}", buf.text());
         let running = span.enter();
-        wait_for(&buf, ",GPU_START,porep-2-1,");
+        buf.wait_for(",GPU_START,porep-2-1,");
         assert!(!buf.text().contains("GPU_END"), "{}", buf.text());
         drop(running);
     });
@@ -330,11 +312,7 @@ fn creation_events_of_other_mappings_go_first_and_whole() {
     let of = |job: &str| -> Vec<String> {
         text.lines()
             .filter(|l| l.contains(&format!(",{job},")))
-            .map(|l| {
-                let mut f: Vec<&str> = l.split(',').collect();
-                f[1] = "T";
-                f.join(",")
-            })
+            .map(offset_blanked)
             .collect()
     };
     assert_eq!(

@@ -437,10 +437,9 @@ where
                 st.start_pending = true;
             } else {
                 // (a creation event still waiting goes first)
-                if let Some(q) = st.pending_created(&self.clock, &self.stats) {
+                if let Some(q) = st.take_created(&self.clock, &self.stats) {
                     self.send(q);
                 }
-                st.created_pending = None;
                 self.emit_mask(enter, &st.fields, at, None);
             }
         });

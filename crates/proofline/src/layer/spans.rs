@@ -110,8 +110,7 @@ impl SpanTable {
                 .values_mut()
                 .filter(|st| st.start_pending || st.created_pending.is_some())
             {
-                out.extend(st.pending_created(clock, stats));
-                st.created_pending = None;
+                out.extend(st.take_created(clock, stats));
                 out.extend(st.pending_start(clock, stats));
                 st.start_pending = false;
             }
@@ -184,33 +183,32 @@ impl SpanState {
 
     /// The queue entry of the creation's event, if it is still waiting.
     pub(crate) fn pending_created(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
-        let at = self.created_pending?.raw();
-        edge(
-            clock,
-            stats,
-            self.single_created()?,
-            &self.fields,
-            at,
-            None,
-            false,
-        )
+        self.waiting(Edge::Created, self.created_pending, clock, stats)
+    }
+
+    /// [`SpanState::pending_created`], no longer waiting once taken.
+    pub(crate) fn take_created(&mut self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
+        let q = self.pending_created(clock, stats);
+        self.created_pending = None;
+        q
     }
 
     /// The queue entry of the first-enter event, if it is still waiting.
     pub(crate) fn pending_start(&self, clock: &Clock, stats: &LayerStats) -> Option<Queued> {
-        if !self.start_pending {
-            return None;
-        }
-        let kind = self.single_start()?;
-        edge(
-            clock,
-            stats,
-            kind,
-            &self.fields,
-            self.first_enter?.raw(),
-            None,
-            false,
-        )
+        let at = self.first_enter.filter(|_| self.start_pending);
+        self.waiting(Edge::FirstEnter, at, clock, stats)
+    }
+
+    /// The entry of the one event `edge` emits, waiting since `at`.
+    fn waiting(
+        &self,
+        edge_of: Edge,
+        at: Option<At>,
+        clock: &Clock,
+        stats: &LayerStats,
+    ) -> Option<Queued> {
+        let kind = only_kind(self.rules[edge_of.index()])?;
+        edge(clock, stats, kind, &self.fields, at?.raw(), None, false)
     }
 }
 

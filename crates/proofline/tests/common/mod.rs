@@ -29,6 +29,28 @@ impl SharedBuf {
     pub fn text(&self) -> String {
         String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
     }
+
+    /// Waits (10 s at most, else panics with what was written) until `what` was written.
+    pub fn wait_for(&self, what: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !self.text().contains(what) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{what:?} not written: {:?}",
+                self.text()
+            );
+            thread::sleep(Duration::from_millis(2));
+        }
+    }
+}
+
+/// A TIMELINE line with its offset as `T` (offsets vary from run to run).
+pub fn offset_blanked(line: &str) -> String {
+    let mut f: Vec<&str> = line.split(',').collect();
+    if f.len() > 1 {
+        f[1] = "T";
+    }
+    f.join(",")
 }
 
 /// The layer for a prover of another shape than cuzk's: `witness` spans are its synthesis,
