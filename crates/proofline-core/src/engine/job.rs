@@ -292,10 +292,20 @@ impl DevJob {
     }
 }
 
+/// Partitions a job's table makes room for at its first ([`Job::slot`]).
+const PARTITIONS_AT_ONCE: usize = 16;
+
 impl Job {
     /// The partition slot `pidx`, made if it is new.
     pub fn slot(&mut self, pidx: usize) -> &mut Part {
         if self.parts.len() <= pidx {
+            if self.parts.capacity() == 0 {
+                // room for every partition of cuzk's proofs at once (SnapDeals has 16,
+                // PoRep 10), one for a whole-proof job: growing one at a time moved the
+                // partitions three times a job (2 % of the engine's instructions)
+                let room = if self.whole { 1 } else { PARTITIONS_AT_ONCE };
+                self.parts.reserve_exact(room.max(pidx + 1));
+            }
             self.parts.resize_with(pidx + 1, Part::default);
         }
         &mut self.parts[pidx]
