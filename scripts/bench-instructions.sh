@@ -14,33 +14,39 @@
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-old_rev=${1:-HEAD}
+# resolved here, in this tree (a relative one such as HEAD would be read in the baseline's
+# worktree otherwise, and stay at what it was when that was made)
+old_rev=$(git rev-parse --verify "${1:-HEAD}^{commit}")
 top=${2:-0}
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 2; }
 old=/tmp/proofline-ir-old
 old_target=/tmp/proofline-ir-old-target
 new_target=$(pwd)/target
+git worktree prune
 [ -d "$old" ] || git worktree add -q --detach "$old" "$old_rev"
 (cd "$old" && git checkout -q --detach "$old_rev" && CARGO_TARGET_DIR=$old_target \
   cargo build --release --locked -q -p proofline-cli)
 cargo build --release --locked -q -p proofline-cli
-# small logs (callgrind runs some 50 times slower): the bench logs' shapes, a fifth of them
+# small logs (callgrind runs some 50 times slower): the bench logs' shapes, a fifth and a
+# tenth of their jobs; each written aside and moved into place (a cut one is not reused)
 plain=/tmp/proofline-ir.log
 cuzk=/tmp/proofline-ir-cuzk.log
 gen="$new_target/release/proofline generate"
-[ -s "$plain" ] || $gen --jobs 6000 --mixed --gpus 2 --synth-workers 20 --shuffle-ms 5 -o "$plain"
-[ -s "$cuzk" ] || $gen --jobs 3000 --mixed --gpus 4 --cuzk-timing --shuffle-ms 50 -o "$cuzk"
+[ -s "$plain" ] || { $gen --jobs 6000 --mixed --gpus 2 --synth-workers 20 --shuffle-ms 5 \
+  -o "$plain.part" && mv "$plain.part" "$plain"; }
+[ -s "$cuzk" ] || { $gen --jobs 3000 --mixed --gpus 4 --cuzk-timing --shuffle-ms 50 \
+  -o "$cuzk.part" && mv "$cuzk.part" "$cuzk"; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 count() { # side, binary, log name, log
   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/$1.$3.%p" \
-    "$2" analyze "$4" >/dev/null 2>&1
+    "$2" analyze "$4" >/dev/null 2>"$out/err" || { cat "$out/err" >&2; exit 1; }
 }
 count old "$old_target/release/proofline" plain "$plain"
 count new "$new_target/release/proofline" plain "$plain"
 count old "$old_target/release/proofline" cuzk "$cuzk"
 count new "$new_target/release/proofline" cuzk "$cuzk"
-echo "instructions by thread (thread 1: main, the engine's; 2: proofline-read), baseline $old_rev"
+echo "instructions by thread (thread 1: main, the engine's; 2: proofline-read), baseline ${1:-HEAD} ($old_rev)"
 python3 - "$out" "$top" <<'EOF'
 import collections, glob, os, re, subprocess, sys
 out, top = sys.argv[1], int(sys.argv[2])

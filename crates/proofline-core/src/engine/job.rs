@@ -292,7 +292,7 @@ impl DevJob {
     }
 }
 
-/// Partitions a job's table makes room for at its first ([`Job::slot`]).
+/// Partitions a job's table makes room for at most at its first ([`Job::slot`]).
 const PARTITIONS_AT_ONCE: usize = 16;
 
 impl Job {
@@ -300,10 +300,16 @@ impl Job {
     pub fn slot(&mut self, pidx: usize) -> &mut Part {
         if self.parts.len() <= pidx {
             if self.parts.capacity() == 0 {
-                // room for every partition of cuzk's proofs at once (SnapDeals has 16,
-                // PoRep 10), one for a whole-proof job: growing one at a time moved the
-                // partitions three times a job (2 % of the engine's instructions)
-                let room = if self.whole { 1 } else { PARTITIONS_AT_ONCE };
+                // room for the partitions the job is known to have (cuzk's PoRep 10,
+                // SnapDeals 16; at most 16 at once), one for a whole-proof job: a table grown
+                // from 4 moved a job's partitions twice (1.4 % of the engine's instructions)
+                let room = if self.whole {
+                    1
+                } else {
+                    self.expected
+                        .map_or(4, |n| n as usize)
+                        .clamp(1, PARTITIONS_AT_ONCE)
+                };
                 self.parts.reserve_exact(room.max(pidx + 1));
             }
             self.parts.resize_with(pidx + 1, Part::default);
