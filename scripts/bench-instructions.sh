@@ -2,7 +2,8 @@
 # Instructions, not seconds: `proofline analyze` of two generated logs under callgrind, each
 # thread's instruction count, for the working tree and a baseline commit. A count does not
 # move with the machine's spells (the same build on the same log gives the same count to
-# within a few thousand of some hundred million), so a change of 1 % on one thread shows,
+# within 0.01 % on the engine's thread, 0.2 % on the reader's, whose waits on the channel
+# vary), so a change of 1 % on one thread shows,
 # where interleaved wall times on this shared 2-core machine spread by +-25 %. It says
 # nothing of cache misses or mispredicted branches: a change that saves instructions is
 # then timed with `scripts/bench-ab.sh` (a change that moved work between the threads, or
