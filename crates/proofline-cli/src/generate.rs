@@ -15,9 +15,123 @@ pub(crate) struct GenerateArgs {
     /// Print lines up to this many ms out of time order, as concurrent threads do.
     #[arg(long, default_value_t = 0, value_name = "MS")]
     shuffle_ms: u64,
+    /// Write one of the daemon's ordinary log lines (tracing's format, a timestamp and a
+    /// level and a target first) beside each TIMELINE line, as a real cuzk log has.
+    #[arg(long)]
+    log_lines: bool,
+    /// Print this share of the TIMELINE and `CUZK_TIMING:` lines after a log prefix
+    /// (tracing's timestamp, level and target), as a log whose lines went through a logger.
+    /// Range 0..=100.
+    #[arg(long, default_value_t = 0, value_name = "PCT",
+        value_parser = clap::value_parser!(u8).range(0..=100))]
+    prefixed_pct: u8,
     /// Write to this file instead of stdout.
     #[arg(short, long)]
     output: Option<PathBuf>,
+}
+
+/// Writes the simulator's lines with what a real daemon's log has around them: an ordinary
+/// log line beside each TIMELINE line, a share of the lines after a log prefix.
+struct Daemon<W: Write> {
+    out: W,
+    log_lines: bool,
+    prefixed_pct: u8,
+    /// The line being gathered (the simulator writes whole lines, but `Write` promises none).
+    line: Vec<u8>,
+    /// The newest TIMELINE offset, for the timestamps.
+    ms: u64,
+    /// Lines written, for the deterministic choice of the prefixed ones.
+    n: u64,
+}
+
+impl<W: Write> Daemon<W> {
+    fn new(out: W, log_lines: bool, prefixed_pct: u8) -> Self {
+        Daemon {
+            out,
+            log_lines,
+            prefixed_pct,
+            line: Vec::with_capacity(256),
+            ms: 0,
+            n: 0,
+        }
+    }
+
+    /// tracing's default timestamp and level for the newest offset (the daemon started at
+    /// 2026-12-01T03:00:00Z).
+    fn stamp(&self, level: &str, target: &str) -> String {
+        let (s, ms) = (self.ms / 1000 + 3 * 3600, self.ms % 1000);
+        let (d, h, m, s) = (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60);
+        format!(
+            "2026-12-{:02}T{h:02}:{m:02}:{s:02}.{ms:03}{:03}Z {level:>5} {target}: ",
+            1 + d % 28,
+            (self.n * 7) % 1000
+        )
+    }
+
+    fn write_line(&mut self) -> io::Result<()> {
+        let line = std::mem::take(&mut self.line);
+        let text = String::from_utf8_lossy(&line);
+        let mut fields = text.trim_end().splitn(5, ',');
+        let timeline = fields.next() == Some("TIMELINE");
+        if timeline {
+            self.ms = fields
+                .next()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(self.ms);
+        }
+        self.n += 1;
+        // splitmix64 of the line's number: a fixed share, spread evenly, the same each run
+        let mut z = self.n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        if (z ^ (z >> 31)) % 100 < u64::from(self.prefixed_pct) {
+            self.out
+                .write_all(self.stamp("INFO", "cuzk_core::engine").as_bytes())?;
+        }
+        self.out.write_all(&line)?;
+        if self.log_lines && timeline {
+            // what the daemon's own tracing says of the same step, in its words
+            let (event, job, detail) = (
+                fields.next().unwrap_or(""),
+                fields.next().unwrap_or(""),
+                fields.next().unwrap_or(""),
+            );
+            let words = event.to_ascii_lowercase().replace('_', " ");
+            let mut l = self.stamp("INFO", "cuzk_core::pipeline");
+            l.push_str(&words);
+            l.push_str(" job_id=");
+            l.push_str(job);
+            for pair in detail.split(',').filter(|p| !p.is_empty()) {
+                l.push(' ');
+                l.push_str(pair);
+            }
+            l.push('\n');
+            self.out.write_all(l.as_bytes())?;
+        }
+        self.line = line;
+        self.line.clear();
+        Ok(())
+    }
+}
+
+impl<W: Write> Write for Daemon<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut rest = buf;
+        while let Some(end) = memchr::memchr(b'\n', rest) {
+            self.line.extend_from_slice(&rest[..=end]);
+            self.write_line()?;
+            rest = &rest[end + 1..];
+        }
+        self.line.extend_from_slice(rest);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.line.is_empty() {
+            self.write_line()?;
+        }
+        self.out.flush()
+    }
 }
 
 pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
@@ -25,8 +139,12 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
     cfg.shuffle_ms = args.shuffle_ms;
     match &args.output {
         Some(p) => {
-            let mut w = io::BufWriter::new(
-                File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+            let mut w = Daemon::new(
+                io::BufWriter::new(
+                    File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+                ),
+                args.log_lines,
+                args.prefixed_pct,
             );
             let written = proofline_sim::instant::write_log(&cfg, &mut w)
                 .map_err(anyhow::Error::from)
@@ -42,7 +160,11 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
             }
         }
         None => {
-            let mut w = io::BufWriter::new(io::stdout().lock());
+            let mut w = Daemon::new(
+                io::BufWriter::new(io::stdout().lock()),
+                args.log_lines,
+                args.prefixed_pct,
+            );
             proofline_sim::instant::write_log(&cfg, &mut w)?;
             w.flush()?;
         }

@@ -382,3 +382,63 @@ fn a_bad_value_in_a_timing_line_loses_only_that_value() {
         kc["gpu_threads"].as_u64().unwrap()
     );
 }
+
+/// A daemon's log around the same lines (tracing's own line beside each TIMELINE line, a
+/// third of the lines after a log prefix, as `generate --log-lines --prefixed-pct` writes,
+/// the benchmarks' cuzk-shaped log) changes no figure of the report but its line count.
+#[test]
+fn a_daemons_log_around_the_lines_changes_no_figure() {
+    let args = [
+        "--jobs",
+        "12",
+        "--mixed",
+        "--gpus",
+        "2",
+        "--cuzk-timing",
+        "--shuffle-ms",
+        "20",
+    ];
+    let bare = generate("bare.log", &args);
+    let mut around = args.to_vec();
+    around.extend(["--log-lines", "--prefixed-pct", "30"]);
+    let daemon = generate("daemon.log", &around);
+    let (bare_text, daemon_text) = (
+        std::fs::read_to_string(&bare).unwrap(),
+        std::fs::read_to_string(&daemon).unwrap(),
+    );
+    // the decoration is there: one ordinary line per TIMELINE line, about 30 % prefixed
+    let timeline = bare_text
+        .lines()
+        .filter(|l| l.starts_with("TIMELINE,"))
+        .count();
+    let ordinary = daemon_text
+        .lines()
+        .filter(|l| !l.contains("TIMELINE,") && !l.contains("CUZK_TIMING:"))
+        .count();
+    assert_eq!(ordinary, timeline);
+    let prefixed = daemon_text
+        .lines()
+        .filter(|l| {
+            (l.contains("TIMELINE,") && !l.starts_with("TIMELINE,"))
+                || (l.contains("CUZK_TIMING:") && !l.starts_with("CUZK_TIMING:"))
+        })
+        .count();
+    let share = prefixed as f64 / bare_text.lines().count() as f64;
+    assert!((0.25..0.35).contains(&share), "{share}");
+    // every line the analyzer reads is the same, after its prefix
+    let stripped: Vec<_> = daemon_text
+        .lines()
+        .filter_map(|l| {
+            ["TIMELINE,", "CUZK_TIMING:"]
+                .iter()
+                .find_map(|m| l.find(m).map(|at| &l[at..]))
+        })
+        .collect();
+    assert_eq!(stripped, bare_text.lines().collect::<Vec<_>>());
+    let (mut a, mut b) = (analyze(&bare), analyze(&daemon));
+    assert_eq!(a["lines"]["lines"], bare_text.lines().count() as u64);
+    assert_eq!(b["lines"]["lines"], daemon_text.lines().count() as u64);
+    a["lines"]["lines"] = 0.into();
+    b["lines"]["lines"] = 0.into();
+    assert_eq!(a, b);
+}
