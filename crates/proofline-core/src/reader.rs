@@ -21,6 +21,18 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// How much [`LineFeeder::feed_all_parallel`] reads at a time.
 const CHUNK: usize = 1 << 18;
 
+/// Whether `line` holds `TIMELINE` or `CUZK_` anywhere: a line that holds neither holds no
+/// TIMELINE event and no timing line ([`parse_line`] gives `Ok(None)` for it, and
+/// [`parse_timing`] `None`, as a property test checks). One pass for both markers' first
+/// letters.
+#[inline]
+fn may_hold_marker(line: &[u8]) -> bool {
+    memchr::memchr2_iter(b'T', b'C', line).any(|at| {
+        let tail = &line[at..];
+        tail.starts_with(b"TIMELINE") || tail.starts_with(b"CUZK_")
+    })
+}
+
 /// What a line holds that the engine takes.
 enum Parsed<'a> {
     /// A TIMELINE event.
@@ -114,6 +126,11 @@ impl LineFeeder {
         // TIMELINE event: it is not looked through for one
         if let Some(t) = parse_plain_timing(text) {
             return self.timing(text, Some(t));
+        }
+        // a line with neither marker (a daemon's own log line) is known so in one look
+        // through it, where the two parsers would look through it one after the other
+        if !may_hold_marker(text.as_bytes()) {
+            return self.timing(text, None);
         }
         match parse_line(text) {
             Ok(None) => self.timing(text, parse_timing(text)),
@@ -946,6 +963,40 @@ mod oversized_tests {
                 "parallel {parallel}"
             );
             assert_eq!(got_jobs, jobs, "parallel {parallel}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod proptests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// A line passed over as holding neither marker holds nothing either parser takes;
+        /// and a line that holds a marker is never passed over.
+        #[test]
+        fn a_line_without_either_marker_holds_nothing_to_parse(
+            pieces in proptest::collection::vec(
+                prop_oneof![
+                    Just("TIMELINE,"), Just("TIMELINE"), Just("TIMELIN"), Just("T"),
+                    Just("CUZK_TIMING:"), Just("CUZK_NTT_H:"), Just("CUZK_"), Just("CUZK"),
+                    Just("C"), Just("1"), Just(","), Just(" "), Just(":"), Just("="),
+                    Just("GPU_START"), Just("j-1"), Just("partition=3"), Just("ms"),
+                    Just("prep_msm_ms=4"), Just("2026-12-01T03:00:00.1Z  INFO cuzk: "),
+                    Just("é"), Just("\n"),
+                ],
+                0..12,
+            )
+        ) {
+            let line = pieces.concat();
+            let marker = line.contains("TIMELINE") || line.contains("CUZK_");
+            prop_assert_eq!(may_hold_marker(line.as_bytes()), marker, "{:?}", line);
+            if !marker {
+                prop_assert_eq!(parse_line(&line).ok(), Some(None), "{:?}", line);
+                prop_assert_eq!(parse_timing(&line), None, "{:?}", line);
+            }
         }
     }
 }
