@@ -293,16 +293,97 @@ pub(super) fn job_key(job: &str) -> u64 {
 /// A partition in the attribution tables: its job's key and its index.
 pub(super) type PartKey = (u64, u32);
 
+/// The GPUs' intervals open in the order lines were given: per GPU, its open
+/// `(job, partition)` keys. A GPU's calls open and close all the time: its list is kept when
+/// it empties (a map entry removed and a list freed at each, and made again at the next
+/// call, were most of this bookkeeping's cost), and the GPUs with one open are counted, with
+/// the sum of their numbers, which is the GPU's own when one alone has any open.
+#[derive(Debug, Default)]
+pub(super) struct LineOpen {
+    lists: rustc_hash::FxHashMap<u32, Vec<PartKey>>,
+    /// GPUs with an interval open.
+    busy: usize,
+    /// The sum of their numbers.
+    busy_sum: u64,
+}
+
+/// Empty lists kept at most beyond twice the busy GPUs' (a log naming ever new GPUs cannot
+/// grow the map: the empty ones go when there are more).
+const IDLE_LISTS: usize = 64;
+
+impl LineOpen {
+    /// The one GPU with intervals open, and their keys in line order; `None` when no GPU or
+    /// several have one.
+    pub fn only(&self) -> Option<(u32, &[PartKey])> {
+        if self.busy != 1 {
+            return None;
+        }
+        let gpu = u32::try_from(self.busy_sum).ok()?;
+        Some((gpu, self.lists.get(&gpu)?.as_slice()))
+    }
+
+    /// GPUs with an interval open.
+    #[cfg(test)]
+    pub fn busy(&self) -> usize {
+        self.busy
+    }
+
+    /// `key` opened on `gpu`.
+    pub fn open(&mut self, gpu: u32, key: PartKey) {
+        if self.lists.len() >= 2 * self.busy + IDLE_LISTS && !self.lists.contains_key(&gpu) {
+            self.lists.retain(|_, open| !open.is_empty());
+        }
+        let open = self.lists.entry(gpu).or_default();
+        if open.is_empty() {
+            self.busy += 1;
+            self.busy_sum += u64::from(gpu);
+        }
+        // an interval whose end never came (a panicked call) goes first
+        if open.len() >= MAX_OPEN_PER_GPU {
+            open.remove(0);
+        }
+        open.push(key);
+    }
+
+    /// `key` closed on `gpu` (nothing when it was not open there).
+    pub fn close(&mut self, gpu: u32, key: PartKey) {
+        let Some(open) = self.lists.get_mut(&gpu) else {
+            return;
+        };
+        if let Some(i) = open.iter().position(|k| *k == key) {
+            open.remove(i);
+            if open.is_empty() {
+                self.busy -= 1;
+                self.busy_sum -= u64::from(gpu);
+            }
+        }
+    }
+
+    /// Forgets the open intervals of job `job` on every GPU.
+    pub fn forget(&mut self, job: u64) {
+        for (&gpu, open) in &mut self.lists {
+            if open.is_empty() {
+                continue;
+            }
+            open.retain(|(j, _)| *j != job);
+            if open.is_empty() {
+                self.busy -= 1;
+                self.busy_sum -= u64::from(gpu);
+            }
+        }
+    }
+}
+
 impl Engine {
     /// Takes in one `CUZK_TIMING:` line's values, at its place in the log: it belongs to the
     /// GPU that alone has an open interval among the lines given so far (see the module
     /// docs). Timing lines do not move the engine's clock.
     pub fn ingest_timing(&mut self, t: &Timing) {
         // (with two GPUs or more open, as is usual on a busy prover, no list is looked at)
-        let open = (self.line_open.len() == 1)
-            .then(|| self.line_open.first_key_value())
-            .flatten();
-        let (gpu, only) = open.map_or((None, &[][..]), |(g, v)| (Some(*g), v.as_slice()));
+        let (gpu, only) = self
+            .line_open
+            .only()
+            .map_or((None, &[][..]), |(g, v)| (Some(g), v));
         let call = self.kernel.add(t, gpu);
         // a call whose GPU had one interval open: that partition's kernel time
         if let (Some(kernel), [key]) = (call, only) {
@@ -338,10 +419,7 @@ impl Engine {
 
     /// Forgets the open intervals of a job given up on (their GPU_END will not come).
     pub(super) fn forget_open_intervals(&mut self, key: u64) {
-        for open in self.line_open.values_mut() {
-            open.retain(|(j, _)| *j != key);
-        }
-        self.line_open.retain(|_, open| !open.is_empty());
+        self.line_open.forget(key);
     }
 
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).
@@ -359,24 +437,8 @@ impl Engine {
         };
         let key = (job, ev.partition.unwrap_or(0));
         match ev.kind {
-            EventKind::GpuStart => {
-                let open = self.line_open.entry(gpu).or_default();
-                // an interval whose end never came (a panicked call) goes first
-                if open.len() >= MAX_OPEN_PER_GPU {
-                    open.remove(0);
-                }
-                open.push(key);
-            }
-            EventKind::GpuEnd => {
-                if let Some(open) = self.line_open.get_mut(&gpu) {
-                    if let Some(i) = open.iter().position(|k| *k == key) {
-                        open.remove(i);
-                        if open.is_empty() {
-                            self.line_open.remove(&gpu);
-                        }
-                    }
-                }
-            }
+            EventKind::GpuStart => self.line_open.open(gpu, key),
+            EventKind::GpuEnd => self.line_open.close(gpu, key),
             _ => {}
         }
     }
@@ -443,6 +505,35 @@ mod tests {
         );
         line(&mut e, kernel);
         assert_eq!(e.kernel.unattributed, 2);
-        assert_eq!(e.line_open.len(), 2);
+        assert_eq!(e.line_open.busy(), 2);
+    }
+
+    /// GPUs named one after the other, each opening and closing a call, keep few lists, and
+    /// the count of GPUs open stays right through a job given up on.
+    #[test]
+    fn the_open_lists_stay_few_whatever_gpus_a_log_names() {
+        use super::LineOpen;
+        let mut open = LineOpen::default();
+        for g in 0..100_000u32 {
+            open.open(g, (1, 0));
+            assert_eq!(open.only(), Some((g, &[(1, 0)][..])));
+            open.close(g, (1, 0));
+            assert_eq!(open.only(), None);
+        }
+        assert!(
+            open.lists.len() <= super::IDLE_LISTS + 1,
+            "{}",
+            open.lists.len()
+        );
+        open.open(7, (1, 0));
+        open.open(7, (2, 0));
+        open.open(9, (2, 1));
+        assert_eq!((open.busy(), open.only()), (2, None));
+        open.forget(2);
+        assert_eq!(open.busy(), 1);
+        assert_eq!(open.only(), Some((7, &[(1, 0)][..])));
+        open.close(7, (3, 0)); // not open there: nothing
+        open.close(7, (1, 0));
+        assert_eq!((open.busy(), open.only()), (0, None));
     }
 }

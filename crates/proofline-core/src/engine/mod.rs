@@ -117,9 +117,8 @@ pub struct Engine {
     /// What the `CUZK_TIMING:` lines say.
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
-    /// of the timeline): the attribution of timing lines. A GPU with none open has no entry,
-    /// so the map's length is the number of GPUs open.
-    line_open: BTreeMap<u32, Vec<kernel::PartKey>>,
+    /// of the timeline): the attribution of timing lines.
+    line_open: kernel::LineOpen,
     /// A call's kernel time given to the one partition whose interval was open on its GPU,
     /// until the partition's record is out.
     part_kernel: rustc_hash::FxHashMap<kernel::PartKey, u64>,
@@ -176,7 +175,7 @@ impl Engine {
             steady: RunSteady::default(),
             totals: Totals::default(),
             kernel: kernel::KernelTotals::default(),
-            line_open: BTreeMap::new(),
+            line_open: Default::default(),
             part_kernel: Default::default(),
             worker_gpu: Default::default(),
             mapping: Mapping::default(),
