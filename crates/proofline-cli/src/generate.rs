@@ -116,6 +116,10 @@ impl<W: Write> Daemon<W> {
 
 impl<W: Write> Write for Daemon<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if !self.log_lines && self.prefixed_pct == 0 {
+            // nothing to add: the lines as the simulator wrote them
+            return self.out.write(buf);
+        }
         let mut rest = buf;
         while let Some(end) = memchr::memchr(b'\n', rest) {
             self.line.extend_from_slice(&rest[..=end]);
