@@ -212,7 +212,7 @@ fn needs_worker(ev: &EventRef<'_>) -> bool {
 /// Parses the digits at `b[from..]` up to the next non-digit: 1 to 19 of them (so no
 /// overflow check is needed); returns the value and where the digits end.
 #[inline]
-fn digits(b: &[u8], from: usize) -> Option<(u64, usize)> {
+pub(crate) fn digits(b: &[u8], from: usize) -> Option<(u64, usize)> {
     let mut v: u64 = 0;
     let mut i = from;
     while let Some(&c) = b.get(i) {

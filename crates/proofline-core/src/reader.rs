@@ -21,15 +21,18 @@ pub const MAX_LINE_BYTES: usize = 1 << 20;
 /// How much [`LineFeeder::feed_all_parallel`] reads at a time.
 const CHUNK: usize = 1 << 18;
 
-/// Whether `line` holds `TIMELINE` or `CUZK_` anywhere: a line that holds neither holds no
-/// TIMELINE event and no timing line ([`parse_line`] gives `Ok(None)` for it, and
-/// [`parse_timing`] `None`, as a property test checks). One pass for both markers' first
+/// Whether `line` holds the TIMELINE marker or a `CUZK_` one anywhere: a line that holds
+/// none holds no TIMELINE event and no timing line ([`parse_line`] gives `Ok(None)` for it,
+/// and [`parse_timing`] `None`, as a property test checks). One pass for the markers' first
 /// letters.
 #[inline]
 fn may_hold_marker(line: &[u8]) -> bool {
+    use crate::timing::{NTT_H_MARKER, TIMING_MARKER};
     memchr::memchr2_iter(b'T', b'C', line).any(|at| {
         let tail = &line[at..];
-        tail.starts_with(b"TIMELINE") || tail.starts_with(b"CUZK_")
+        [MARKER, TIMING_MARKER, NTT_H_MARKER]
+            .iter()
+            .any(|m| tail.starts_with(m.as_bytes()))
     })
 }
 
@@ -127,9 +130,10 @@ impl LineFeeder {
         if let Some(t) = parse_plain_timing(text) {
             return self.timing(text, Some(t));
         }
-        // a line with neither marker (a daemon's own log line) is known so in one look
-        // through it, where the two parsers would look through it one after the other
-        if !may_hold_marker(text.as_bytes()) {
+        // a line with no marker (a daemon's own log line) is known so in one look
+        // through it, where the two parsers would look through it one after the other (a
+        // TIMELINE line first, most of a log, goes to its parser without that look)
+        if !text.starts_with(MARKER) && !may_hold_marker(text.as_bytes()) {
             return self.timing(text, None);
         }
         match parse_line(text) {
@@ -991,7 +995,9 @@ mod proptests {
             )
         ) {
             let line = pieces.concat();
-            let marker = line.contains("TIMELINE") || line.contains("CUZK_");
+            let marker = [MARKER, crate::timing::TIMING_MARKER, crate::timing::NTT_H_MARKER]
+                .iter()
+                .any(|m| line.contains(m));
             prop_assert_eq!(may_hold_marker(line.as_bytes()), marker, "{:?}", line);
             if !marker {
                 prop_assert_eq!(parse_line(&line).ok(), Some(None), "{:?}", line);

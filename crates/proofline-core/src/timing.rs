@@ -445,19 +445,10 @@ fn cuzk_pairs(rest: &str) -> Option<Timing> {
         i = find_eq(b, k)?;
         // (an `=` is a char boundary)
         let key = &rest[k..i];
-        i += 1;
-        let digits = i;
-        let mut v = 0u64;
-        while i < n {
-            let d = b[i].wrapping_sub(b'0');
-            if d > 9 {
-                break;
-            }
-            v = v.wrapping_mul(10).wrapping_add(u64::from(d));
-            i += 1;
-        }
-        // (19 digits always fit: what has more is `str::parse`'s to decide)
-        if i == digits || i - digits > 19 || (i < n && b[i] != b' ') {
+        // (more than 19 digits are `str::parse`'s to decide)
+        let v;
+        (v, i) = crate::codec::digits(b, i + 1)?;
+        if i < n && b[i] != b' ' {
             return None;
         }
         if key == "gpu_tid" {
@@ -559,19 +550,7 @@ fn trim(s: &str) -> &str {
 /// `None` for anything else, which `parse` then decides (a `+`, 20 digits that fit).
 #[inline]
 fn fast_u64(s: &str) -> Option<u64> {
-    let b = s.as_bytes();
-    if b.is_empty() || b.len() > 19 {
-        return None;
-    }
-    let mut v = 0u64;
-    for &c in b {
-        let d = c.wrapping_sub(b'0');
-        if d > 9 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
-    }
-    Some(v)
+    crate::codec::digits(s.as_bytes(), 0).and_then(|(v, end)| (end == s.len()).then_some(v))
 }
 
 /// The pairs of a `CUZK_NTT_H:` line (after the marker).
