@@ -5,6 +5,8 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
 
 use crate::sim_args::SimArgs;
 
@@ -40,8 +42,10 @@ struct Daemon<W: Write> {
     line: Vec<u8>,
     /// The newest TIMELINE offset, for the timestamps.
     ms: u64,
-    /// Lines written, for the deterministic choice of the prefixed ones.
+    /// Lines written (the timestamps' microseconds).
     n: u64,
+    /// Which lines are prefixed: the same each run.
+    pick: SmallRng,
 }
 
 impl<W: Write> Daemon<W> {
@@ -53,6 +57,7 @@ impl<W: Write> Daemon<W> {
             line: Vec::with_capacity(256),
             ms: 0,
             n: 0,
+            pick: SmallRng::seed_from_u64(1),
         }
     }
 
@@ -69,8 +74,7 @@ impl<W: Write> Daemon<W> {
     }
 
     fn write_line(&mut self) -> io::Result<()> {
-        let line = std::mem::take(&mut self.line);
-        let text = String::from_utf8_lossy(&line);
+        let text = String::from_utf8_lossy(&self.line);
         let mut fields = text.trim_end().splitn(5, ',');
         let timeline = fields.next() == Some("TIMELINE");
         if timeline {
@@ -80,15 +84,11 @@ impl<W: Write> Daemon<W> {
                 .unwrap_or(self.ms);
         }
         self.n += 1;
-        // splitmix64 of the line's number: a fixed share, spread evenly, the same each run
-        let mut z = self.n.wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        if (z ^ (z >> 31)) % 100 < u64::from(self.prefixed_pct) {
+        if self.pick.random_range(0..100u8) < self.prefixed_pct {
             self.out
                 .write_all(self.stamp("INFO", "cuzk_core::engine").as_bytes())?;
         }
-        self.out.write_all(&line)?;
+        self.out.write_all(&self.line)?;
         if self.log_lines && timeline {
             // what the daemon's own tracing says of the same step, in its words
             let (event, job, detail) = (
@@ -108,7 +108,7 @@ impl<W: Write> Daemon<W> {
             l.push('\n');
             self.out.write_all(l.as_bytes())?;
         }
-        self.line = line;
+        drop(text);
         self.line.clear();
         Ok(())
     }
