@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
-use proofline_core::{EventKind, EventRef, TimelineEvent};
+use proofline_core::{EventKind, EventRef, TimelineEvent, codec};
 use tracing::field::{Field, Visit};
 
 use super::stats::*;
@@ -77,12 +77,22 @@ pub(crate) fn span_event(
 }
 
 /// A line the prover logged through `tracing`, as the layer takes it.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Logged {
-    /// It holds the TIMELINE marker: parsed as a TIMELINE line.
-    Timeline(String),
-    /// It holds the `CUZK_TIMING:` marker and not the TIMELINE one: parsed on the worker.
-    Timing(String),
+    /// A TIMELINE line: its event's entry, at the line's own offset.
+    Event(Queued),
+    /// A TIMELINE line that does not parse: counted, nothing sent.
+    Malformed,
+    /// A `CUZK_TIMING:` line (or one whose TIMELINE marker is no line's start): read on the
+    /// worker's thread, as `analyze` reads it.
+    Text(String),
+}
+
+/// Which marker a logged line holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Marker {
+    Timeline,
+    Timing,
 }
 
 /// Whether `s` holds the TIMELINE marker, and the `CUZK_TIMING:` one, in one look at each
@@ -103,6 +113,20 @@ pub(crate) fn markers(s: &str) -> (bool, bool) {
         }
     }
     (timeline, timing)
+}
+
+/// What a logged line is taken as, by its markers ([`markers`]); a line that starts with the
+/// TIMELINE marker, as cuzk's do, is one without a look at its other `T`s (a `memchr` call
+/// for each: ~360 of the ~2 070 instructions a logged TIMELINE line cost the prover).
+fn marker_of(s: &str) -> Option<Marker> {
+    if s.starts_with(codec::MARKER) {
+        return Some(Marker::Timeline);
+    }
+    match markers(s) {
+        (true, _) => Some(Marker::Timeline),
+        (false, true) => Some(Marker::Timing),
+        (false, false) => None,
+    }
 }
 
 /// Reads a `timeline` event: `event`, `job_id`, the detail pairs, or one `detail` string.
@@ -142,17 +166,26 @@ impl TimelineVisitor<'_> {
         true
     }
 
+    /// Takes the message: a TIMELINE line is read here, into its entry; a timing line is
+    /// kept to be read on the worker.
+    fn message(&mut self, s: &str) {
+        self.line = match marker_of(s) {
+            Some(Marker::Timeline) => Some(match codec::parse_line(s) {
+                Ok(Some(ev)) => Logged::Event(Queued::new(&ev, false).with_own_offset()),
+                // (its marker is no line's start: read as `analyze` reads it)
+                Ok(None) => Logged::Text(s.to_owned()),
+                Err(_) => Logged::Malformed,
+            }),
+            Some(Marker::Timing) => Some(Logged::Text(s.to_owned())),
+            None => None,
+        };
+    }
+
     pub(crate) fn field_str(&mut self, field: &Field, s: &str) {
         match field.name() {
             "event" => self.ev = EventKind::from_name(s),
             "detail" => self.detail = Some(s.to_owned()),
-            "message" => {
-                self.line = match markers(s) {
-                    (true, _) => Some(Logged::Timeline(s.to_owned())),
-                    (false, true) => Some(Logged::Timing(s.to_owned())),
-                    (false, false) => None,
-                };
-            }
+            "message" => self.message(s),
             name => {
                 if let Some(v) = parse_index(s).map(u64::from) {
                     if self.set_ms(name, v) {
@@ -230,6 +263,65 @@ mod tests {
                 ),
                 "{:?}", s
             );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// A logged message is taken as the full marker search and the line parser say,
+        /// whether or not it starts with the TIMELINE marker: a line that parses, as its
+        /// event (at its own offset); one that holds the marker and does not, as malformed; a
+        /// timing line, or one the parser passes over, as text for the worker; anything else
+        /// as nothing.
+        #[test]
+        fn a_logged_message_is_taken_as_its_markers_and_the_parser_say(
+            before in proptest::collection::vec(
+                prop_oneof![Just("INFO "), Just("T"), Just(" "), Just("é"), Just("x,")],
+                0..3,
+            ),
+            body in prop_oneof![
+                Just("TIMELINE,12,SYNTH_START,porep-1-2,partition=3"),
+                Just("TIMELINE,40,GPU_END,porep-1-2,partition=3,worker=1,gpu_ms=9"),
+                Just("TIMELINE,7,SYNTH_END,winpost-1-ab,synth_ms=895,kind=winning-post"),
+                Just("TIMELINE,oops,GPU_END,x,worker=0"),
+                Just("TIMELINE,12"),
+                Just("TIMELINE"),
+                Just("CUZK_TIMING: gpu_tid=0 mutex_held_ms=9"),
+                Just("nothing of ours"),
+                Just(""),
+            ],
+            after in proptest::collection::vec(
+                prop_oneof![Just(" CUZK_TIMING:"), Just(","), Just("TIMELINE,"), Just("é")],
+                0..2,
+            ),
+        ) {
+            let s = format!("{}{body}{}", before.concat(), after.concat());
+            let names = FieldNames::default();
+            let mut v = TimelineVisitor {
+                names: &names,
+                fields: SpanFields::default(),
+                ev: None,
+                detail: None,
+                line: None,
+                synth_ms: None,
+                gpu_ms: None,
+                timing: None,
+            };
+            v.message(&s);
+            let (timeline, timing) = markers(&s);
+            match (v.line, timeline, codec::parse_line(&s)) {
+                (Some(Logged::Event(q)), true, Ok(Some(ev))) => {
+                    prop_assert_eq!(q.event(), ev, "{:?}", s);
+                    prop_assert!(q.own_offset(), "{:?}: the line's own offset", s);
+                }
+                (Some(Logged::Malformed), true, Err(_)) => {}
+                (Some(Logged::Text(t)), true, Ok(None)) => prop_assert_eq!(t, s),
+                (Some(Logged::Text(t)), false, _) if timing => prop_assert_eq!(t, s),
+                (None, false, _) if !timing => {}
+                (got, _, parsed) => {
+                    prop_assert!(false, "{s:?}: {got:?}, markers {timeline}/{timing}, parser {parsed:?}");
+                }
+            }
         }
     }
 }

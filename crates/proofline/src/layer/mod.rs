@@ -489,26 +489,22 @@ where
                 ));
                 return;
             }
-            // the prover's own TIMELINE line, logged instead of printed: taken as it is,
-            // with its own offset; else a CUZK_TIMING line
-            let line = match v.line {
-                Some(event::Logged::Timeline(line)) => match codec::parse_line(&line) {
-                    Ok(Some(ev)) => {
-                        self.send(Queued::new(&ev, false).with_own_offset());
-                        return;
-                    }
-                    Ok(None) => line,
-                    Err(_) => {
-                        self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                        return;
-                    }
-                },
-                Some(event::Logged::Timing(line)) => line,
-                None => return,
-            };
-            // a CUZK_TIMING line (or one whose TIMELINE marker is no line's start): parsed on
-            // the worker's thread, not the prover's
-            self.send_timing(crate::queued::TimingIn::Text(line));
+            match v.line {
+                // the prover's own TIMELINE line, logged instead of printed: taken as it is,
+                // with its own offset (read here: a line handed to the worker to read was
+                // allocated on this thread and freed on that one, which cost more than the
+                // reading, see BENCHMARKS.md)
+                Some(event::Logged::Event(q)) => self.send(q),
+                Some(event::Logged::Malformed) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                }
+                // a CUZK_TIMING line (or one whose TIMELINE marker is no line's start): parsed
+                // on the worker's thread, not the prover's
+                Some(event::Logged::Text(line)) => {
+                    self.send_timing(crate::queued::TimingIn::Text(line));
+                }
+                None => {}
+            }
             return;
         };
         let at = self.clock.now();
