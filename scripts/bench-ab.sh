@@ -44,7 +44,11 @@ gen="$new_target/release/proofline generate"
 cat "$plain" "$cuzk" "$daemon" >/dev/null
 out=/tmp/proofline-ab.txt
 : >"$out"
-filter='span_lifecycle/timeline/(mapped|unmapped)$|span_lifecycle/registry/(mapped|unmapped)$'
+# the mapped span, an unmapped one, and cuzk's own shapes (its GPU span with every field, its
+# TIMELINE and CUZK_TIMING lines logged through tracing: rows a baseline older than the
+# eleventh session lacks, shown for the new side alone), each with the Registry alone
+filter='span_lifecycle/(timeline|registry)/(mapped|unmapped|gpu_worker|timeline_line)$'
+filter+='|span_lifecycle/(registry|timeline_worker_draining)/timing_line$'
 layer() { # round, bench binary, side
   "$2" --bench "$filter" --warm-up-time 1 --measurement-time 3 --noplot 2>/dev/null |
     awk -v round="$1" -v side="$3" '/^span_lifecycle/ {name=$1} /time:/ {
@@ -96,4 +100,19 @@ for name, by_round in sorted(runs.items()):
     new = statistics.median(n for _, n in pairs)
     ratios = [n / o for o, n in pairs if o > 0]
     print(f"{name:45} old {old:10.4g}  new {new:10.4g}  new/old {statistics.median(ratios):.3f} ({min(ratios):.3f}..{max(ratios):.3f})")
+# the layer's cost over the Registry alone, round by round, against issue #31's goal
+layer = {"mapped": "span_lifecycle/timeline/mapped_ns",
+         "gpu_worker": "span_lifecycle/timeline/gpu_worker_ns",
+         "timeline_line": "span_lifecycle/timeline/timeline_line_ns",
+         "timing_line": "span_lifecycle/timeline_worker_draining/timing_line_ns"}
+for shape, row in layer.items():
+    base = runs.get(f"span_lifecycle/registry/{shape}_ns", {})
+    out = []
+    for side in ("old", "new"):
+        costs = [by[side] - base[r][side] for r, by in runs.get(row, {}).items()
+                 if side in by and side in base.get(r, {})]
+        if costs:
+            out.append(f"{side} {statistics.median(costs):6.1f} ns ({min(costs):.1f}..{max(costs):.1f})")
+    if out:
+        print(f"the layer's cost over the Registry, {shape:14} {'  '.join(out)}  (goal: <= 150 ns)")
 EOF

@@ -29,6 +29,7 @@ if [ -n "$base" ]; then
   git worktree prune
   [ -d "$old" ] || git worktree add -q --detach "$old" "$old_rev"
   (cd "$old" && git checkout -q --detach -f "$old_rev")
+  mkdir -p "$old/$(dirname "$example")"
   cp "$example" "$old/$example"
   (cd "$old" && CARGO_TARGET_DIR=$old_target cargo build --release --locked -q -p proofline \
     --example span_instructions)

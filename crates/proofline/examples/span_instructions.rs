@@ -100,9 +100,12 @@ fn main() {
                         // (a timing line is no event: a pause lets the worker take them)
                         std::thread::sleep(Duration::from_millis(20));
                     }
+                    // (bounded: a layer whose counts differ, an older one, is not waited for
+                    // forever)
+                    let deadline = std::time::Instant::now() + Duration::from_secs(5);
                     while {
                         let s = g.stats();
-                        s.received + s.dropped < want
+                        s.received + s.dropped < want && std::time::Instant::now() < deadline
                     } {
                         std::thread::sleep(Duration::from_micros(200));
                     }
@@ -112,9 +115,7 @@ fn main() {
     });
     if let Some(g) = guard {
         let s = g.stats();
-        eprintln!(
-            "{} events received, {} dropped, {} timing lines dropped",
-            s.received, s.dropped, s.timing_lines_dropped
-        );
+        // (the counters every version of the layer has: the script builds older ones too)
+        eprintln!("{} events received, {} dropped", s.received, s.dropped);
     }
 }
