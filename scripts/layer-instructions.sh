@@ -8,8 +8,9 @@
 # atomic operations' cost, so a change it likes is then timed with the bench.
 #
 # Usage: scripts/layer-instructions.sh [BASELINE] [SHAPES]
-#   BASELINE: a commit to count beside the working tree (its build runs this tree's example,
-#   copied in: the example uses only the layer's public API); none: the working tree alone
+#   BASELINE: a commit to count beside the working tree (its build runs this tree's example
+#   and the bench's shapes, copied in: they use only the layer's public API); none: the
+#   working tree alone
 #   SHAPES: default "mapped gpu_worker gpu_worker_plain timeline_line timing_line"
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
@@ -19,6 +20,7 @@ base=${1:-}
 shapes=${2:-mapped gpu_worker gpu_worker_plain timeline_line timing_line}
 n=20000
 example=crates/proofline/examples/span_instructions.rs
+shapes_rs=crates/proofline/benches/common/shapes.rs
 cargo build --release --locked -q -p proofline --example span_instructions
 new_bin=$(pwd)/target/release/examples/span_instructions
 old_bin=
@@ -29,8 +31,9 @@ if [ -n "$base" ]; then
   git worktree prune
   [ -d "$old" ] || git worktree add -q --detach "$old" "$old_rev"
   (cd "$old" && git checkout -q --detach -f "$old_rev")
-  mkdir -p "$old/$(dirname "$example")"
+  mkdir -p "$old/$(dirname "$example")" "$old/$(dirname "$shapes_rs")"
   cp "$example" "$old/$example"
+  cp "$shapes_rs" "$old/$shapes_rs"
   (cd "$old" && CARGO_TARGET_DIR=$old_target cargo build --release --locked -q -p proofline \
     --example span_instructions)
   old_bin=$old_target/release/examples/span_instructions

@@ -7,13 +7,13 @@
 //! SHAPE: `mapped` (cuzk's synthesis span), `gpu_worker` (cuzk's GPU span, every field as
 //! cuzk records it), `gpu_worker_plain` (the same values recorded plainly), `timeline_line`
 //! (cuzk's TIMELINE line logged through `tracing`), `timing_line` (a `CUZK_TIMING:` line so
-//! logged). SUBSCRIBER: `layer` (the Registry with the TimelineLayer) or `registry` (the
+//! logged), `unmapped` (a span the layer does not map). The shapes are the layer bench's
+//! (`benches/common/shapes.rs`). SUBSCRIBER: `layer` (the Registry with the TimelineLayer) or `registry` (the
 //! Registry with a layer that does nothing, the bench's baseline). N: default 20000.
 //!
 //! Every 1024 spans the worker is woken and waited for, as in the bench: it keeps up, as it
 //! does in a prover, so the spans take the path they take there, not the full queue's.
 
-use std::hint::black_box;
 use std::time::Duration;
 
 use tracing_subscriber::prelude::*;
@@ -21,45 +21,22 @@ use tracing_subscriber::prelude::*;
 struct Noop;
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Noop {}
 
+#[macro_use]
+#[path = "../benches/common/shapes.rs"]
+mod shapes;
+
+/// One span (or logged line) of the shape, as the layer's bench makes it.
 #[inline(never)]
 fn one_span(shape: &str, i: u32) {
     match shape {
-        "mapped" => tracing::info_span!(
-            "synthesize_partition",
-            job_id = "porep-1000-42",
-            partition = i % 10
-        )
-        .in_scope(|| black_box(i)),
-        "gpu_worker" => tracing::info_span!(
-            "gpu_worker",
-            worker_id = i % 4,
-            gpu = (i % 4) / 2,
-            job_id = %"porep-1000-42",
-            proof_kind = %"porep-c2",
-            batch_size = 1usize,
-            partition = ?Some(i % 10),
-        )
-        .in_scope(|| black_box(i)),
-        "gpu_worker_plain" => tracing::info_span!(
-            "gpu_worker",
-            worker_id = i % 4,
-            gpu = (i % 4) / 2,
-            job_id = "porep-1000-42",
-            proof_kind = "porep-c2",
-            batch_size = 1usize,
-            partition = i % 10,
-        )
-        .in_scope(|| black_box(i)),
-        "timeline_line" => {
-            tracing::info!(target: "timeline", "TIMELINE,{},SYNTH_START,porep-1000-42,partition={}", i, i % 10);
-            i
-        }
-        "timing_line" => {
-            tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid={} pre_lock_cpu_ms=312 mutex_wait_ms=4 ntt_msm_h_ms=2901 batch_add_ms=402 tail_msm_ms=233 gpu_total_ms=3541 mutex_held_ms=3566", i % 4);
-            i
-        }
+        "mapped" => (mapped!())(i),
+        "gpu_worker" => (gpu_worker!())(i),
+        "gpu_worker_plain" => (gpu_worker_plain!())(i),
+        "timeline_line" => (timeline_line!())(i),
+        "timing_line" => (timing_line!())(i),
+        "unmapped" => (unmapped!())(i),
         other => panic!("unknown shape {other}"),
-    };
+    }
 }
 
 fn main() {

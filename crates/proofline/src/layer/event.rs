@@ -144,7 +144,21 @@ pub(crate) struct TimelineVisitor<'a> {
     pub(crate) timing: Option<proofline_core::timing::Timing>,
 }
 
-impl TimelineVisitor<'_> {
+impl<'a> TimelineVisitor<'a> {
+    /// A visitor that has read nothing yet.
+    pub(crate) fn new(names: &'a FieldNames) -> Self {
+        TimelineVisitor {
+            names,
+            fields: SpanFields::default(),
+            ev: None,
+            detail: None,
+            line: None,
+            synth_ms: None,
+            gpu_ms: None,
+            timing: None,
+        }
+    }
+
     pub(crate) fn set_ms(&mut self, name: &str, v: u64) -> bool {
         match name {
             "synth_ms" => self.synth_ms = Some(v),
@@ -297,16 +311,7 @@ mod tests {
         ) {
             let s = format!("{}{body}{}", before.concat(), after.concat());
             let names = FieldNames::default();
-            let mut v = TimelineVisitor {
-                names: &names,
-                fields: SpanFields::default(),
-                ev: None,
-                detail: None,
-                line: None,
-                synth_ms: None,
-                gpu_ms: None,
-                timing: None,
-            };
+            let mut v = TimelineVisitor::new(&names);
             v.message(&s);
             let (timeline, timing) = markers(&s);
             match (v.line, timeline, codec::parse_line(&s)) {

@@ -470,16 +470,7 @@ where
         if self.wants(event.metadata()).is_none() {
             return;
         }
-        let mut v = TimelineVisitor {
-            names: &self.cfg.fields,
-            fields: SpanFields::default(),
-            ev: None,
-            detail: None,
-            line: None,
-            synth_ms: None,
-            gpu_ms: None,
-            timing: None,
-        };
+        let mut v = TimelineVisitor::new(&self.cfg.fields);
         event.record(&mut v);
         let Some(kind) = v.ev else {
             // cuzk's CUZK_TIMING values, as fields or as its line
