@@ -311,7 +311,7 @@ impl Engine {
 
     /// Uses an event at `offset` of the run in progress: in the reorder buffer, or processed
     /// at once when it is older than the present (counted late).
-    #[inline]
+    #[inline(always)]
     fn accept(&mut self, offset: u64, mut e: Ev, sink: &mut impl UpdateSink) {
         self.max_event_offset = Some(self.max_event_offset.map_or(offset, |m| m.max(offset)));
         self.max_offset = Some(self.max_offset.map_or(offset, |m| m.max(offset)));
@@ -393,6 +393,7 @@ impl Engine {
     }
 
     /// Processes the buffered events a reorder window older than the newest offset.
+    #[inline(always)]
     fn release(&mut self, sink: &mut impl UpdateSink) {
         let Some(max) = self.max_offset else { return };
         let horizon = self
