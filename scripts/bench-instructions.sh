@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Instructions, not seconds: `proofline analyze` of two generated logs under callgrind, each
-# thread's instruction count, for the working tree and a baseline commit. A count does not
-# move with the machine's spells (the same build on the same log gives the same count to
-# within 0.01 % on the engine's thread, 0.2 % on the reader's, whose waits on the channel
-# vary), so a change of 1 % on one thread shows,
-# where interleaved wall times on this shared 2-core machine spread by +-25 %. It says
+# Instructions, not seconds: `proofline analyze` of two generated logs under callgrind, the
+# instruction count of both threads together and of each, for the working tree and a baseline
+# commit (TOP: the functions of both threads together). Valgrind runs one thread at a time:
+# the engine's thread, which is handed a block unparsed whenever it finds none ready, then
+# parses nearly every block itself, so the split between the threads is not a real run's
+# (a baseline older than that hand-over parses on thread 2); the sum is what to compare. A
+# count does not move with the machine's spells (the same build on the same log gives the same
+# count to within 0.2 %, the waits on the channel varying), so a change of 1 % shows, where
+# interleaved wall times on this shared 2-core machine spread by +-25 %. It says
 # nothing of cache misses or mispredicted branches: a change that saves instructions is
 # then timed with `scripts/bench-ab.sh` (a change that moved work between the threads, or
 # traded instructions for memory traffic, can read better here than it runs).
 #
 # Usage: scripts/bench-instructions.sh [BASELINE] [TOP]
 #   BASELINE: a commit (default HEAD: the working tree's uncommitted change)
-#   TOP: also list each thread's TOP functions by their own instructions (default 0)
+#   TOP: also list the TOP functions by their own instructions (default 0)
 # Needs valgrind (apt-get install valgrind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +50,7 @@ count old "$old_target/release/proofline" plain "$plain"
 count new "$new_target/release/proofline" plain "$plain"
 count old "$old_target/release/proofline" cuzk "$cuzk"
 count new "$new_target/release/proofline" cuzk "$cuzk"
-echo "instructions by thread (thread 1: main, the engine's; 2: proofline-read), baseline ${1:-HEAD} ($old_rev)"
+echo "instructions (thread 1: main, the engine's; 2: proofline-read), baseline ${1:-HEAD} ($old_rev)"
 python3 - "$out" "$top" <<'EOF'
 import collections, glob, os, re, subprocess, sys
 out, top = sys.argv[1], int(sys.argv[2])
@@ -75,14 +78,25 @@ for path in glob.glob(os.path.join(out, "*.*.*")):
     if "-" not in rest:
         continue  # the file of the whole process (empty with --separate-threads)
     runs[(log, side, int(rest.split("-")[1]))] = profile(path)
+def both(log, side):
+    total, funcs = 0, collections.Counter()
+    for (l, s, _), (n, f) in runs.items():
+        if (l, s) == (log, side):
+            total += n
+            funcs.update(f)
+    return total, funcs
+
 for log in ("plain", "cuzk"):
+    old, new = both(log, "old"), both(log, "new")
+    if old[0] and new[0]:
+        print(f"{log:6} both threads: old {old[0]:>14,}  new {new[0]:>14,}  new/old {new[0] / old[0]:.4f}")
+        if top:
+            for name, n in new[1].most_common(top):
+                o = old[1].get(name, 0)
+                print(f"    {n:>13,} ({o:>13,} before)  {name[:110]}")
     for thread in sorted({t for (l, _, t) in runs if l == log}):
         old, new = runs.get((log, "old", thread)), runs.get((log, "new", thread))
         if not old or not new:
             continue
         print(f"{log:6} thread {thread}: old {old[0]:>14,}  new {new[0]:>14,}  new/old {new[0] / old[0]:.4f}")
-        if top:
-            for name, n in new[1].most_common(top):
-                o = old[1].get(name, 0)
-                print(f"    {n:>13,} ({o:>13,} before)  {name[:110]}")
 EOF

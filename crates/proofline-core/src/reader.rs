@@ -1,6 +1,7 @@
 //! Reading TIMELINE logs: lines in, events into an [`Engine`], bad lines counted by number.
 
 use std::io::{self, BufRead, Read};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use crate::codec::{MARKER, parse_line};
@@ -8,7 +9,7 @@ use crate::engine::Engine;
 use crate::event::{EventKind, EventRef, TimelineEvent};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
-use crate::timing::{TimingLine, parse_plain_timing, parse_timing};
+use crate::timing::{TimingLine, WorkerMap, parse_plain_timing, parse_timing};
 
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
@@ -42,6 +43,10 @@ enum Parsed<'a> {
     Event(EventRef<'a>),
     /// A `CUZK_TIMING:` line.
     Timing(TimingLine),
+    /// One of cuzk's start-up lines, taken because no TIMELINE line came before it (read on
+    /// its own, a block's parser cannot know that of the blocks before it: the lines are
+    /// told apart so that the engine's side can drop those that came after one).
+    StartupMap(WorkerMap),
 }
 
 impl Parsed<'_> {
@@ -49,6 +54,7 @@ impl Parsed<'_> {
         match self {
             Parsed::Event(ev) => engine.ingest(&ev, sink),
             Parsed::Timing(t) => engine.ingest_timing_line(&t),
+            Parsed::StartupMap(m) => engine.ingest_timing_line(&TimingLine::WorkerMap(m)),
         }
     }
 }
@@ -159,9 +165,13 @@ impl LineFeeder {
         timing: Option<Result<TimingLine, String>>,
     ) -> Result<Option<Parsed<'a>>, LineError> {
         match timing {
-            None if !self.startup_over || text.starts_with(crate::timing::LAYER_STARTUP) => {
+            // (the layer's own start-up line is taken wherever it comes)
+            None if text.starts_with(crate::timing::LAYER_STARTUP) => {
                 Ok(crate::timing::parse_worker_map(text)
                     .map(|m| Parsed::Timing(TimingLine::WorkerMap(m))))
+            }
+            None if !self.startup_over => {
+                Ok(crate::timing::parse_worker_map(text).map(Parsed::StartupMap))
             }
             None => Ok(None),
             Some(Ok(t)) => {
@@ -361,8 +371,11 @@ impl LineFeeder {
 
     /// What [`LineFeeder::feed_all`] does, on two threads: a reader thread reads `input` in
     /// large blocks and parses them while this thread runs the engine (and so the sink) on
-    /// the events of the block before. The result is the same, line numbers and all; with
-    /// two cores a whole log is read in about the time the engine alone takes.
+    /// the events of the block before; when this thread finds no block ready, the reader
+    /// hands it the next one unparsed (one at a time), so that a log the parsing is the
+    /// slower part of keeps both busy. The result is the same, line numbers and all, whoever
+    /// parsed what; with two cores a whole log is read in about the time the slower of the
+    /// two parts takes.
     pub fn feed_all_parallel(
         &mut self,
         input: impl Read + Send,
@@ -395,21 +408,53 @@ impl LineFeeder {
         chunk: usize,
         stop: &mut dyn FnMut() -> bool,
     ) -> io::Result<bool> {
+        self.feed_blocks_with(input, engine, sink, chunk, stop, Handoff::WhenWaiting)
+    }
+
+    /// [`LineFeeder::feed_blocks`], with the reader thread handing blocks over unparsed as
+    /// `handoff` says.
+    fn feed_blocks_with(
+        &mut self,
+        input: impl Read + Send,
+        engine: &mut Engine,
+        sink: &mut impl UpdateSink,
+        chunk: usize,
+        stop: &mut dyn FnMut() -> bool,
+        handoff: Handoff,
+    ) -> io::Result<bool> {
         // Two blocks in the channel: the reader stays at most three blocks ahead.
         let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(2);
         let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
-        let mut reader = std::mem::take(self);
+        let shared = Shared {
+            startup_over: AtomicBool::new(self.startup_over),
+            starved: AtomicBool::new(false),
+            handed_over: AtomicBool::new(false),
+            handoff,
+        };
         std::thread::scope(|scope| {
+            let shared = &shared;
             let handle = std::thread::Builder::new()
                 .name("proofline-read".into())
                 .spawn_scoped(scope, move || {
-                    let result = reader.read_batches(input, chunk, &full_tx, &empty_rx);
-                    (reader, result)
+                    read_batches(input, chunk, shared, &full_tx, &empty_rx)
                 })?;
             let mut stopped = false;
             loop {
                 // `stop` is asked between blocks, and while a slow input gives none
-                let batch = match full_rx.recv_timeout(std::time::Duration::from_millis(100)) {
+                let got = match full_rx.try_recv() {
+                    Ok(batch) => {
+                        shared.starved.store(false, Ordering::Relaxed);
+                        Ok(batch)
+                    }
+                    Err(mpsc::TryRecvError::Empty) => {
+                        shared.starved.store(true, Ordering::Relaxed);
+                        full_rx.recv_timeout(std::time::Duration::from_millis(100))
+                    }
+                    Err(mpsc::TryRecvError::Disconnected) => {
+                        Err(mpsc::RecvTimeoutError::Disconnected)
+                    }
+                };
+                let mut batch = match got {
                     Ok(batch) => batch,
                     Err(mpsc::RecvTimeoutError::Timeout) => {
                         if stop() {
@@ -420,16 +465,15 @@ impl LineFeeder {
                     }
                     Err(mpsc::RecvTimeoutError::Disconnected) => break,
                 };
-                let mut timings = batch.timings.iter().peekable();
-                for (i, ev) in batch.events.iter().enumerate() {
-                    // timing lines in their place among the events
-                    while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
-                        engine.ingest_timing_line(t);
-                    }
-                    engine.ingest(&ev.in_text(&batch.text), sink);
+                if let Some(block) = batch.raw.take() {
+                    // handed over unparsed (this side found none ready): parsed here, where
+                    // the blocks before it are known
+                    shared.handed_over.store(false, Ordering::Relaxed);
+                    batch.fill(block, self.startup_over);
                 }
-                for (_, t) in timings {
-                    engine.ingest_timing_line(t);
+                self.take_block(&mut batch, engine, sink);
+                if self.startup_over {
+                    shared.startup_over.store(true, Ordering::Relaxed);
                 }
                 // the reader may be done already: then the block is simply dropped
                 let _ = empty_tx.send(batch);
@@ -442,125 +486,271 @@ impl LineFeeder {
             }
             // the reader's next send fails: it stops reading
             drop(full_rx);
-            let (reader, result) = handle
+            let result = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            *self = reader;
             result.map(|()| stopped)
         })
     }
 
-    /// The reader thread of [`LineFeeder::feed_all_parallel`]: reads blocks of whole lines,
-    /// parses them and sends them on, reusing the blocks that come back.
-    fn read_batches(
-        &mut self,
-        mut input: impl Read,
-        chunk: usize,
-        full: &mpsc::SyncSender<Batch>,
-        empty: &mpsc::Receiver<Batch>,
-    ) -> io::Result<()> {
-        let mut carry: Vec<u8> = Vec::new();
-        let mut read_error = None;
-        loop {
-            let mut batch = empty.try_recv().unwrap_or_default();
-            // the block is read into the batch's own buffer, which the engine's side hands
-            // back: the text goes over without a copy (a copy of every block was 4-7 % of
-            // analyze's time)
-            let mut buf = std::mem::take(&mut batch.text).into_bytes();
-            // Its bytes up to its length were written before: they are read over, not
-            // zeroed first (`filled` says how many are this block's). A zeroing of each block
-            // was 6 % of analyze's samples once the buffers came back from the other thread.
-            let mut filled = carry.len();
-            if buf.len() < filled {
-                buf.resize(filled, 0);
+    /// Takes in a parsed block after the blocks before it: its lines' counts (its malformed
+    /// lines numbered after the lines before), then its events and timing lines in order.
+    fn take_block(&mut self, batch: &mut Batch, engine: &mut Engine, sink: &mut impl UpdateSink) {
+        if self.startup_over && !batch.startup_maps.is_empty() {
+            // start-up lines taken by a parser that did not know a TIMELINE line had come
+            // in a block before
+            let (mut at, late) = (0, &batch.startup_maps);
+            batch.timings.retain(|_| {
+                at += 1;
+                !late.contains(&(at - 1))
+            });
+        }
+        self.add_block(&mut batch.stats);
+        let mut timings = batch.timings.iter().peekable();
+        for (i, ev) in batch.events.iter().enumerate() {
+            // timing lines in their place among the events
+            while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
+                engine.ingest_timing_line(t);
             }
-            buf[..filled].copy_from_slice(&carry);
-            carry.clear();
-            // read until the block holds a whole line, or the input ends (then the block
-            // is all that is left, a cut last line included: `fill` notes it)
-            let (lines_end, eof) = loop {
-                let want = chunk.max(filled);
-                let ended = match read_more(&mut input, &mut buf, &mut filled, want) {
-                    Ok(ended) => ended,
-                    Err(e) => {
-                        // what was read before the error still goes to the engine
-                        read_error = Some(e);
-                        break (filled, true);
-                    }
-                };
-                if ended {
-                    break (filled, true);
-                }
-                if let Some(last) = memchr::memrchr(b'\n', &buf[..filled]) {
-                    break (last + 1, false);
-                }
-                buf.truncate(filled);
-                if buf.len() > MAX_LINE_BYTES {
-                    // a hole of NUL bytes (what copytruncate leaves before the next line of a
-                    // writer that does not append) is no part of that line: it goes, and the
-                    // line is read (it was skipped as over-long with the hole)
-                    let text = buf.iter().position(|&b| b != 0).unwrap_or(buf.len());
-                    buf.drain(..text);
-                    filled = buf.len();
-                    if filled <= MAX_LINE_BYTES {
-                        continue;
-                    }
-                    // a line too long to hold: skip to its newline, whatever its length
-                    self.oversized_line();
-                    if !skip_past_newline(&mut input, &mut buf, chunk)? {
-                        filled = 0;
-                        break (0, true);
-                    }
-                }
-                filled = buf.len();
-            };
-            carry.extend_from_slice(&buf[lines_end..filled]);
-            buf.truncate(lines_end);
-            batch.fill(self, buf);
-            let has = !batch.events.is_empty() || !batch.timings.is_empty();
-            if (has && full.send(batch).is_err()) || eof {
-                // done, or the engine's side has gone (it stopped early, or panicked)
-                return read_error.map_or(Ok(()), Err);
+            engine.ingest(&ev.in_text(&batch.text), sink);
+        }
+        for (_, t) in timings {
+            engine.ingest_timing_line(t);
+        }
+        if !batch.events.is_empty() {
+            self.startup_over = true;
+        }
+    }
+
+    /// Counts the lines of a block read on its own (numbered from its first), after the
+    /// lines counted so far.
+    fn add_block(&mut self, block: &mut LineStats) {
+        let before = self.stats.lines;
+        let s = &mut self.stats;
+        // every field named: a new one is decided here
+        let LineStats {
+            lines,
+            timeline_lines,
+            timing_lines,
+            malformed,
+            malformed_examples,
+            truncated_last_line,
+            oversized,
+            from_input: _,
+            read_error: _,
+        } = block;
+        s.lines += *lines;
+        s.timeline_lines += *timeline_lines;
+        s.timing_lines += *timing_lines;
+        s.malformed += *malformed;
+        s.oversized += *oversized;
+        s.truncated_last_line |= *truncated_last_line;
+        for mut e in malformed_examples.drain(..) {
+            if s.malformed_examples.len() < MAX_LINE_EXAMPLES {
+                e.line += before;
+                s.malformed_examples.push(e);
             }
         }
     }
 }
 
-/// A block of parsed events, with the text their strings point into.
+/// Who parses a block of [`LineFeeder::feed_blocks`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handoff {
+    /// The reader thread, unless the engine's side found no block ready when it last
+    /// looked, and took the last block handed over unparsed: then the engine's side.
+    ///
+    /// A log of many lines besides the TIMELINE ones (a daemon's, with `CUZK_TIMING:` and
+    /// its own log lines) keeps the reader parsing and the engine waiting; handed a block
+    /// now and then, the engine's side parses what it would have waited for (about one
+    /// block in five on such a log; almost none where the engine is the slower, as on a log
+    /// of TIMELINE lines alone). One at a time: with more, the engine's side became the
+    /// slower while the reader waited (a third of the blocks handed over, 0.40 s where
+    /// one at a time took 0.35 s on a 390 MB log).
+    WhenWaiting,
+    /// The reader thread, always (for tests).
+    #[cfg(test)]
+    Never,
+    /// The engine's side, always (for tests).
+    #[cfg(test)]
+    Always,
+}
+
+/// What the two threads of [`LineFeeder::feed_blocks`] share besides the channels.
+struct Shared {
+    /// A TIMELINE line came in a block taken in so far: a block's parser need not look for
+    /// cuzk's start-up lines (those it takes anyway are dropped when the block is taken).
+    startup_over: AtomicBool,
+    /// The engine's side found no block ready when it last looked.
+    starved: AtomicBool,
+    /// A block was handed over unparsed, and the engine's side has not taken it yet.
+    handed_over: AtomicBool,
+    handoff: Handoff,
+}
+
+/// The reader thread of [`LineFeeder::feed_all_parallel`]: reads blocks of whole lines,
+/// parses them (or hands them over unparsed, as [`Handoff`] says) and sends them on, reusing
+/// the blocks that come back.
+fn read_batches(
+    mut input: impl Read,
+    chunk: usize,
+    shared: &Shared,
+    full: &mpsc::SyncSender<Batch>,
+    empty: &mpsc::Receiver<Batch>,
+) -> io::Result<()> {
+    let mut carry: Vec<u8> = Vec::new();
+    let mut read_error = None;
+    loop {
+        let mut batch = empty.try_recv().unwrap_or_default();
+        // the block is read into the batch's own buffer, which the engine's side hands
+        // back: the text goes over without a copy (a copy of every block was 4-7 % of
+        // analyze's time)
+        let mut buf = std::mem::take(&mut batch.text).into_bytes();
+        // Its bytes up to its length were written before: they are read over, not
+        // zeroed first (`filled` says how many are this block's). A zeroing of each block
+        // was 6 % of analyze's samples once the buffers came back from the other thread.
+        let mut filled = carry.len();
+        if buf.len() < filled {
+            buf.resize(filled, 0);
+        }
+        buf[..filled].copy_from_slice(&carry);
+        carry.clear();
+        // lines skipped as too long while the block was read: they come before its lines
+        let mut skipped = 0;
+        // read until the block holds a whole line, or the input ends (then the block
+        // is all that is left, a cut last line included: `fill` notes it)
+        let (lines_end, eof) = loop {
+            let want = chunk.max(filled);
+            let ended = match read_more(&mut input, &mut buf, &mut filled, want) {
+                Ok(ended) => ended,
+                Err(e) => {
+                    // what was read before the error still goes to the engine
+                    read_error = Some(e);
+                    break (filled, true);
+                }
+            };
+            if ended {
+                break (filled, true);
+            }
+            if let Some(last) = memchr::memrchr(b'\n', &buf[..filled]) {
+                break (last + 1, false);
+            }
+            buf.truncate(filled);
+            if buf.len() > MAX_LINE_BYTES {
+                // a hole of NUL bytes (what copytruncate leaves before the next line of a
+                // writer that does not append) is no part of that line: it goes, and the
+                // line is read (it was skipped as over-long with the hole)
+                let text = buf.iter().position(|&b| b != 0).unwrap_or(buf.len());
+                buf.drain(..text);
+                filled = buf.len();
+                if filled <= MAX_LINE_BYTES {
+                    continue;
+                }
+                // a line too long to hold: skip to its newline, whatever its length
+                skipped += 1;
+                if !skip_past_newline(&mut input, &mut buf, chunk)? {
+                    filled = 0;
+                    break (0, true);
+                }
+            }
+            filled = buf.len();
+        };
+        carry.extend_from_slice(&buf[lines_end..filled]);
+        buf.truncate(lines_end);
+        let has = !buf.is_empty() || skipped > 0;
+        // (the counts of the block it held before are gone: those were added up)
+        batch.stats = LineStats {
+            lines: skipped,
+            oversized: skipped,
+            ..LineStats::default()
+        };
+        let hand_over = match shared.handoff {
+            Handoff::WhenWaiting => {
+                shared.starved.load(Ordering::Relaxed)
+                    && !shared.handed_over.load(Ordering::Relaxed)
+            }
+            #[cfg(test)]
+            Handoff::Never => false,
+            #[cfg(test)]
+            Handoff::Always => true,
+        };
+        if hand_over && !buf.is_empty() {
+            batch.raw = Some(buf);
+            shared.handed_over.store(true, Ordering::Relaxed);
+        } else {
+            batch.fill(buf, shared.startup_over.load(Ordering::Relaxed));
+        }
+        if (has && full.send(batch).is_err()) || eof {
+            // done, or the engine's side has gone (it stopped early, or panicked)
+            return read_error.map_or(Ok(()), Err);
+        }
+    }
+}
+
+/// A block of lines and what they hold: parsed events, with the text their strings point
+/// into, and the counts of its lines; or, before it is parsed, the block itself.
 #[derive(Default)]
 struct Batch {
     text: String,
     events: Vec<Wire>,
     /// `CUZK_TIMING:` lines, each with the number of events before it in the block.
     timings: Vec<(usize, TimingLine)>,
+    /// Which of `timings` are start-up lines taken because no TIMELINE line came before
+    /// them in the block ([`Parsed::StartupMap`]).
+    startup_maps: Vec<usize>,
+    /// Its lines' counts, numbered from its first line (lines skipped as too long before
+    /// it included).
+    stats: LineStats,
+    /// The block's lines, not parsed yet.
+    raw: Option<Vec<u8>>,
 }
 
 impl Batch {
-    /// Parses the lines of `block` (the last one may be a cut line) into this batch: the
-    /// events, with their strings as byte ranges of `text`, which becomes the block (no copy
-    /// when it is all UTF-8, the usual case).
-    fn fill(&mut self, feeder: &mut LineFeeder, block: Vec<u8>) {
+    /// Parses the lines of `block` (the last one may be a cut line) into this batch, its
+    /// lines counted in `stats` (after what they hold), cuzk's start-up lines looked for
+    /// unless `startup_over`: the events, with their strings as byte ranges of `text`,
+    /// which becomes the block (no copy when it is all UTF-8, the usual case).
+    fn fill(&mut self, block: Vec<u8>, startup_over: bool) {
+        let mut feeder = LineFeeder {
+            stats: std::mem::take(&mut self.stats),
+            startup_over,
+        };
+        self.parse(&mut feeder, block);
+        self.stats = feeder.stats;
+    }
+
+    /// Keeps what a line of the block starting at address `base` held. (A closure
+    /// shared by the two ways of parsing a block was not inlined: a call per event, 3 % of
+    /// the reader's instructions.)
+    #[inline(always)]
+    fn take(&mut self, p: Parsed<'_>, base: usize) {
+        match p {
+            Parsed::Event(ev) => self.events.push(Wire::new(&ev, base)),
+            Parsed::Timing(t) => self.timings.push((self.events.len(), t)),
+            Parsed::StartupMap(m) => {
+                self.startup_maps.push(self.timings.len());
+                let at = self.events.len();
+                self.timings.push((at, TimingLine::WorkerMap(m)));
+            }
+        }
+    }
+
+    fn parse(&mut self, feeder: &mut LineFeeder, block: Vec<u8>) {
         self.events.clear();
         self.timings.clear();
-        let (events, timings) = (&mut self.events, &mut self.timings);
+        self.startup_maps.clear();
         // (checked for UTF-8 once, as `parse_lines` would)
         let block = match String::from_utf8(block) {
             Ok(text) => {
                 let base = text.as_ptr() as usize;
-                feeder.parse_str_lines(&text, |p| match p {
-                    Parsed::Event(ev) => events.push(Wire::new(&ev, base)),
-                    Parsed::Timing(t) => timings.push((events.len(), t)),
-                });
+                feeder.parse_str_lines(&text, |p| self.take(p, base));
                 self.text = text;
                 return;
             }
             Err(e) => e.into_bytes(),
         };
         let base = block.as_ptr() as usize;
-        let _ = feeder.parse_lines(&block, |p| match p {
-            Parsed::Event(ev) => events.push(Wire::new(&ev, base)),
-            Parsed::Timing(t) => timings.push((events.len(), t)),
-        });
+        let _ = feeder.parse_lines(&block, |p| self.take(p, base));
         // Rare: a line is not UTF-8. No event points into it: the block's text with such
         // lines blanked, so that every range stays where it was.
         self.text.clear();
@@ -747,10 +937,16 @@ mod tests {
     }
 
     /// Lines straddling reads of any size are read as whole lines, the bad ones are counted
-    /// at the same numbers, and the cut last line is still noticed.
+    /// at the same numbers, and the cut last line is still noticed; whichever thread parses
+    /// each block (cuzk's start-up lines, taken before the first TIMELINE line only, too).
     #[test]
     fn any_read_size_reads_the_same() {
-        let mut log = Vec::new();
+        let start_up = |w: u32, g: u32| {
+            format!(
+                "2026-12-01T03:00:00Z INFO cuzk: pipeline GPU worker started worker_id={w} gpu={g} sub_id=0\n"
+            )
+        };
+        let mut log = start_up(0, 3).into_bytes();
         for i in 0..40u32 {
             log.extend_from_slice(format!("boot line {i}\n").as_bytes());
             log.extend_from_slice(
@@ -765,19 +961,35 @@ mod tests {
                 log.extend_from_slice(b"TIMELINE,\xff,GPU_END,j,worker=1\n");
                 log.extend_from_slice(b"TIMELINE,7,NOPE,j,worker=1\r\n");
             }
+            if i % 10 == 9 {
+                // (worker 0 is on GPU 3: a start-up line after a TIMELINE line is no
+                // start-up line, and moves nothing)
+                log.extend_from_slice(start_up(0, 7 + i).as_bytes());
+                log.extend_from_slice(
+                    format!(
+                        "TIMELINE,{i},GPU_START,porep-1-{},worker=0,partition=0\n\
+                         TIMELINE,{},GPU_END,porep-1-{},worker=0,partition=0\n",
+                        i / 10,
+                        i + 1,
+                        i / 10,
+                    )
+                    .as_bytes(),
+                );
+            }
         }
         log.extend_from_slice(b"TIMELINE,50,GPU_START,porep-1-1,wor");
-        let read = |cap: usize, parallel: bool| {
+        let read = |cap: usize, parallel: Option<Handoff>| {
             let mut engine = Engine::new(EngineConfig::default());
             let mut feeder = LineFeeder::new();
-            if parallel {
+            if let Some(handoff) = parallel {
                 feeder
-                    .feed_blocks(
+                    .feed_blocks_with(
                         log.as_slice(),
                         &mut engine,
                         &mut NoUpdates,
                         cap,
                         &mut || false,
+                        handoff,
                     )
                     .unwrap();
             } else {
@@ -791,18 +1003,24 @@ mod tests {
             engine.finish(&mut NoUpdates);
             (feeder.stats, engine.report())
         };
-        let (whole, report) = read(1 << 20, false);
-        assert_eq!(whole.lines, 80 + 2 * 4 + 1);
-        assert_eq!((whole.timeline_lines, whole.malformed), (40 + 2 * 4, 8));
-        assert_eq!(whole.malformed_examples[0].line, 3);
+        let (whole, report) = read(1 << 20, None);
+        assert_eq!(whole.lines, 1 + 80 + 2 * 4 + 3 * 4 + 1);
+        assert_eq!(
+            (whole.timeline_lines, whole.malformed),
+            (40 + 2 * 4 + 2 * 4, 8)
+        );
+        assert_eq!(whole.malformed_examples[0].line, 4);
         assert!(whole.malformed_examples[0].error.contains("UTF-8"));
         assert!(whole.truncated_last_line);
         assert_eq!(report.summary.jobs_seen, 4);
+        let gpus: Vec<_> = report.gpus.iter().map(|g| (g.gpu, g.intervals)).collect();
+        assert_eq!(gpus, [(3, 4)], "the start-up line's GPU, and only it");
         let report = serde_json::to_string(&report).unwrap();
+        let handoffs = [Handoff::Never, Handoff::Always, Handoff::WhenWaiting];
         for cap in [1, 2, 3, 7, 16, 33, 64, 100, 1 << 20] {
-            for parallel in [false, true] {
+            for parallel in std::iter::once(None).chain(handoffs.map(Some)) {
                 let (stats, r) = read(cap, parallel);
-                let how = format!("read size {cap}, parallel {parallel}");
+                let how = format!("read size {cap}, parallel {parallel:?}");
                 assert_eq!(serde_json::to_string(&r).unwrap(), report, "{how}");
                 assert_eq!(stats.lines, whole.lines, "{how}");
                 assert_eq!(stats.timeline_lines, whole.timeline_lines, "{how}");
@@ -813,6 +1031,38 @@ mod tests {
                 );
                 assert_eq!(stats.malformed_examples, whole.malformed_examples, "{how}");
             }
+        }
+    }
+
+    /// A block parsed before the blocks ahead of it were taken in takes cuzk's start-up
+    /// lines as such; taken in after a block with a TIMELINE line, they are dropped (as a
+    /// reader of the whole log, which knows, never takes them).
+    #[test]
+    fn a_start_up_line_after_a_timeline_line_is_dropped_whoever_parsed_it() {
+        let block = b"boot\n\
+            2026-12-01T03:00:00Z INFO cuzk: pipeline GPU worker started worker_id=0 gpu=5 sub_id=0\n\
+            TIMELINE,0,GPU_START,j,worker=0\n\
+            2026-12-01T03:00:00Z INFO cuzk: pipeline GPU worker started worker_id=0 gpu=6 sub_id=0\n\
+            TIMELINE,1,GPU_END,j,worker=0\n";
+        for after_timeline in [false, true] {
+            let mut batch = Batch::default();
+            // its parser knew of no TIMELINE line before it
+            batch.fill(block.to_vec(), false);
+            assert_eq!(
+                batch.startup_maps,
+                [0],
+                "the line before the block's own TIMELINE line"
+            );
+            let mut feeder = LineFeeder::new();
+            feeder.startup_over = after_timeline;
+            let mut engine = Engine::default();
+            feeder.take_block(&mut batch, &mut engine, &mut NoUpdates);
+            engine.finish(&mut NoUpdates);
+            assert!(feeder.startup_over);
+            assert_eq!(feeder.stats.lines, 5);
+            let gpus: Vec<_> = engine.report().gpus.iter().map(|g| g.gpu).collect();
+            let want = if after_timeline { 0 } else { 5 };
+            assert_eq!(gpus, [want], "after a TIMELINE line: {after_timeline}");
         }
     }
 
@@ -887,10 +1137,19 @@ mod oversized_tests {
         )
         .unwrap();
         check(&f, &mut e);
-        let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-        f.feed_blocks(&log()[..], &mut e, &mut NoUpdates, 64 << 10, &mut || false)
+        for handoff in [Handoff::Never, Handoff::Always, Handoff::WhenWaiting] {
+            let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+            f.feed_blocks_with(
+                &log()[..],
+                &mut e,
+                &mut NoUpdates,
+                64 << 10,
+                &mut || false,
+                handoff,
+            )
             .unwrap();
-        check(&f, &mut e);
+            check(&f, &mut e);
+        }
     }
 
     #[test]
