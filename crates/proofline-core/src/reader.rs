@@ -512,7 +512,7 @@ impl LineFeeder {
             while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
                 engine.ingest_timing_line(t);
             }
-            engine.ingest(&ev.in_text(&batch.text), sink);
+            engine.ingest_inline(&ev.in_text(&batch.text), sink);
         }
         for (_, t) in timings {
             engine.ingest_timing_line(t);

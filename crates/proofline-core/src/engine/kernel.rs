@@ -423,10 +423,10 @@ impl Engine {
     }
 
     /// Follows the GPUs' open intervals in the order lines are given (for attribution).
-    /// `job` is the event's [`job_key`], taken when its id was interned.
+    /// `job` is the event's [`job_key`], taken when its id was interned. (`ingest` calls it
+    /// for the GPU's edges only; any other event is passed over here too.)
     pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>, job: u64) {
         use crate::event::EventKind;
-        // every event passes here: only the GPU's edges are hashed
         if !matches!(ev.kind, EventKind::GpuStart | EventKind::GpuEnd) {
             return;
         }
