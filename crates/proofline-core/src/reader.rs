@@ -382,8 +382,15 @@ impl LineFeeder {
         engine: &mut Engine,
         sink: &mut impl UpdateSink,
     ) -> io::Result<()> {
-        self.feed_blocks(input, engine, sink, CHUNK, &mut || false)
-            .map(drop)
+        self.feed_blocks(
+            input,
+            engine,
+            sink,
+            CHUNK,
+            &mut || false,
+            Handoff::WhenWaiting,
+        )
+        .map(drop)
     }
 
     /// [`LineFeeder::feed_all_parallel`], stopping early once `stop` says so (asked after
@@ -397,23 +404,12 @@ impl LineFeeder {
         sink: &mut impl UpdateSink,
         stop: &mut dyn FnMut() -> bool,
     ) -> io::Result<bool> {
-        self.feed_blocks(input, engine, sink, CHUNK, stop)
+        self.feed_blocks(input, engine, sink, CHUNK, stop, Handoff::WhenWaiting)
     }
 
+    /// The two threads of [`LineFeeder::feed_all_parallel`], blocks of `chunk` bytes, the
+    /// reader thread handing blocks over unparsed as `handoff` says.
     fn feed_blocks(
-        &mut self,
-        input: impl Read + Send,
-        engine: &mut Engine,
-        sink: &mut impl UpdateSink,
-        chunk: usize,
-        stop: &mut dyn FnMut() -> bool,
-    ) -> io::Result<bool> {
-        self.feed_blocks_with(input, engine, sink, chunk, stop, Handoff::WhenWaiting)
-    }
-
-    /// [`LineFeeder::feed_blocks`], with the reader thread handing blocks over unparsed as
-    /// `handoff` says.
-    fn feed_blocks_with(
         &mut self,
         input: impl Read + Send,
         engine: &mut Engine,
@@ -726,7 +722,31 @@ impl Batch {
             stats: std::mem::take(&mut self.stats),
             startup_over,
         };
-        self.parse(&mut feeder, block);
+        self.events.clear();
+        self.timings.clear();
+        self.startup_maps.clear();
+        // (checked for UTF-8 once, as `parse_lines` would)
+        match String::from_utf8(block) {
+            Ok(text) => {
+                let base = text.as_ptr() as usize;
+                feeder.parse_str_lines(&text, |p| self.take(p, base));
+                self.text = text;
+            }
+            Err(e) => {
+                let block = e.into_bytes();
+                let base = block.as_ptr() as usize;
+                let _ = feeder.parse_lines(&block, |p| self.take(p, base));
+                // Rare: a line is not UTF-8. No event points into it: the block's text
+                // with such lines blanked, so that every range stays where it was.
+                self.text.clear();
+                for line in block.split_inclusive(|&b| b == b'\n') {
+                    match std::str::from_utf8(line) {
+                        Ok(text) => self.text.push_str(text),
+                        Err(_) => self.text.extend(std::iter::repeat_n(' ', line.len())),
+                    }
+                }
+            }
+        }
         self.stats = feeder.stats;
     }
 
@@ -742,33 +762,6 @@ impl Batch {
                 self.startup_maps.push(self.timings.len());
                 let at = self.events.len();
                 self.timings.push((at, TimingLine::WorkerMap(m)));
-            }
-        }
-    }
-
-    fn parse(&mut self, feeder: &mut LineFeeder, block: Vec<u8>) {
-        self.events.clear();
-        self.timings.clear();
-        self.startup_maps.clear();
-        // (checked for UTF-8 once, as `parse_lines` would)
-        let block = match String::from_utf8(block) {
-            Ok(text) => {
-                let base = text.as_ptr() as usize;
-                feeder.parse_str_lines(&text, |p| self.take(p, base));
-                self.text = text;
-                return;
-            }
-            Err(e) => e.into_bytes(),
-        };
-        let base = block.as_ptr() as usize;
-        let _ = feeder.parse_lines(&block, |p| self.take(p, base));
-        // Rare: a line is not UTF-8. No event points into it: the block's text with such
-        // lines blanked, so that every range stays where it was.
-        self.text.clear();
-        for line in block.split_inclusive(|&b| b == b'\n') {
-            match std::str::from_utf8(line) {
-                Ok(text) => self.text.push_str(text),
-                Err(_) => self.text.extend(std::iter::repeat_n(' ', line.len())),
             }
         }
     }
@@ -1009,7 +1002,7 @@ mod tests {
             let mut feeder = LineFeeder::new();
             if let Some(handoff) = parallel {
                 feeder
-                    .feed_blocks_with(
+                    .feed_blocks(
                         log.as_slice(),
                         &mut engine,
                         &mut NoUpdates,
@@ -1177,7 +1170,7 @@ mod oversized_tests {
         check(&f, &mut e);
         for handoff in [Handoff::Never, Handoff::Always, Handoff::WhenWaiting] {
             let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-            f.feed_blocks_with(
+            f.feed_blocks(
                 &log()[..],
                 &mut e,
                 &mut NoUpdates,
@@ -1212,7 +1205,7 @@ mod oversized_tests {
             let (mut f, mut e) = (LineFeeder::new(), Engine::default());
             let input = Failing(io::Cursor::new(bytes.clone()));
             let err = f
-                .feed_blocks_with(
+                .feed_blocks(
                     input,
                     &mut e,
                     &mut NoUpdates,
@@ -1238,8 +1231,15 @@ mod oversized_tests {
         // 64 MiB of one letter: read, skipped, counted as one oversized last line
         let long = || io::repeat(b'x').take(64 << 20);
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-        f.feed_blocks(long(), &mut e, &mut NoUpdates, 1 << 18, &mut || false)
-            .unwrap();
+        f.feed_blocks(
+            long(),
+            &mut e,
+            &mut NoUpdates,
+            1 << 18,
+            &mut || false,
+            Handoff::WhenWaiting,
+        )
+        .unwrap();
         assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
         let (mut f, mut e) = (LineFeeder::new(), Engine::default());
         f.feed_all(
@@ -1284,8 +1284,15 @@ mod oversized_tests {
         let read = |bytes: &[u8], parallel: bool| {
             let (mut f, mut e) = (LineFeeder::new(), Engine::default());
             if parallel {
-                f.feed_blocks(bytes, &mut e, &mut NoUpdates, 1 << 18, &mut || false)
-                    .unwrap();
+                f.feed_blocks(
+                    bytes,
+                    &mut e,
+                    &mut NoUpdates,
+                    1 << 18,
+                    &mut || false,
+                    Handoff::WhenWaiting,
+                )
+                .unwrap();
             } else {
                 f.feed_all(
                     &mut io::BufReader::new(bytes),

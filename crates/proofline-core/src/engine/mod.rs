@@ -294,13 +294,7 @@ impl Engine {
             return;
         }
         let name = self.names.intern(ev.job_id);
-        if matches!(
-            ev.kind,
-            crate::event::EventKind::GpuStart | crate::event::EventKind::GpuEnd
-        ) {
-            // (only the GPU's edges: the others' call cost 1 % of the engine's thread)
-            self.track_line_order(ev, self.names.get(name).hash);
-        }
+        self.track_line_order(ev, self.names.get(name).hash);
         let proof_kind = ev.proof_kind.map(|k| self.kinds.intern(k));
         let e = Ev {
             t: 0, // placed on the timeline when it is accepted, in its run
