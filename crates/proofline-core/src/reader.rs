@@ -6,7 +6,7 @@ use std::sync::mpsc;
 
 use crate::codec::{MARKER, parse_line};
 use crate::engine::Engine;
-use crate::event::{EventKind, EventRef, TimelineEvent};
+use crate::event::{EventRef, Nums};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
 use crate::timing::{TimingLine, WorkerMap, parse_plain_timing, parse_timing};
@@ -508,7 +508,7 @@ impl LineFeeder {
             while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
                 engine.ingest_timing_line(t);
             }
-            engine.ingest_inline(&ev.in_text(&batch.text), sink);
+            ev.ingest(&batch.text, engine, sink);
         }
         for (_, t) in timings {
             engine.ingest_timing_line(t);
@@ -824,36 +824,19 @@ fn read_more(
 }
 
 /// An event as the reader's thread hands it to the engine's: its strings as byte ranges of
-/// the block's text, absent fields as bits. 64 bytes, from 120 as a `TimelineEvent` of
-/// ranges: each is read once on the engine's side, from the other core's cache, and that
+/// the block's text, its numbers compact ([`Nums`]). 64 bytes, from 120 as a `TimelineEvent`
+/// of ranges: each is read once on the engine's side, from the other core's cache, and that
 /// read was a tenth of the engine thread's time.
 #[derive(Debug, Clone, Copy)]
 struct Wire {
     offset_ms: u64,
-    synth_ms: u64,
-    gpu_ms: u64,
+    nums: Nums,
     /// `job_id` and `proof_kind`, `(from, to)` in the text (a block is a few MiB at most).
     job_id: (u32, u32),
     proof_kind: (u32, u32),
-    partition: u32,
-    worker: u32,
-    gpu: u32,
-    request: u32,
-    kind: EventKind,
-    /// Which of the optional fields are present ([`Wire::PARTITION`], ...).
-    has: u8,
 }
 
 impl Wire {
-    const PARTITION: u8 = 1;
-    const WORKER: u8 = 2;
-    const GPU: u8 = 4;
-    const SYNTH_MS: u8 = 8;
-    const GPU_MS: u8 = 16;
-    const PROOF_KIND: u8 = 32;
-    const REQUEST: u8 = 64;
-    const MONOLITHIC: u8 = 128;
-
     /// The event of a line in the text starting at address `base`.
     #[inline]
     fn new(ev: &EventRef<'_>, base: usize) -> Wire {
@@ -863,48 +846,44 @@ impl Wire {
             let r = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
             (r(from), r(from + s.len()))
         };
-        let bit = |present: bool, b: u8| if present { b } else { 0 };
         Wire {
             offset_ms: ev.offset_ms,
-            synth_ms: ev.synth_ms.unwrap_or(0),
-            gpu_ms: ev.gpu_ms.unwrap_or(0),
+            nums: Nums::of(ev),
             job_id: range(ev.job_id),
             proof_kind: ev.proof_kind.map_or((0, 0), range),
-            partition: ev.partition.unwrap_or(0),
-            worker: ev.worker.unwrap_or(0),
-            gpu: ev.gpu.unwrap_or(0),
-            request: ev.request.unwrap_or(0),
-            kind: ev.kind,
-            has: bit(ev.partition.is_some(), Self::PARTITION)
-                | bit(ev.worker.is_some(), Self::WORKER)
-                | bit(ev.gpu.is_some(), Self::GPU)
-                | bit(ev.synth_ms.is_some(), Self::SYNTH_MS)
-                | bit(ev.gpu_ms.is_some(), Self::GPU_MS)
-                | bit(ev.proof_kind.is_some(), Self::PROOF_KIND)
-                | bit(ev.request.is_some(), Self::REQUEST)
-                | bit(ev.monolithic, Self::MONOLITHIC),
         }
     }
 
+    /// A string of the text.
+    #[inline(always)]
+    fn str(text: &str, (from, to): (u32, u32)) -> &str {
+        text.get(from as usize..to as usize).unwrap_or_default()
+    }
+
+    /// Gives the event, with its strings in `text`, to the engine.
+    #[inline(always)]
+    fn ingest(&self, text: &str, engine: &mut Engine, sink: &mut impl UpdateSink) {
+        let proof_kind = self
+            .nums
+            .has_proof_kind()
+            .then(|| Self::str(text, self.proof_kind));
+        engine.ingest_nums(
+            self.offset_ms,
+            Self::str(text, self.job_id),
+            proof_kind,
+            self.nums,
+            sink,
+        );
+    }
+
     /// The event with its strings in `text`.
-    #[inline]
+    #[cfg(test)]
     fn in_text<'a>(&self, text: &'a str) -> EventRef<'a> {
-        let s = |(from, to): (u32, u32)| text.get(from as usize..to as usize).unwrap_or_default();
-        let has = |b: u8| self.has & b != 0;
-        let opt = |b: u8, v| has(b).then_some(v);
-        TimelineEvent {
-            offset_ms: self.offset_ms,
-            kind: self.kind,
-            job_id: s(self.job_id),
-            partition: opt(Self::PARTITION, self.partition),
-            worker: opt(Self::WORKER, self.worker),
-            gpu: opt(Self::GPU, self.gpu),
-            synth_ms: has(Self::SYNTH_MS).then_some(self.synth_ms),
-            gpu_ms: has(Self::GPU_MS).then_some(self.gpu_ms),
-            proof_kind: has(Self::PROOF_KIND).then(|| s(self.proof_kind)),
-            monolithic: has(Self::MONOLITHIC),
-            request: opt(Self::REQUEST, self.request),
-        }
+        self.nums.event(
+            self.offset_ms,
+            Self::str(text, self.job_id),
+            Self::str(text, self.proof_kind),
+        )
     }
 }
 

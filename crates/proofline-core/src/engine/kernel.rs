@@ -427,7 +427,7 @@ impl Engine {
     /// passes here: inlined, the others cost a look at their kind (a call each was 1 % of
     /// the engine's thread).
     #[inline]
-    pub(super) fn track_line_order(&mut self, ev: &crate::event::EventRef<'_>, job: u64) {
+    pub(super) fn track_line_order(&mut self, ev: &crate::event::Nums, job: u64) {
         use crate::event::EventKind;
         if matches!(ev.kind, EventKind::GpuStart | EventKind::GpuEnd) {
             self.track_gpu_edge(ev, job);
@@ -435,14 +435,14 @@ impl Engine {
     }
 
     /// [`Engine::track_line_order`] of a GPU_START or GPU_END.
-    fn track_gpu_edge(&mut self, ev: &crate::event::EventRef<'_>, job: u64) {
+    fn track_gpu_edge(&mut self, ev: &crate::event::Nums, job: u64) {
         use crate::event::EventKind;
-        let gpu = match (ev.gpu, ev.worker) {
+        let gpu = match (ev.gpu(), ev.worker()) {
             (Some(g), _) => g,
             (None, Some(w)) => self.gpu_of_worker(w),
             (None, None) => return,
         };
-        let key = (job, ev.partition.unwrap_or(0));
+        let key = (job, ev.partition().unwrap_or(0));
         match ev.kind {
             EventKind::GpuStart => self.line_open.open(gpu, key),
             EventKind::GpuEnd => self.line_open.close(gpu, key),
