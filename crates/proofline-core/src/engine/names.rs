@@ -53,14 +53,20 @@ pub(super) struct Names {
 
 impl Names {
     /// The id's slot, with one more reference.
+    #[inline]
     pub fn intern(&mut self, name: &str) -> u32 {
         if let Some(id) = self.last {
             let e = &mut self.tab[id as usize];
-            if *e.name == *name {
+            if same(&e.name, name) {
                 e.refs += 1;
                 return id;
             }
         }
+        self.intern_looked_up(name)
+    }
+
+    /// [`Names::intern`] of an id other than the last one.
+    fn intern_looked_up(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
             self.tab[id as usize].refs += 1;
             self.last = Some(id);
@@ -91,18 +97,25 @@ impl Names {
     }
 
     /// Drops one reference; the slot is freed at the last.
+    #[inline]
     pub fn unref(&mut self, id: u32) {
         let e = &mut self.tab[id as usize];
         e.refs -= 1;
         if e.refs == 0 {
-            if self.last == Some(id) {
-                self.last = None;
-            }
-            self.ids.remove(&e.name);
-            e.current = None;
-            e.others.clear();
-            self.free.push(id);
+            self.free_slot(id);
         }
+    }
+
+    /// Frees a slot whose last reference went.
+    fn free_slot(&mut self, id: u32) {
+        if self.last == Some(id) {
+            self.last = None;
+        }
+        let e = &mut self.tab[id as usize];
+        self.ids.remove(&e.name);
+        e.current = None;
+        e.others.clear();
+        self.free.push(id);
     }
 
     /// The entry of a live slot.
@@ -124,6 +137,33 @@ impl Names {
     pub fn len(&self) -> usize {
         self.ids.len()
     }
+}
+
+/// Whether two ids are the same, compared 8 bytes at a time (the last 8 overlapping): for
+/// ids of a dozen bytes or a few dozen, a call to `memcmp` cost more than the comparison.
+#[inline(always)]
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if n < 8 {
+        return a == b;
+    }
+    let word = |s: &[u8], i: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&s[i..i + 8]);
+        u64::from_ne_bytes(w)
+    };
+    let mut i = 0;
+    while i + 8 < n {
+        if word(a, i) != word(b, i) {
+            return false;
+        }
+        i += 8;
+    }
+    word(a, n - 8) == word(b, n - 8)
 }
 
 /// Proof kinds seen, never freed (there are a handful; past [`MAX_KINDS`] they fold into
@@ -164,7 +204,24 @@ impl Kinds {
 
 #[cfg(test)]
 mod tests {
-    use super::Names;
+    use super::{Names, same};
+
+    /// Ids of every length up to 40 are the same exactly when their bytes are, wherever
+    /// they differ (each byte, in the words and in the overlapping tail).
+    #[test]
+    fn ids_compare_by_every_byte() {
+        for n in 0..40usize {
+            let a: String = (0..n).map(|i| char::from(b'a' + (i % 26) as u8)).collect();
+            assert!(same(&a, &a.clone()), "{n}");
+            assert!(!same(&a, &format!("{a}x")), "{n}: lengths differ");
+            for at in 0..n {
+                let mut b = a.clone().into_bytes();
+                b[at] = b'0';
+                let b = String::from_utf8(b).unwrap();
+                assert!(!same(&a, &b), "{n}: byte {at} differs");
+            }
+        }
+    }
 
     /// An id interned again right after its slot was freed is a live entry of its own: the
     /// next new id does not take its slot (the last slot interned is forgotten when freed).
