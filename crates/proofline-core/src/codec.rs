@@ -215,18 +215,16 @@ fn needs_worker(ev: &EventRef<'_>) -> bool {
 pub(crate) fn digits(b: &[u8], from: usize) -> Option<(u64, usize)> {
     let mut v: u64 = 0;
     let mut i = from;
+    // (the count is checked once at the end: past 19 digits the value wraps, unused)
     while let Some(&c) = b.get(i) {
         let d = c.wrapping_sub(b'0');
         if d > 9 {
             break;
         }
-        if i - from == 19 {
-            return None;
-        }
-        v = v * 10 + u64::from(d);
+        v = v.wrapping_mul(10).wrapping_add(u64::from(d));
         i += 1;
     }
-    (i > from).then_some((v, i))
+    (i > from && i - from <= 19).then_some((v, i))
 }
 
 /// Matches an event name and its comma at the start of `b`; returns the kind and the length
@@ -429,6 +427,21 @@ impl<S: AsRef<str>> fmt::Display for TimelineEvent<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Up to 19 digits are read; more are refused, however many (the value wraps past 19
+    /// and must not be used).
+    #[test]
+    fn digits_take_1_to_19() {
+        assert_eq!(digits(b"x", 0), None);
+        assert_eq!(digits(b"7,", 0), Some((7, 1)));
+        let nines = b"9999999999999999999";
+        assert_eq!(digits(nines, 0), Some((9_999_999_999_999_999_999, 19)));
+        assert_eq!(digits(b"00000000000000000001", 0), None, "20 digits");
+        for n in 20..70 {
+            assert_eq!(digits(&vec![b'9'; n], 0), None, "{n} digits");
+            assert_eq!(digits(&vec![b'0'; n], 0), None, "{n} zeros");
+        }
+    }
 
     /// Lines exactly as cuzk prints them (engine.rs `timeline_event` call sites).
     const CUZK_LINES: &[&str] = &[
