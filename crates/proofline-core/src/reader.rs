@@ -131,16 +131,18 @@ impl LineFeeder {
     #[inline]
     fn take_line<'a>(&mut self, text: &'a str) -> Result<Option<Parsed<'a>>, LineError> {
         self.stats.lines += 1;
-        // a timing line with no `T` after its marker (cuzk's, most of its log) holds no
-        // TIMELINE event: it is not looked through for one
-        if let Some(t) = parse_plain_timing(text) {
-            return self.timing(text, Some(t));
-        }
-        // a line with no marker (a daemon's own log line) is known so in one look
-        // through it, where the two parsers would look through it one after the other (a
-        // TIMELINE line first, most of a log, goes to its parser without that look)
-        if !text.starts_with(MARKER) && !may_hold_marker(text.as_bytes()) {
-            return self.timing(text, None);
+        // (a TIMELINE line first, most of a log, goes to its parser without another look)
+        if !text.starts_with(MARKER) {
+            // a timing line with no `T` after its marker (cuzk's, most of its log) holds no
+            // TIMELINE event: it is not looked through for one
+            if let Some(t) = parse_plain_timing(text) {
+                return self.timing(text, Some(t));
+            }
+            // a line with no marker (a daemon's own log line) is known so in one look
+            // through it, where the two parsers would look through it one after the other
+            if !may_hold_marker(text.as_bytes()) {
+                return self.timing(text, None);
+            }
         }
         match parse_line(text) {
             Ok(None) => self.timing(text, parse_timing(text)),
