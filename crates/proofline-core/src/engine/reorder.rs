@@ -153,14 +153,19 @@ impl Reorder {
 
     /// Buffers an event in its place: in the sorted queue when its place is among the last
     /// [`NEAR`] (a few threads' lines interleaved), else in the heap.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, e: Ev) {
-        let len = self.pending.len();
         // most events come in order: at the back, with no search and no shift
         if self.pending.back().is_none_or(|b| b.key() <= e.key()) {
             self.pending.push_back(e);
-            return;
+        } else {
+            self.insert_behind(e);
         }
+    }
+
+    /// [`Reorder::insert`] of an event older than the newest buffered.
+    fn insert_behind(&mut self, e: Ev) {
+        let len = self.pending.len();
         let mut at = len;
         while at > 0 && len - at < NEAR && self.pending[at - 1].key() > e.key() {
             at -= 1;
