@@ -103,7 +103,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         Format::Text | Format::Json => {
             let run = args.read(NoUpdates, &mut || false)?;
             if args.format == Format::Json {
-                serde_json::to_writer_pretty(&mut out, &run.report)?;
+                crate::json::to_writer_pretty(&mut out, &run.report)?;
                 writeln!(out)?;
             } else {
                 let nouns = args.nouns.clone().unwrap_or_default();

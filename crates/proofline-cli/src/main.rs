@@ -22,6 +22,7 @@ mod follow_journal;
 mod generate;
 mod input;
 mod journal;
+mod json;
 mod openmetrics;
 mod replay;
 mod rfc3339;
