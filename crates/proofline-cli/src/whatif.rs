@@ -107,7 +107,7 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     match args.format {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut out, &answer)?;
+            crate::json::to_writer_pretty(&mut out, &answer)?;
             writeln!(out)?;
         }
         Format::Text => out.write_all(render(&answer).as_bytes())?,

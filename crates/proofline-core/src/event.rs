@@ -146,7 +146,7 @@ pub struct TimelineEvent<S> {
 /// a [`TimelineEvent`] take 72; an event is copied several times between its line and its
 /// processing, and building and reading back the `Option`s was 4.5 % of the engine's
 /// instructions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Nums {
     synth_ms: u64,
     gpu_ms: u64,

@@ -11,7 +11,6 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
-
 use std::num::NonZeroU32;
 
 use crate::event::{EventKind, Nums};
@@ -36,6 +35,7 @@ impl Ev {
     /// An event not yet placed on the timeline (`t` is 0).
     #[inline(always)]
     pub fn new(seq: u64, nums: Nums, name: u32, proof_kind: Option<u16>) -> Ev {
+        debug_assert_eq!(proof_kind.is_some(), nums.has_proof_kind());
         Ev {
             t: 0,
             seq,
@@ -164,6 +164,7 @@ impl Reorder {
     }
 
     /// [`Reorder::insert`] of an event older than the newest buffered.
+    #[inline(never)]
     fn insert_behind(&mut self, e: Ev) {
         let len = self.pending.len();
         let mut at = len;
