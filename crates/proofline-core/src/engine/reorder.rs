@@ -231,6 +231,26 @@ mod tests {
         e
     }
 
+    /// `request=0` is no request (a writer that cannot tell) once in the buffer's compact
+    /// form: after a line of request 2, a line of the same id with `request=0` goes to that
+    /// job as a line naming none does, where one of request 1 is of a request that ended
+    /// (a conflict).
+    #[test]
+    fn request_0_is_no_request() {
+        for (second, conflicts) in [(",request=0", 0), ("", 0), (",request=1", 1)] {
+            let mut e = crate::Engine::default();
+            for l in [
+                "TIMELINE,1,SYNTH_START,j,partition=0,request=2".to_owned(),
+                format!("TIMELINE,2,SYNTH_START,j,partition=1{second}"),
+            ] {
+                let ev = crate::parse_line(&l).unwrap().unwrap();
+                e.ingest(&ev, &mut crate::sink::NoUpdates);
+            }
+            e.finish(&mut crate::sink::NoUpdates);
+            assert_eq!(e.report().events.conflicts, conflicts, "{second:?}");
+        }
+    }
+
     #[test]
     fn an_event_in_the_buffer_stays_64_bytes() {
         assert!(
