@@ -43,11 +43,8 @@ impl Engine {
     /// Applies one event. Events come in time order, except late ones (older than the
     /// present), which are recorded at their own time and accounted at the present.
     pub(super) fn process(&mut self, e: &Ev, sink: &mut impl UpdateSink) {
-        // (many events share the millisecond of the one before: a call to learn that time
-        // had not moved was 1 % of the engine's instructions)
-        if !self.started || e.t > self.now {
-            self.advance_time(e.t, sink);
-        }
+        // (a late event, older than the present, does not move it)
+        self.advance_time(e.t, sink);
         // accounting time: a late event is placed at the present for busy/queue bookkeeping
         let at = e.t.max(self.now);
         let Some(idx) = self.job_for(e, sink) else {
@@ -55,11 +52,11 @@ impl Engine {
             return;
         };
         self.names.unref(e.name);
-        let pidx = e.partition().unwrap_or(0) as usize;
+        let pidx = e.nums.partition().unwrap_or(0) as usize;
         if !self.record(idx, pidx, e) {
             return;
         }
-        match e.kind() {
+        match e.nums.kind {
             EventKind::SynthStart => self.on_synth_start(idx, pidx, e.t),
             EventKind::SynthEnd => self.on_synth_end(idx, pidx, e),
             EventKind::GpuQueue => self.on_gpu_queue(idx, pidx, e.t),
@@ -88,15 +85,15 @@ impl Engine {
         if job.state == JobState::Active {
             return Some(idx);
         }
-        let part = job.parts.get(e.partition().unwrap_or(0) as usize);
-        if part.is_some_and(|p| p.is_recorded(e.kind(), e.t, e.signature())) {
+        let part = job.parts.get(e.nums.partition().unwrap_or(0) as usize);
+        if part.is_some_and(|p| p.is_recorded(e.nums.kind, e.t, e.signature())) {
             self.totals.stats.duplicates += 1;
             return None;
         }
         if job.state == JobState::Finished(JobStatus::Evicted) {
             self.totals.stats.after_eviction += 1;
         }
-        if e.kind() == EventKind::SynthStart {
+        if e.nums.kind == EventKind::SynthStart {
             if job.request.is_some() {
                 // kept findable by its request (a late line of it is no new request)
                 self.names.get_mut(e.name).others.push(idx);
@@ -105,7 +102,7 @@ impl Engine {
         }
         self.totals.stats.conflicts += 1;
         let name = self.names.name(e.name).clone();
-        self.example(|| format!("{name}: {} after the job had ended, ignored", e.kind()));
+        self.example(|| format!("{name}: {} after the job had ended, ignored", e.nums.kind));
         None
     }
 
@@ -115,9 +112,9 @@ impl Engine {
         let part = idx.and_then(|i| {
             live(&self.jobs, i)
                 .parts
-                .get(e.partition().unwrap_or(0) as usize)
+                .get(e.nums.partition().unwrap_or(0) as usize)
         });
-        if part.is_some_and(|p| p.is_recorded(e.kind(), e.t, e.signature())) {
+        if part.is_some_and(|p| p.is_recorded(e.nums.kind, e.t, e.signature())) {
             self.totals.stats.duplicates += 1;
         } else {
             self.totals.stats.conflicts += 1;
@@ -125,7 +122,7 @@ impl Engine {
             self.example(|| {
                 format!(
                     "{name}: {} of a request after its job had ended, ignored",
-                    e.kind()
+                    e.nums.kind
                 )
             });
         }
@@ -142,9 +139,9 @@ impl Engine {
     fn request_instance(&mut self, e: &Ev, current: usize, sink: &mut impl UpdateSink) -> Instance {
         let entry = self.names.get(e.name);
         let Some(r) = e.request() else {
-            let pidx = e.partition().unwrap_or(0) as usize;
+            let pidx = e.nums.partition().unwrap_or(0) as usize;
             // the stage before it on that partition, if the event has one to wait for
-            let before = match e.kind() {
+            let before = match e.nums.kind {
                 EventKind::GpuPickup | EventKind::GpuStart => Some(EventKind::SynthEnd),
                 EventKind::GpuEnd => Some(EventKind::GpuStart),
                 _ => None,
@@ -156,7 +153,7 @@ impl Engine {
                     continue;
                 }
                 let part = job.parts.get(pidx);
-                if part.is_some_and(|p| p.at(e.kind()).is_some()) {
+                if part.is_some_and(|p| p.at(e.nums.kind).is_some()) {
                     continue;
                 }
                 let oldest = |o: Option<(u32, usize)>| match o {
@@ -210,10 +207,10 @@ impl Engine {
     /// (event, partition): a duplicate or a conflict, counted, the first kept.
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
         let job = live_mut(&mut self.jobs, idx);
-        job.saw(e.partition().is_none(), e.proof_kind());
+        job.saw(e.nums.partition().is_none(), e.proof_kind());
         match job
             .slot(pidx)
-            .record(e.kind(), e.t, e.signature(), e.worker())
+            .record(e.nums.kind, e.t, e.signature(), e.nums.worker())
         {
             Recorded::New => {
                 job.touch(e.t);
@@ -230,7 +227,7 @@ impl Engine {
                 // the job under the same id (Curio resubmits after its 30-minute timeout
                 // without cancelling the first), not a garbled line. Said, not merged: the
                 // job's figures are its first attempt's.
-                if e.kind() == EventKind::SynthStart
+                if e.nums.kind == EventKind::SynthStart
                     && job.state == JobState::Active
                     && !job.overlapped
                 {
@@ -240,8 +237,8 @@ impl Engine {
                         name.to_string()
                     });
                 }
-                let (kind, t) = (e.kind(), e.t);
-                let part = match e.partition() {
+                let (kind, t) = (e.nums.kind, e.t);
+                let part = match e.nums.partition() {
                     Some(p) => format!("partition {p}"),
                     None => "(whole job)".to_owned(),
                 };
@@ -263,7 +260,7 @@ impl Engine {
     }
 
     fn on_synth_end(&mut self, idx: usize, pidx: usize, e: &Ev) {
-        live_mut(&mut self.jobs, idx).synth_ended(pidx, e.t, e.synth_ms());
+        live_mut(&mut self.jobs, idx).synth_ended(pidx, e.t, e.nums.synth_ms());
         self.enqueue(idx, pidx, e.t, false);
     }
 
@@ -285,7 +282,8 @@ impl Engine {
 
     /// The device of a GPU event: `gpu=` if the event says, else the worker's.
     fn device_of(&self, e: &Ev, part: &Part) -> u32 {
-        e.gpu()
+        e.nums
+            .gpu()
             .or(part.gpu())
             .or(part.worker().map(|w| self.gpu_of_worker(w)))
             .unwrap_or(0)
@@ -358,7 +356,7 @@ impl Engine {
         let gpu = part.gpu().unwrap_or(0);
         let start = part.at(EventKind::GpuStart).unwrap_or(e.t);
         let open = (was == PartStage::OnGpu).then_some((start, gpu));
-        job.gpu_ended(pidx, e.t, e.gpu_ms(), open);
+        job.gpu_ended(pidx, e.t, e.nums.gpu_ms(), open);
         self.totals.partitions_done += 1;
         if open.is_some() {
             let (uid, len) = (job.uid, e.t.saturating_sub(start));

@@ -13,7 +13,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::num::NonZeroU32;
 
-use crate::event::{EventKind, Nums};
+use crate::event::Nums;
 
 /// An event whose strings were interned, waiting in the reorder buffer: 64 bytes (88 with
 /// its fields as `Option`s: it is moved in, out, and handed on by value).
@@ -24,7 +24,7 @@ pub(super) struct Ev {
     /// Arrival number: ties in `t` keep arrival order.
     pub seq: u64,
     /// The kind and the numbers.
-    nums: Nums,
+    pub nums: Nums,
     /// Interned job id (one reference held while the event is buffered).
     pub name: u32,
     /// Interned `kind=` (when `nums` has one).
@@ -45,42 +45,6 @@ impl Ev {
         }
     }
 
-    /// Which TIMELINE event.
-    #[inline(always)]
-    pub fn kind(&self) -> EventKind {
-        self.nums.kind
-    }
-
-    /// `partition=`, `None` for whole-proof jobs.
-    #[inline(always)]
-    pub fn partition(&self) -> Option<u32> {
-        self.nums.partition()
-    }
-
-    /// `worker=`.
-    #[inline(always)]
-    pub fn worker(&self) -> Option<u32> {
-        self.nums.worker()
-    }
-
-    /// `gpu=` (proofline's own writer only).
-    #[inline(always)]
-    pub fn gpu(&self) -> Option<u32> {
-        self.nums.gpu()
-    }
-
-    /// `synth_ms=` as printed.
-    #[inline(always)]
-    pub fn synth_ms(&self) -> Option<u64> {
-        self.nums.synth_ms()
-    }
-
-    /// `gpu_ms=` as printed.
-    #[inline(always)]
-    pub fn gpu_ms(&self) -> Option<u64> {
-        self.nums.gpu_ms()
-    }
-
     /// Interned `kind=`.
     #[inline(always)]
     pub fn proof_kind(&self) -> Option<u16> {
@@ -95,8 +59,12 @@ impl Ev {
 
     /// What a duplicate must repeat besides its time.
     pub fn signature(&self) -> u64 {
-        let w = u64::from(self.worker().unwrap_or(u32::MAX));
-        let n = self.synth_ms().or(self.gpu_ms()).unwrap_or(u64::MAX);
+        let w = u64::from(self.nums.worker().unwrap_or(u32::MAX));
+        let n = self
+            .nums
+            .synth_ms()
+            .or(self.nums.gpu_ms())
+            .unwrap_or(u64::MAX);
         w.rotate_left(40) ^ n
     }
 
@@ -223,6 +191,7 @@ impl Reorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::EventKind;
 
     fn ev(t: u64, seq: u64) -> Ev {
         let nums = Nums::of(&crate::event::EventRef::new(0, EventKind::SynthStart, "j"));

@@ -110,8 +110,8 @@ impl Recent {
     /// The line's key: its job id's hash, offset, event, partition and signature, mixed
     /// (never 0, the empty slot).
     pub fn key(name_hash: u64, offset: u64, e: &Ev) -> u64 {
-        let part = e.partition().map_or(u64::MAX, u64::from);
-        let h = (name_hash ^ offset.rotate_left(24) ^ part.rotate_left(48) ^ e.kind() as u64)
+        let part = e.nums.partition().map_or(u64::MAX, u64::from);
+        let h = (name_hash ^ offset.rotate_left(24) ^ part.rotate_left(48) ^ e.nums.kind as u64)
             .wrapping_mul(0x9e37_79b9_7f4a_7c15)
             ^ e.signature();
         // one more multiply: every input bit reaches the set index (the high bits)
@@ -192,7 +192,7 @@ impl Engine {
             Some(Side::Behind) => {
                 // only SYNTH_STARTs are remembered (a sixth of the lines: the table's cost on
                 // the hot path), and they are what a new run begins with
-                let start = e.kind() == crate::event::EventKind::SynthStart;
+                let start = e.nums.kind == crate::event::EventKind::SynthStart;
                 let repeat = start && {
                     let key = self.recent_key(offset, &e);
                     self.recent.contains(key)
@@ -271,7 +271,7 @@ impl Engine {
             self.example(|| {
                 format!(
                     "{name}: {} at {offset} ms, {way} the newest line ({newest} ms) out of the window and alone: a stray line, not used",
-                    e.kind()
+                    e.nums.kind
                 )
             });
             self.names.unref(e.name);
