@@ -168,6 +168,8 @@ fn the_layers_idle_gauge_keeps_wall_speed_while_the_prover_is_quiet() {
 #[test]
 fn cuzk_timing_forwarded_through_tracing_reaches_the_report() {
     let (layer, mut guard) = TimelineLayer::builder()
+        // 64 entries: a text ring of 4 KiB
+        .channel_capacity(64)
         .cuzk_timeline_events()
         .partitions_for("job-", 1)
         .no_timeline()
@@ -192,6 +194,10 @@ fn cuzk_timing_forwarded_through_tracing_reaches_the_report() {
         tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=0 tail_msm_ms=200 gpu_total_ms=1000");
         tracing::info!(target: "timeline", mutex_held_ms = 1000u64, total_start_fn_ms = 1005u64);
         tracing::info!(target: "timeline", "CUZK_TIMING: b_g2_msm_ms=90 num_circuits=1");
+        // a line longer than the thread's text ring (4 KiB for this queue): boxed, read alike
+        let long: String = (0..400).map(|i| format!(" spare_{i}_ms=0")).collect();
+        assert!(long.len() > 4096);
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=0{long}");
         tracing::info!(target: "timeline", "TIMELINE,1200,GPU_END,job-1,worker=0,partition=0,gpu_ms=1100");
         // a line it cannot read (parsed on the layer's worker): counted, nothing else lost
         tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid=zero");
@@ -203,7 +209,7 @@ fn cuzk_timing_forwarded_through_tracing_reaches_the_report() {
     let k = r
         .kernel
         .expect("no kernel section from the forwarded timings");
-    assert_eq!(k.timing_lines, 8);
+    assert_eq!(k.timing_lines, 9);
     assert_eq!(k.kernel_ms, 600, "ntt 300 + batch 100 + tail 200");
     assert_eq!(k.calls, 1);
     assert_eq!(k.lock_held_ms, 1000);

@@ -12,7 +12,12 @@
 //! Cargo.toml).
 //!
 //! A thread opens its ring at its first event (a lock, once per thread and layer) and the
-//! worker adopts it at its next poll. When the thread exits, its end of the ring goes with it;
+//! worker adopts it at its next poll. A line the prover logs through `tracing` for the worker
+//! to read (a `CUZK_TIMING:` line) goes as bytes into a second ring of the thread's, made at
+//! its first such line and announced to the worker by an entry of the first ring; the line's
+//! entry, after it, says how long it is. Neither thread allocates for a line: a `String` made
+//! on the prover's thread and freed on the worker's cost the prover more than reading the
+//! line did (BENCHMARKS.md). When the thread exits, its end of the ring goes with it;
 //! the worker drains what is left and then drops the ring. Several layers in one process
 //! (tests do this) each get their own ring on a thread, told apart by the layer's id.
 
@@ -29,14 +34,33 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 thread_local! {
     /// This thread's rings, one per layer it has sent an event to (usually one).
-    static RINGS: RefCell<Vec<(u64, Producer<Queued>)>> = const { RefCell::new(Vec::new()) };
+    static RINGS: RefCell<Vec<ThreadRings>> = const { RefCell::new(Vec::new()) };
 }
+
+/// A thread's rings for one layer.
+#[derive(Debug)]
+struct ThreadRings {
+    /// The layer's id.
+    id: u64,
+    entries: Producer<Queued>,
+    /// The logged lines' bytes, once the thread has logged one.
+    text: Option<Producer<u8>>,
+}
+
+/// Bytes of logged lines a thread's text ring holds for each entry its entry ring holds (as
+/// many bytes as the entries take): a `CUZK_TIMING:` line is some 150.
+const TEXT_BYTES_PER_ENTRY: usize = std::mem::size_of::<Queued>();
+/// The least a text ring holds, whatever the entries: a line of this many bytes always fits
+/// an empty one.
+const TEXT_MIN: usize = 4096;
 
 /// The prover's side: pushes onto the calling thread's ring.
 #[derive(Debug)]
 pub(crate) struct Handoff {
     id: u64,
     capacity: usize,
+    /// Bytes of a thread's text ring.
+    text_capacity: usize,
     /// Rings opened since the worker last looked.
     opened: Mutex<Vec<Consumer<Queued>>>,
     any_opened: AtomicBool,
@@ -45,9 +69,11 @@ pub(crate) struct Handoff {
 impl Handoff {
     /// A hand-over whose rings hold `capacity` entries each.
     pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
         Handoff {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
-            capacity: capacity.max(1),
+            capacity,
+            text_capacity: capacity.saturating_mul(TEXT_BYTES_PER_ENTRY).max(TEXT_MIN),
             opened: Mutex::new(Vec::new()),
             any_opened: AtomicBool::new(false),
         }
@@ -62,19 +88,59 @@ impl Handoff {
     /// BENCHMARKS.md).
     #[inline]
     pub fn push_with(&self, build: impl FnOnce() -> Queued) -> bool {
+        self.with_rings(|ring| push_entry(&mut ring.entries, build))
+    }
+
+    /// Hands a logged line's bytes to the worker, without waiting: `false` (and nothing
+    /// sent) when either of the thread's rings is full, or the line is longer than
+    /// [`Handoff::text_capacity`].
+    pub fn push_text(&self, text: &[u8]) -> bool {
+        let Ok(len) = u32::try_from(text.len()) else {
+            return false;
+        };
+        if text.len() > self.text_capacity {
+            return false;
+        }
+        self.with_rings(|ring| {
+            let text_ring = match &mut ring.text {
+                Some(t) => t,
+                None => {
+                    // the worker learns of the text ring before the first line in it
+                    if ring.entries.slots() < 2 {
+                        return false;
+                    }
+                    let (producer, consumer) = RingBuffer::new(self.text_capacity);
+                    push_entry(&mut ring.entries, || Queued::text_ring(consumer));
+                    ring.text.insert(producer)
+                }
+            };
+            // the bytes only when their entry has a slot: the worker reads them by it
+            if ring.entries.slots() == 0 || text_ring.push_entire_slice(text).is_err() {
+                return false;
+            }
+            push_entry(&mut ring.entries, || Queued::text(len))
+        })
+    }
+
+    /// The longest line [`Handoff::push_text`] takes.
+    pub fn text_capacity(&self) -> usize {
+        self.text_capacity
+    }
+
+    /// `f` on this thread's rings for this layer (opened if need be); `false` when the thread
+    /// is exiting and its rings are gone, or they are in use (`f` called within `f`).
+    #[inline(always)]
+    fn with_rings(&self, f: impl FnOnce(&mut ThreadRings) -> bool) -> bool {
         RINGS
             .try_with(|rings| {
                 let Ok(mut rings) = rings.try_borrow_mut() else {
                     return false;
                 };
-                let ring = match rings.iter_mut().position(|(id, _)| *id == self.id) {
-                    Some(i) => &mut rings[i].1,
+                let ring = match rings.iter_mut().position(|r| r.id == self.id) {
+                    Some(i) => &mut rings[i],
                     None => self.open(&mut rings),
                 };
-                match ring.write_chunk_uninit(1) {
-                    Ok(slot) => slot.fill_from_iter(std::iter::once_with(build)) == 1,
-                    Err(_) => false,
-                }
+                f(ring)
             })
             .unwrap_or(false)
     }
@@ -87,26 +153,56 @@ impl Handoff {
     /// Opens this thread's ring (its first event for this layer), and forgets the rings of
     /// layers that are gone.
     #[cold]
-    fn open<'a>(&self, rings: &'a mut Vec<(u64, Producer<Queued>)>) -> &'a mut Producer<Queued> {
-        rings.retain(|(_, ring)| !ring.is_abandoned());
+    fn open<'a>(&self, rings: &'a mut Vec<ThreadRings>) -> &'a mut ThreadRings {
+        rings.retain(|r| !r.entries.is_abandoned());
         let (producer, consumer) = RingBuffer::new(self.capacity);
         self.opened
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(consumer);
         self.any_opened.store(true, Ordering::Release);
-        rings.push((self.id, producer));
+        rings.push(ThreadRings {
+            id: self.id,
+            entries: producer,
+            text: None,
+        });
         let last = rings.len() - 1;
-        &mut rings[last].1
+        &mut rings[last]
     }
+}
+
+/// Builds an entry with `build` straight into a free slot of `ring`: `false` (and nothing
+/// built) when it is full.
+#[inline(always)]
+fn push_entry(ring: &mut Producer<Queued>, build: impl FnOnce() -> Queued) -> bool {
+    match ring.write_chunk_uninit(1) {
+        Ok(slot) => slot.fill_from_iter(std::iter::once_with(build)) == 1,
+        Err(_) => false,
+    }
+}
+
+/// What a drain hands on: an entry, or a logged line's bytes.
+#[derive(Debug)]
+pub(crate) enum Drained<'a> {
+    Entry(Queued),
+    Text(&'a [u8]),
+}
+
+/// The worker's side of a thread's rings.
+#[derive(Debug)]
+struct Consumers {
+    entries: Consumer<Queued>,
+    text: Option<Consumer<u8>>,
 }
 
 /// The worker's side: every thread's ring.
 #[derive(Debug, Default)]
 pub(crate) struct Rings {
-    rings: Vec<Consumer<Queued>>,
+    rings: Vec<Consumers>,
     /// Where the next drain starts, so that no thread's ring always goes last.
     next: usize,
+    /// A line whose bytes wrap around the end of their ring, put together.
+    joined: Vec<u8>,
 }
 
 impl Rings {
@@ -114,27 +210,38 @@ impl Rings {
     /// once they are empty.
     pub fn adopt(&mut self, from: &Handoff) {
         self.rings
-            .retain(|ring| !(ring.is_abandoned() && ring.is_empty()));
+            .retain(|ring| !(ring.entries.is_abandoned() && ring.entries.is_empty()));
         if from.any_opened.swap(false, Ordering::Acquire) {
             let mut opened = from
                 .opened
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            self.rings.append(&mut opened);
+            self.rings.extend(opened.drain(..).map(|entries| Consumers {
+                entries,
+                text: None,
+            }));
         }
     }
 
     /// Pops entries, ring after ring, until they stand for `max` events or every ring is
-    /// empty; returns the events handled.
-    pub fn drain(&mut self, max: usize, mut f: impl FnMut(Queued)) -> usize {
+    /// empty; returns the events handled. A logged line is handed on as its bytes.
+    pub fn drain(&mut self, max: usize, mut f: impl FnMut(Drained<'_>)) -> usize {
         let mut n = 0;
         let rings = self.rings.len();
         for i in 0..rings {
             let ring = &mut self.rings[(self.next + i) % rings];
             while n < max {
-                let Ok(q) = ring.pop() else { break };
+                let Ok(mut q) = ring.entries.pop() else { break };
+                if let Some(len) = q.text_len() {
+                    Self::text(ring, &mut self.joined, len, &mut f);
+                    continue;
+                }
+                if let Some(text) = q.take_text_ring() {
+                    ring.text = Some(text);
+                    continue;
+                }
                 n += q.events() as usize;
-                f(q);
+                f(Drained::Entry(q));
             }
             if n >= max {
                 self.next = (self.next + i) % rings;
@@ -144,9 +251,33 @@ impl Rings {
         n
     }
 
+    /// Hands on the `len` bytes of a logged line, next in `ring`'s text ring (pushed before
+    /// their entry, which was just popped).
+    fn text(
+        ring: &mut Consumers,
+        joined: &mut Vec<u8>,
+        len: usize,
+        f: &mut impl FnMut(Drained<'_>),
+    ) {
+        let Some(chunk) = ring.text.as_mut().and_then(|t| t.read_chunk(len).ok()) else {
+            debug_assert!(false, "a line's entry without its bytes");
+            return;
+        };
+        match chunk.as_slices() {
+            (whole, []) => f(Drained::Text(whole)),
+            (head, tail) => {
+                joined.clear();
+                joined.extend_from_slice(head);
+                joined.extend_from_slice(tail);
+                f(Drained::Text(joined));
+            }
+        }
+        chunk.commit_all();
+    }
+
     /// Whether every ring is empty.
     pub fn is_empty(&self) -> bool {
-        self.rings.iter().all(Consumer::is_empty)
+        self.rings.iter().all(|r| r.entries.is_empty())
     }
 
     /// How many rings are open.
@@ -172,6 +303,26 @@ mod tests {
         Queued::span_edge(&f, EventKind::SynthStart, 0, None, false).expect("a job id")
     }
 
+    /// A drained entry's partition (`None` for a line).
+    fn partition(d: Drained<'_>) -> Option<u32> {
+        match d {
+            Drained::Entry(q) => q.event().partition,
+            Drained::Text(_) => None,
+        }
+    }
+
+    /// What a drain hands on, entries as `p<partition>` and lines as their text.
+    fn drained(rings: &mut Rings) -> Vec<String> {
+        let mut seen = Vec::new();
+        rings.drain(usize::MAX, |d| {
+            seen.push(match d {
+                Drained::Entry(q) => format!("p{}", q.event().partition.unwrap_or(0)),
+                Drained::Text(t) => String::from_utf8(t.to_vec()).expect("UTF-8"),
+            });
+        });
+        seen
+    }
+
     /// Each thread gets its ring; a full ring refuses without waiting; a thread's ring
     /// outlives the thread until it is drained; the worker sees every thread's entries in
     /// each thread's order.
@@ -193,10 +344,7 @@ mod tests {
         rings.adopt(&h);
         assert_eq!(rings.len(), 2);
         let mut seen = Vec::new();
-        assert_eq!(
-            rings.drain(usize::MAX, |q| seen.push(q.event().partition)),
-            6
-        );
+        assert_eq!(rings.drain(usize::MAX, |d| seen.push(partition(d))), 6);
         seen.sort_by_key(|p| p.map(|p| p / 10));
         let want: Vec<_> = [0, 1, 2, 10, 11, 12].into_iter().map(Some).collect();
         assert_eq!(seen, want, "each thread's entries in its order");
@@ -233,8 +381,8 @@ mod tests {
         let mut rings = Rings::default();
         rings.adopt(&h);
         let mut seen = Vec::new();
-        assert_eq!(rings.drain(2, |q| seen.push(q.event().partition)), 2);
-        assert_eq!(rings.drain(10, |q| seen.push(q.event().partition)), 3);
+        assert_eq!(rings.drain(2, |d| seen.push(partition(d))), 2);
+        assert_eq!(rings.drain(10, |d| seen.push(partition(d))), 3);
         assert_eq!(seen, (0..5).map(Some).collect::<Vec<_>>());
         assert_eq!(rings.len(), 1, "this thread is alive: its ring stays");
     }
@@ -282,5 +430,100 @@ mod tests {
             );
         }
         assert_eq!(seen, 2000);
+    }
+
+    /// Logged lines reach the worker as their bytes, in their place among the thread's
+    /// entries, a line that wraps around its ring's end joined again; a line's bytes go only
+    /// with their entry, so a full ring of either kind loses that line alone.
+    #[test]
+    fn lines_go_in_order_and_whole_or_not_at_all() {
+        // 4 entries; the text ring holds TEXT_MIN bytes
+        let h = Handoff::new(4);
+        let mut rings = Rings::default();
+        let line = |i: usize, len: usize| {
+            let mut s = format!("CUZK_TIMING: line={i} ");
+            s.extend(std::iter::repeat_n('x', len - s.len()));
+            s
+        };
+        assert!(h.push_with(|| entry(1)));
+        let first = line(0, 1500);
+        assert!(
+            h.push_text(first.as_bytes()),
+            "the text ring's entry and the line's fit"
+        );
+        rings.adopt(&h);
+        assert_eq!(drained(&mut rings), vec!["p1".to_owned(), first]);
+        // 1500 of 4096 bytes used: the next 3000-byte line wraps around the end
+        let wraps = line(1, 3000);
+        assert!(h.push_text(wraps.as_bytes()));
+        assert!(h.push_with(|| entry(2)));
+        assert_eq!(drained(&mut rings), vec![wraps, "p2".to_owned()]);
+        // a full text ring refuses a line, and takes the next once drained
+        let (a, b) = (line(2, 3000), line(3, 2000));
+        assert!(h.push_text(a.as_bytes()));
+        assert!(!h.push_text(b.as_bytes()), "1096 bytes left for 2000");
+        assert!(h.push_text(b"CUZK_TIMING: short"));
+        assert_eq!(
+            drained(&mut rings),
+            vec![a, "CUZK_TIMING: short".to_owned()]
+        );
+        // a full entry ring refuses a line without writing its bytes
+        for p in 0..4 {
+            assert!(h.push_with(|| entry(p)));
+        }
+        assert!(!h.push_text(b"CUZK_TIMING: lost"));
+        assert_eq!(drained(&mut rings).len(), 4);
+        assert!(h.push_text(b"CUZK_TIMING: kept"));
+        assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: kept".to_owned()]);
+        // longer than the ring: refused (the layer boxes it instead)
+        assert!(!h.push_text(&vec![b'x'; h.text_capacity() + 1]));
+        assert!(rings.is_empty());
+    }
+
+    /// A text ring is made only for a line that can go with it: a thread's first line, on a
+    /// ring with one slot left, is refused, and the next one, with room, goes.
+    #[test]
+    fn a_text_ring_comes_with_its_first_line() {
+        let h = Handoff::new(2);
+        assert!(h.push_with(|| entry(1)));
+        assert!(!h.push_text(b"CUZK_TIMING: a"), "one slot for two entries");
+        let mut rings = Rings::default();
+        rings.adopt(&h);
+        assert_eq!(drained(&mut rings), vec!["p1".to_owned()]);
+        assert!(h.push_text(b"CUZK_TIMING: b"));
+        assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: b".to_owned()]);
+    }
+
+    /// Short-lived threads that each log a line leave no ring of either kind behind.
+    #[test]
+    fn short_lived_threads_logging_lines_leave_no_ring_behind() {
+        let h = Arc::new(Handoff::new(4));
+        let mut rings = Rings::default();
+        let mut lines = 0;
+        for batch in 0..10 {
+            let threads: Vec<_> = (0..20)
+                .map(|i| {
+                    let h = h.clone();
+                    std::thread::spawn(move || {
+                        assert!(h.push_text(format!("CUZK_TIMING: t={batch}.{i}").as_bytes()));
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            rings.adopt(&h);
+            rings.drain(usize::MAX, |d| {
+                lines +=
+                    usize::from(matches!(d, Drained::Text(t) if t.starts_with(b"CUZK_TIMING: t=")));
+            });
+            rings.adopt(&h);
+            assert_eq!(
+                rings.len(),
+                0,
+                "batch {batch}: rings of exited threads kept"
+            );
+        }
+        assert_eq!(lines, 200);
     }
 }

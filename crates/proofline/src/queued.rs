@@ -23,7 +23,9 @@ const MS: u8 = 1 << 3;
 const MONOLITHIC: u8 = 1 << 4;
 const THEN_QUEUE: u8 = 1 << 5;
 const OWN_OFFSET: u8 = 1 << 6;
-/// The entry holds a `CUZK_TIMING:` line (in `ext`), not a TIMELINE event.
+/// The entry holds a `CUZK_TIMING:` line, not a TIMELINE event: its values or its text in
+/// `ext`, or (no `ext`) its text's length in `ms`, the text in the thread's text ring; or
+/// (`ext` holding it) that text ring.
 const TIMING: u8 = 1 << 7;
 
 /// An entry that carries a lead event (see [`Queued::lead_event`]) holds its offset in the
@@ -147,12 +149,14 @@ struct Ext {
     synth_ms: Option<u64>,
     gpu_ms: Option<u64>,
     timing: Option<TimingIn>,
+    /// The worker's end of the thread's text ring (see [`Queued::text_ring`]).
+    text_ring: Option<rtrb::Consumer<u8>>,
     /// `request=` (a second request of the job id in flight).
     request: Option<u32>,
 }
 
-/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line the prover logged,
-/// parsed on the worker's thread (not the prover's).
+/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line the prover logged
+/// too long for the thread's text ring, parsed on the worker's thread (not the prover's).
 #[derive(Debug)]
 pub enum TimingIn {
     /// Read already (the prover gave the values as fields).
@@ -418,6 +422,54 @@ impl Queued {
             Some(Box::new(ext)),
             ([0; INLINE], 0),
         )
+    }
+
+    /// The entry of a line the prover logged, whose `len` bytes are next in the thread's text
+    /// ring.
+    pub fn text(len: u32) -> Self {
+        Queued::from_parts(
+            0,
+            EventKind::SynthStart,
+            TIMING,
+            [None; 3],
+            Some(len),
+            None,
+            ([0; INLINE], 0),
+        )
+    }
+
+    /// How long the line is whose bytes are next in the thread's text ring, if the entry
+    /// stands for one ([`Queued::text`]).
+    #[inline]
+    pub fn text_len(&self) -> Option<usize> {
+        (self.flags & TIMING != 0 && self.ext.is_none()).then_some(self.ms as usize)
+    }
+
+    /// The entry that hands the worker its end of a thread's text ring, ahead of the first
+    /// line in it.
+    pub fn text_ring(ring: rtrb::Consumer<u8>) -> Self {
+        let ext = Ext {
+            text_ring: Some(ring),
+            ..Ext::default()
+        };
+        Queued::from_parts(
+            0,
+            EventKind::SynthStart,
+            TIMING,
+            [None; 3],
+            None,
+            Some(Box::new(ext)),
+            ([0; INLINE], 0),
+        )
+    }
+
+    /// The worker's end of a text ring, if the entry hands one over ([`Queued::text_ring`]).
+    #[inline]
+    pub fn take_text_ring(&mut self) -> Option<rtrb::Consumer<u8>> {
+        if self.flags & TIMING == 0 {
+            return None;
+        }
+        self.ext.as_mut().and_then(|e| e.text_ring.take())
     }
 
     /// The `CUZK_TIMING:` values the entry holds, if it holds them.

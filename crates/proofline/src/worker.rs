@@ -22,7 +22,7 @@ use proofline_core::{Engine, Report, codec};
 use proofline_core::{EventKind, EventRef};
 
 use crate::clock::Clock;
-use crate::handoff::{Handoff, Rings};
+use crate::handoff::{Drained, Handoff, Rings};
 use crate::layer::{LayerStats, SpanTable, printed, queue_after};
 use crate::queued::Queued;
 
@@ -138,7 +138,10 @@ impl Worker {
             let stop = self.shutdown.load(Ordering::Acquire);
             self.rings.adopt(&self.handoff);
             let mut rings = std::mem::take(&mut self.rings);
-            let mut n = rings.drain(MAX_BATCH, |q| self.handle_queued(&q, &mut line));
+            let mut n = rings.drain(MAX_BATCH, |d| match d {
+                Drained::Entry(q) => self.handle_queued(&q, &mut line),
+                Drained::Text(text) => self.handle_text(text),
+            });
             self.rings = rings;
             // creation and first-enter events of spans still open, at most once a poll interval while
             // busy (a look locks every shard of the span table, which the prover uses)
@@ -357,21 +360,24 @@ impl Worker {
         self.driver.tick(&live, &counts);
     }
 
+    /// A line the prover logged, read as `analyze` reads it (a bad or partial line counted as
+    /// malformed).
+    fn handle_text(&mut self, text: &[u8]) {
+        let before = self.feeder.stats.malformed;
+        self.feeder
+            .feed_line(text, &mut self.engine, self.driver.sinks());
+        let bad = self.feeder.stats.malformed - before;
+        if bad > 0 {
+            self.stats.malformed.fetch_add(bad, Ordering::Relaxed);
+        }
+    }
+
     fn handle_queued(&mut self, q: &Queued, line: &mut String) {
         if let Some(t) = q.as_timing() {
             // a CUZK_TIMING line: into the engine (the prover prints it itself)
             match t {
                 crate::queued::TimingIn::Parsed(t) => self.engine.ingest_timing_line(t),
-                // read as `analyze` reads it (a bad or partial line counted as malformed)
-                crate::queued::TimingIn::Text(line) => {
-                    let before = self.feeder.stats.malformed;
-                    self.feeder
-                        .feed_line(line.as_bytes(), &mut self.engine, self.driver.sinks());
-                    let bad = self.feeder.stats.malformed - before;
-                    if bad > 0 {
-                        self.stats.malformed.fetch_add(bad, Ordering::Relaxed);
-                    }
-                }
+                crate::queued::TimingIn::Text(line) => self.handle_text(line.as_bytes()),
             }
             return;
         }

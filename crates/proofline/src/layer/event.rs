@@ -88,6 +88,31 @@ pub(crate) enum Logged {
     Text(String),
 }
 
+thread_local! {
+    /// A buffer for the next logged line the worker is to read, given back once the line is
+    /// handed over ([`recycle_line`]): no allocation for each line.
+    static LINE: std::cell::Cell<String> = const { std::cell::Cell::new(String::new()) };
+}
+
+/// The longest buffer [`recycle_line`] keeps.
+const LINE_KEPT: usize = 4096;
+
+/// `s` in this thread's line buffer (a new one while it is out: a line logged while another's
+/// fields are read).
+fn line_buffer(s: &str) -> String {
+    let mut line = LINE.try_with(std::cell::Cell::take).unwrap_or_default();
+    line.clear();
+    line.push_str(s);
+    line
+}
+
+/// Gives a line's buffer back to this thread for the next one, unless it grew long.
+pub(crate) fn recycle_line(line: String) {
+    if line.capacity() <= LINE_KEPT {
+        let _ = LINE.try_with(|l| l.set(line));
+    }
+}
+
 /// Which marker a logged line holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Marker {
@@ -187,10 +212,10 @@ impl<'a> TimelineVisitor<'a> {
             Some(Marker::Timeline) => Some(match codec::parse_line(s) {
                 Ok(Some(ev)) => Logged::Event(Queued::new(&ev, false).with_own_offset()),
                 // (its marker is no line's start: read as `analyze` reads it)
-                Ok(None) => Logged::Text(s.to_owned()),
+                Ok(None) => Logged::Text(line_buffer(s)),
                 Err(_) => Logged::Malformed,
             }),
-            Some(Marker::Timing) => Some(Logged::Text(s.to_owned())),
+            Some(Marker::Timing) => Some(Logged::Text(line_buffer(s))),
             None => None,
         };
     }

@@ -102,6 +102,22 @@ impl TimelineLayer {
         });
     }
 
+    /// Hands a logged line to the worker to read, as bytes on the thread's text ring, or drops
+    /// and counts it as [`TimelineLayer::send_timing`] does; a line too long for the ring goes
+    /// in a box of its own.
+    fn send_text(&self, line: String) {
+        if line.len() > self.handoff.text_capacity() {
+            self.send_timing(crate::queued::TimingIn::Text(line));
+            return;
+        }
+        let pushed =
+            !self.closed.load(Ordering::Relaxed) && self.handoff.push_text(line.as_bytes());
+        if !pushed {
+            self.stats.timing_dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        event::recycle_line(line);
+    }
+
     /// Pushes what `build` makes, unless the worker has stopped or the ring is full: then
     /// `n` is added to `dropped`.
     #[inline(always)]
@@ -491,9 +507,7 @@ where
                 }
                 // a CUZK_TIMING line (or one whose TIMELINE marker is no line's start): parsed
                 // on the worker's thread, not the prover's
-                Some(event::Logged::Text(line)) => {
-                    self.send_timing(crate::queued::TimingIn::Text(line));
-                }
+                Some(event::Logged::Text(line)) => self.send_text(line),
                 None => {}
             }
             return;
