@@ -91,10 +91,10 @@ impl Handoff {
         self.with_rings(|ring| push_entry(&mut ring.entries, build))
     }
 
-    /// Hands a logged line's bytes to the worker, without waiting: `false` (and nothing
-    /// sent) when either of the thread's rings is full, or the line is longer than
-    /// [`Handoff::text_capacity`].
-    pub fn push_text(&self, text: &[u8]) -> bool {
+    /// Hands a logged line's bytes to the worker, without waiting (`timeline`: it holds the
+    /// TIMELINE marker): `false` (and nothing sent) when either of the thread's rings is
+    /// full, or the line is longer than [`Handoff::text_capacity`].
+    pub fn push_text(&self, text: &[u8], timeline: bool) -> bool {
         let Ok(len) = u32::try_from(text.len()) else {
             return false;
         };
@@ -118,7 +118,7 @@ impl Handoff {
             if ring.entries.slots() == 0 || text_ring.push_entire_slice(text).is_err() {
                 return false;
             }
-            push_entry(&mut ring.entries, || Queued::text(len))
+            push_entry(&mut ring.entries, || Queued::text(len, timeline))
         })
     }
 
@@ -185,7 +185,8 @@ fn push_entry(ring: &mut Producer<Queued>, build: impl FnOnce() -> Queued) -> bo
 #[derive(Debug)]
 pub(crate) enum Drained<'a> {
     Entry(Queued),
-    Text(&'a [u8]),
+    /// A line, and whether it holds the TIMELINE marker.
+    Line(&'a [u8], bool),
 }
 
 /// The worker's side of a thread's rings.
@@ -223,25 +224,25 @@ impl Rings {
         }
     }
 
-    /// Pops entries, ring after ring, until they stand for `max` events or every ring is
-    /// empty; returns the events handled. A logged line is handed on as its bytes.
-    pub fn drain(&mut self, max: usize, mut f: impl FnMut(Drained<'_>)) -> usize {
+    /// Hands on entries, ring after ring, until `f` has counted `max` events in them or every
+    /// ring is empty; returns the events counted. A logged line is handed on as its bytes
+    /// (`f` counts the events it stands for: a TIMELINE line one, if it reads).
+    pub fn drain(&mut self, max: usize, mut f: impl FnMut(Drained<'_>) -> usize) -> usize {
         let mut n = 0;
         let rings = self.rings.len();
         for i in 0..rings {
             let ring = &mut self.rings[(self.next + i) % rings];
             while n < max {
                 let Ok(mut q) = ring.entries.pop() else { break };
-                if let Some(len) = q.text_len() {
-                    Self::text(ring, &mut self.joined, len, &mut f);
+                if let Some((len, timeline)) = q.text_len() {
+                    n += Self::text(ring, &mut self.joined, len, timeline, &mut f);
                     continue;
                 }
                 if let Some(text) = q.take_text_ring() {
                     ring.text = Some(text);
                     continue;
                 }
-                n += q.events() as usize;
-                f(Drained::Entry(q));
+                n += f(Drained::Entry(q));
             }
             if n >= max {
                 self.next = (self.next + i) % rings;
@@ -252,27 +253,29 @@ impl Rings {
     }
 
     /// Hands on the `len` bytes of a logged line, next in `ring`'s text ring (pushed before
-    /// their entry, which was just popped).
+    /// their entry, which was just popped); what `f` counts.
     fn text(
         ring: &mut Consumers,
         joined: &mut Vec<u8>,
         len: usize,
-        f: &mut impl FnMut(Drained<'_>),
-    ) {
+        timeline: bool,
+        f: &mut impl FnMut(Drained<'_>) -> usize,
+    ) -> usize {
         let Some(chunk) = ring.text.as_mut().and_then(|t| t.read_chunk(len).ok()) else {
             debug_assert!(false, "a line's entry without its bytes");
-            return;
+            return 0;
         };
-        match chunk.as_slices() {
-            (whole, []) => f(Drained::Text(whole)),
+        let n = match chunk.as_slices() {
+            (whole, []) => f(Drained::Line(whole, timeline)),
             (head, tail) => {
                 joined.clear();
                 joined.extend_from_slice(head);
                 joined.extend_from_slice(tail);
-                f(Drained::Text(joined));
+                f(Drained::Line(joined, timeline))
             }
-        }
+        };
         chunk.commit_all();
+        n
     }
 
     /// Whether every ring is empty.
@@ -303,22 +306,42 @@ mod tests {
         Queued::span_edge(&f, EventKind::SynthStart, 0, None, false).expect("a job id")
     }
 
-    /// A drained entry's partition (`None` for a line).
-    fn partition(d: Drained<'_>) -> Option<u32> {
+    /// A drained entry's partition (`None` for a line), pushed on `seen`; the events it
+    /// stands for.
+    fn partition(seen: &mut Vec<Option<u32>>, d: Drained<'_>) -> usize {
         match d {
-            Drained::Entry(q) => q.event().partition,
-            Drained::Text(_) => None,
+            Drained::Entry(q) => {
+                seen.push(q.event().partition);
+                q.events() as usize
+            }
+            Drained::Line(..) => {
+                seen.push(None);
+                0
+            }
         }
     }
 
-    /// What a drain hands on, entries as `p<partition>` and lines as their text.
+    /// The events an entry stands for (none for a line).
+    fn events(d: Drained<'_>) -> usize {
+        match d {
+            Drained::Entry(q) => q.events() as usize,
+            Drained::Line(..) => 0,
+        }
+    }
+
+    /// What a drain hands on, entries as `p<partition>` and lines as their text (after `TL `
+    /// when it holds the TIMELINE marker).
     fn drained(rings: &mut Rings) -> Vec<String> {
         let mut seen = Vec::new();
         rings.drain(usize::MAX, |d| {
             seen.push(match d {
                 Drained::Entry(q) => format!("p{}", q.event().partition.unwrap_or(0)),
-                Drained::Text(t) => String::from_utf8(t.to_vec()).expect("UTF-8"),
+                Drained::Line(t, timeline) => {
+                    let t = String::from_utf8(t.to_vec()).expect("UTF-8");
+                    if timeline { format!("TL {t}") } else { t }
+                }
             });
+            0
         });
         seen
     }
@@ -344,7 +367,7 @@ mod tests {
         rings.adopt(&h);
         assert_eq!(rings.len(), 2);
         let mut seen = Vec::new();
-        assert_eq!(rings.drain(usize::MAX, |d| seen.push(partition(d))), 6);
+        assert_eq!(rings.drain(usize::MAX, |d| partition(&mut seen, d)), 6);
         seen.sort_by_key(|p| p.map(|p| p / 10));
         let want: Vec<_> = [0, 1, 2, 10, 11, 12].into_iter().map(Some).collect();
         assert_eq!(seen, want, "each thread's entries in its order");
@@ -381,8 +404,8 @@ mod tests {
         let mut rings = Rings::default();
         rings.adopt(&h);
         let mut seen = Vec::new();
-        assert_eq!(rings.drain(2, |d| seen.push(partition(d))), 2);
-        assert_eq!(rings.drain(10, |d| seen.push(partition(d))), 3);
+        assert_eq!(rings.drain(2, |d| partition(&mut seen, d)), 2);
+        assert_eq!(rings.drain(10, |d| partition(&mut seen, d)), 3);
         assert_eq!(seen, (0..5).map(Some).collect::<Vec<_>>());
         assert_eq!(rings.len(), 1, "this thread is alive: its ring stays");
     }
@@ -397,8 +420,8 @@ mod tests {
         let (mut ra, mut rb) = (Rings::default(), Rings::default());
         ra.adopt(&a);
         rb.adopt(&b);
-        assert_eq!(ra.drain(usize::MAX, |_| {}), 1);
-        assert_eq!(rb.drain(usize::MAX, |_| {}), 2);
+        assert_eq!(ra.drain(usize::MAX, events), 1);
+        assert_eq!(rb.drain(usize::MAX, events), 2);
     }
 
     /// Thread churn: thousands of short-lived threads, each sending an event, leave no ring
@@ -420,7 +443,7 @@ mod tests {
                 t.join().unwrap();
             }
             rings.adopt(&h);
-            seen += rings.drain(usize::MAX, |_| {});
+            seen += rings.drain(usize::MAX, events);
             // the rings of the threads gone, now empty, are dropped at the next look
             rings.adopt(&h);
             assert_eq!(
@@ -448,21 +471,24 @@ mod tests {
         assert!(h.push_with(|| entry(1)));
         let first = line(0, 1500);
         assert!(
-            h.push_text(first.as_bytes()),
+            h.push_text(first.as_bytes(), false),
             "the text ring's entry and the line's fit"
         );
         rings.adopt(&h);
         assert_eq!(drained(&mut rings), vec!["p1".to_owned(), first]);
         // 1500 of 4096 bytes used: the next 3000-byte line wraps around the end
         let wraps = line(1, 3000);
-        assert!(h.push_text(wraps.as_bytes()));
+        assert!(h.push_text(wraps.as_bytes(), false));
         assert!(h.push_with(|| entry(2)));
         assert_eq!(drained(&mut rings), vec![wraps, "p2".to_owned()]);
         // a full text ring refuses a line, and takes the next once drained
         let (a, b) = (line(2, 3000), line(3, 2000));
-        assert!(h.push_text(a.as_bytes()));
-        assert!(!h.push_text(b.as_bytes()), "1096 bytes left for 2000");
-        assert!(h.push_text(b"CUZK_TIMING: short"));
+        assert!(h.push_text(a.as_bytes(), false));
+        assert!(
+            !h.push_text(b.as_bytes(), false),
+            "1096 bytes left for 2000"
+        );
+        assert!(h.push_text(b"CUZK_TIMING: short", false));
         assert_eq!(
             drained(&mut rings),
             vec![a, "CUZK_TIMING: short".to_owned()]
@@ -471,12 +497,19 @@ mod tests {
         for p in 0..4 {
             assert!(h.push_with(|| entry(p)));
         }
-        assert!(!h.push_text(b"CUZK_TIMING: lost"));
+        assert!(!h.push_text(b"CUZK_TIMING: lost", false));
         assert_eq!(drained(&mut rings).len(), 4);
-        assert!(h.push_text(b"CUZK_TIMING: kept"));
-        assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: kept".to_owned()]);
+        assert!(h.push_text(b"CUZK_TIMING: kept", false));
+        assert!(h.push_text(b"TIMELINE,1,SYNTH_START,j", true));
+        assert_eq!(
+            drained(&mut rings),
+            vec![
+                "CUZK_TIMING: kept".to_owned(),
+                "TL TIMELINE,1,SYNTH_START,j".to_owned()
+            ]
+        );
         // longer than the ring: refused (the layer boxes it instead)
-        assert!(!h.push_text(&vec![b'x'; h.text_capacity() + 1]));
+        assert!(!h.push_text(&vec![b'x'; h.text_capacity() + 1], false));
         assert!(rings.is_empty());
     }
 
@@ -486,11 +519,14 @@ mod tests {
     fn a_text_ring_comes_with_its_first_line() {
         let h = Handoff::new(2);
         assert!(h.push_with(|| entry(1)));
-        assert!(!h.push_text(b"CUZK_TIMING: a"), "one slot for two entries");
+        assert!(
+            !h.push_text(b"CUZK_TIMING: a", false),
+            "one slot for two entries"
+        );
         let mut rings = Rings::default();
         rings.adopt(&h);
         assert_eq!(drained(&mut rings), vec!["p1".to_owned()]);
-        assert!(h.push_text(b"CUZK_TIMING: b"));
+        assert!(h.push_text(b"CUZK_TIMING: b", false));
         assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: b".to_owned()]);
     }
 
@@ -505,7 +541,9 @@ mod tests {
                 .map(|i| {
                     let h = h.clone();
                     std::thread::spawn(move || {
-                        assert!(h.push_text(format!("CUZK_TIMING: t={batch}.{i}").as_bytes()));
+                        assert!(
+                            h.push_text(format!("CUZK_TIMING: t={batch}.{i}").as_bytes(), false)
+                        );
                     })
                 })
                 .collect();
@@ -514,8 +552,10 @@ mod tests {
             }
             rings.adopt(&h);
             rings.drain(usize::MAX, |d| {
-                lines +=
-                    usize::from(matches!(d, Drained::Text(t) if t.starts_with(b"CUZK_TIMING: t=")));
+                lines += usize::from(
+                    matches!(d, Drained::Line(t, false) if t.starts_with(b"CUZK_TIMING: t=")),
+                );
+                0
             });
             rings.adopt(&h);
             assert_eq!(

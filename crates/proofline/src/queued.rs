@@ -23,9 +23,9 @@ const MS: u8 = 1 << 3;
 const MONOLITHIC: u8 = 1 << 4;
 const THEN_QUEUE: u8 = 1 << 5;
 const OWN_OFFSET: u8 = 1 << 6;
-/// The entry holds a `CUZK_TIMING:` line, not a TIMELINE event: its values or its text in
-/// `ext`, or (no `ext`) its text's length in `ms`, the text in the thread's text ring; or
-/// (`ext` holding it) that text ring.
+/// The entry holds a logged line, not a TIMELINE event: `CUZK_TIMING:` values or a line's
+/// text in `ext`, or (no `ext`) its text's length in `ms`, the text in the thread's text ring
+/// (a TIMELINE line if `OWN_OFFSET` is set); or (`ext` holding it) that text ring.
 const TIMING: u8 = 1 << 7;
 
 /// An entry that carries a lead event (see [`Queued::lead_event`]) holds its offset in the
@@ -155,14 +155,15 @@ struct Ext {
     request: Option<u32>,
 }
 
-/// A `CUZK_TIMING:` entry: values the layer read from fields, or a line the prover logged
-/// too long for the thread's text ring, parsed on the worker's thread (not the prover's).
+/// A `CUZK_TIMING:` entry: values the layer read from fields; or a line the prover logged
+/// that is too long for the thread's text ring, read on the worker's thread (not the
+/// prover's).
 #[derive(Debug)]
 pub enum TimingIn {
     /// Read already (the prover gave the values as fields).
     Parsed(proofline_core::timing::TimingLine),
     /// The line as logged.
-    Text(String),
+    Line(crate::layer::LoggedLine),
 }
 
 impl Queued {
@@ -425,12 +426,16 @@ impl Queued {
     }
 
     /// The entry of a line the prover logged, whose `len` bytes are next in the thread's text
-    /// ring.
-    pub fn text(len: u32) -> Self {
+    /// ring; `timeline`: it holds the TIMELINE marker.
+    pub fn text(len: u32, timeline: bool) -> Self {
         Queued::from_parts(
             0,
             EventKind::SynthStart,
-            TIMING,
+            if timeline {
+                TIMING | OWN_OFFSET
+            } else {
+                TIMING
+            },
             [None; 3],
             Some(len),
             None,
@@ -438,11 +443,12 @@ impl Queued {
         )
     }
 
-    /// How long the line is whose bytes are next in the thread's text ring, if the entry
-    /// stands for one ([`Queued::text`]).
+    /// How long the line is whose bytes are next in the thread's text ring, and whether it
+    /// holds the TIMELINE marker, if the entry stands for one ([`Queued::text`]).
     #[inline]
-    pub fn text_len(&self) -> Option<usize> {
-        (self.flags & TIMING != 0 && self.ext.is_none()).then_some(self.ms as usize)
+    pub fn text_len(&self) -> Option<(usize, bool)> {
+        (self.flags & TIMING != 0 && self.ext.is_none())
+            .then_some((self.ms as usize, self.flags & OWN_OFFSET != 0))
     }
 
     /// The entry that hands the worker its end of a thread's text ring, ahead of the first

@@ -140,7 +140,7 @@ impl Worker {
             let mut rings = std::mem::take(&mut self.rings);
             let mut n = rings.drain(MAX_BATCH, |d| match d {
                 Drained::Entry(q) => self.handle_queued(&q, &mut line),
-                Drained::Text(text) => self.handle_text(text),
+                Drained::Line(text, timeline) => self.handle_line(text, timeline, &mut line),
             });
             self.rings = rings;
             // creation and first-enter events of spans still open, at most once a poll interval while
@@ -360,9 +360,28 @@ impl Worker {
         self.driver.tick(&live, &counts);
     }
 
-    /// A line the prover logged, read as `analyze` reads it (a bad or partial line counted as
-    /// malformed).
-    fn handle_text(&mut self, text: &[u8]) {
+    /// A line the prover logged through `tracing` (`timeline`: it holds the TIMELINE
+    /// marker): a TIMELINE line that starts with it as its event at the line's own offset;
+    /// another as `analyze` reads a log's line (a bad or partial one counted as malformed).
+    /// Returns the events taken in (one for a TIMELINE line read here).
+    fn handle_line(&mut self, text: &[u8], timeline: bool, line: &mut String) -> usize {
+        if timeline {
+            // (from a `&str`: UTF-8)
+            match std::str::from_utf8(text).map(crate::layer::read_timeline_line) {
+                Ok(crate::layer::Logged::Event(q)) => return self.handle_queued(&q, line),
+                Ok(crate::layer::Logged::Malformed) => {
+                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
+                    return 0;
+                }
+                Ok(crate::layer::Logged::Text) | Err(_) => {}
+            }
+        }
+        self.read_line(text);
+        0
+    }
+
+    /// A logged line read as `analyze` reads a log's.
+    fn read_line(&mut self, text: &[u8]) {
         let before = self.feeder.stats.malformed;
         self.feeder
             .feed_line(text, &mut self.engine, self.driver.sinks());
@@ -372,14 +391,17 @@ impl Worker {
         }
     }
 
-    fn handle_queued(&mut self, q: &Queued, line: &mut String) {
+    /// Takes in an entry; returns the events it stood for.
+    fn handle_queued(&mut self, q: &Queued, line: &mut String) -> usize {
         if let Some(t) = q.as_timing() {
             // a CUZK_TIMING line: into the engine (the prover prints it itself)
             match t {
                 crate::queued::TimingIn::Parsed(t) => self.engine.ingest_timing_line(t),
-                crate::queued::TimingIn::Text(line) => self.handle_text(line.as_bytes()),
+                crate::queued::TimingIn::Line(l) => {
+                    return self.handle_line(l.text.as_bytes(), l.timeline, line);
+                }
             }
-            return;
+            return 0;
         }
         let mut ev = q.event();
         if q.own_offset() {
@@ -412,6 +434,7 @@ impl Worker {
         if q.then_queue() {
             self.handle(&queue_after(&ev), line);
         }
+        q.events() as usize
     }
 
     /// A line of the prover's own, at `offset` in its time: how far the layer's clock is

@@ -100,6 +100,36 @@ fn custom_span_names_and_edges() {
     );
 }
 
+/// TIMELINE lines logged through `tracing` (read on the worker's thread) are events received,
+/// written out while the prover runs, through a buffered writer, not only at shutdown.
+#[test]
+fn logged_timeline_lines_are_received_and_written_out_live() {
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .cuzk_timeline_events()
+        .timeline_to_writer(std::io::BufWriter::new(buf.clone()))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&dispatch, || {
+        for p in 0..3 {
+            tracing::info!(target: "timeline", "TIMELINE,{},SYNTH_START,porep-1-1,partition={}", 10 * p, p);
+        }
+        tracing::info!(target: "timeline", "TIMELINE,oops,GPU_END,x,worker=0");
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while buf.text().lines().count() < 3 && std::time::Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        buf.text(),
+        "TIMELINE,0,SYNTH_START,porep-1-1,partition=0\nTIMELINE,10,SYNTH_START,porep-1-1,partition=1\nTIMELINE,20,SYNTH_START,porep-1-1,partition=2\n",
+        "written out before shutdown"
+    );
+    let s = guard.stats();
+    assert_eq!((s.received, s.malformed), (3, 1), "{s:?}");
+    guard.shutdown(Duration::from_secs(10)).unwrap();
+}
+
 /// TIMELINE lines logged through `tracing` keep the prover's own offsets, and the engine's
 /// clock follows them even when the layer started long before the prover's epoch.
 #[test]

@@ -76,16 +76,34 @@ pub(crate) fn span_event(
     Some(ev)
 }
 
-/// A line the prover logged through `tracing`, as the layer takes it.
+/// A line the prover logged through `tracing` that holds one of the markers: handed to the
+/// worker as it is, and read there ([`read_timeline_line`], or as `analyze` reads a log's
+/// line), not on the prover's thread.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct LoggedLine {
+    pub text: String,
+    /// Whether it holds the TIMELINE marker (else the `CUZK_TIMING:` one).
+    pub timeline: bool,
+}
+
+/// A logged line that holds the TIMELINE marker, as the worker takes it.
 #[derive(Debug)]
 pub(crate) enum Logged {
     /// A TIMELINE line: its event's entry, at the line's own offset.
     Event(Queued),
-    /// A TIMELINE line that does not parse: counted, nothing sent.
+    /// A TIMELINE line that does not parse: counted, nothing else.
     Malformed,
-    /// A `CUZK_TIMING:` line (or one whose TIMELINE marker is no line's start): read on the
-    /// worker's thread, as `analyze` reads it.
-    Text(String),
+    /// One whose marker is no line's start: read as `analyze` reads it.
+    Text,
+}
+
+/// Reads a logged line that holds the TIMELINE marker ([`LoggedLine::timeline`]).
+pub(crate) fn read_timeline_line(s: &str) -> Logged {
+    match codec::parse_line(s) {
+        Ok(Some(ev)) => Logged::Event(Queued::new(&ev, false).with_own_offset()),
+        Ok(None) => Logged::Text,
+        Err(_) => Logged::Malformed,
+    }
 }
 
 thread_local! {
@@ -162,7 +180,7 @@ pub(crate) struct TimelineVisitor<'a> {
     pub(crate) detail: Option<String>,
     /// The message, when it is a TIMELINE line (`timeline_event()` logging its line through
     /// `tracing` instead of printing it) or a `CUZK_TIMING:` one.
-    pub(crate) line: Option<Logged>,
+    pub(crate) line: Option<LoggedLine>,
     pub(crate) synth_ms: Option<u64>,
     pub(crate) gpu_ms: Option<u64>,
     /// `CUZK_TIMING` keys given as fields (`pre_lock_cpu_ms = 12, ...`), if any.
@@ -205,19 +223,12 @@ impl<'a> TimelineVisitor<'a> {
         true
     }
 
-    /// Takes the message: a TIMELINE line is read here, into its entry; a timing line is
-    /// kept to be read on the worker.
+    /// Takes the message, when it holds a marker, to be read on the worker.
     fn message(&mut self, s: &str) {
-        self.line = match marker_of(s) {
-            Some(Marker::Timeline) => Some(match codec::parse_line(s) {
-                Ok(Some(ev)) => Logged::Event(Queued::new(&ev, false).with_own_offset()),
-                // (its marker is no line's start: read as `analyze` reads it)
-                Ok(None) => Logged::Text(line_buffer(s)),
-                Err(_) => Logged::Malformed,
-            }),
-            Some(Marker::Timing) => Some(Logged::Text(line_buffer(s))),
-            None => None,
-        };
+        self.line = marker_of(s).map(|m| LoggedLine {
+            text: line_buffer(s),
+            timeline: m == Marker::Timeline,
+        });
     }
 
     pub(crate) fn field_str(&mut self, field: &Field, s: &str) {
@@ -308,10 +319,10 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
         /// A logged message is taken as the full marker search and the line parser say,
-        /// whether or not it starts with the TIMELINE marker: a line that parses, as its
-        /// event (at its own offset); one that holds the marker and does not, as malformed; a
-        /// timing line, or one the parser passes over, as text for the worker; anything else
-        /// as nothing.
+        /// whether or not it starts with the TIMELINE marker: one with a marker is kept whole
+        /// for the worker, which reads a line that parses as its event (at its own offset),
+        /// one that holds the TIMELINE marker and does not as malformed, a timing line, or one
+        /// the parser passes over, as `analyze` reads a log's; anything else is nothing.
         #[test]
         fn a_logged_message_is_taken_as_its_markers_and_the_parser_say(
             before in proptest::collection::vec(
@@ -339,17 +350,24 @@ mod tests {
             let mut v = TimelineVisitor::new(&names);
             v.message(&s);
             let (timeline, timing) = markers(&s);
-            match (v.line, timeline, codec::parse_line(&s)) {
-                (Some(Logged::Event(q)), true, Ok(Some(ev))) => {
+            let Some(line) = v.line else {
+                prop_assert!(!timeline && !timing, "{:?}: a marker, and nothing kept", s);
+                return Ok(());
+            };
+            prop_assert_eq!(&line.text, &s);
+            prop_assert_eq!(line.timeline, timeline, "{:?}", s);
+            if !timeline {
+                prop_assert!(timing, "{:?}: kept, and no marker", s);
+                return Ok(());
+            }
+            match (read_timeline_line(&line.text), codec::parse_line(&s)) {
+                (Logged::Event(q), Ok(Some(ev))) => {
                     prop_assert_eq!(q.event(), ev, "{:?}", s);
                     prop_assert!(q.own_offset(), "{:?}: the line's own offset", s);
                 }
-                (Some(Logged::Malformed), true, Err(_)) => {}
-                (Some(Logged::Text(t)), true, Ok(None)) => prop_assert_eq!(t, s),
-                (Some(Logged::Text(t)), false, _) if timing => prop_assert_eq!(t, s),
-                (None, false, _) if !timing => {}
-                (got, _, parsed) => {
-                    prop_assert!(false, "{s:?}: {got:?}, markers {timeline}/{timing}, parser {parsed:?}");
+                (Logged::Malformed, Err(_)) | (Logged::Text, Ok(None)) => {}
+                (got, parsed) => {
+                    prop_assert!(false, "{s:?}: {got:?}, parser {parsed:?}");
                 }
             }
         }

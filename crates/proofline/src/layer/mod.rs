@@ -25,7 +25,7 @@ mod stats;
 pub(crate) use callsites::CallsiteSet;
 #[cfg(test)]
 pub(crate) use event::span_event;
-pub(crate) use event::{printed, queue_after};
+pub(crate) use event::{Logged, LoggedLine, printed, queue_after, read_timeline_line};
 pub(crate) use requests::Requests;
 pub(crate) use rules::LayerConfig;
 pub use rules::{Edge, SpanRule, cuzk_whole_proof_spans};
@@ -103,19 +103,26 @@ impl TimelineLayer {
     }
 
     /// Hands a logged line to the worker to read, as bytes on the thread's text ring, or drops
-    /// and counts it as [`TimelineLayer::send_timing`] does; a line too long for the ring goes
-    /// in a box of its own.
-    fn send_text(&self, line: String) {
-        if line.len() > self.handoff.text_capacity() {
-            self.send_timing(crate::queued::TimingIn::Text(line));
+    /// and counts it (a TIMELINE line as an event, a `CUZK_TIMING:` one apart); a line too long
+    /// for the ring goes in a box of its own.
+    fn send_line(&self, line: event::LoggedLine) {
+        let dropped = if line.timeline {
+            &self.stats.dropped
+        } else {
+            &self.stats.timing_dropped
+        };
+        if line.text.len() > self.handoff.text_capacity() {
+            self.push_or_count(dropped, 1, move || {
+                Queued::timing(crate::queued::TimingIn::Line(line))
+            });
             return;
         }
-        let pushed =
-            !self.closed.load(Ordering::Relaxed) && self.handoff.push_text(line.as_bytes());
+        let pushed = !self.closed.load(Ordering::Relaxed)
+            && self.handoff.push_text(line.text.as_bytes(), line.timeline);
         if !pushed {
-            self.stats.timing_dropped.fetch_add(1, Ordering::Relaxed);
+            dropped.fetch_add(1, Ordering::Relaxed);
         }
-        event::recycle_line(line);
+        event::recycle_line(line.text);
     }
 
     /// Pushes what `build` makes, unless the worker has stopped or the ring is full: then
@@ -496,19 +503,10 @@ where
                 ));
                 return;
             }
-            match v.line {
-                // the prover's own TIMELINE line, logged instead of printed: taken as it is,
-                // with its own offset (read here: a line handed to the worker to read was
-                // allocated on this thread and freed on that one, which cost more than the
-                // reading, see BENCHMARKS.md)
-                Some(event::Logged::Event(q)) => self.send(q),
-                Some(event::Logged::Malformed) => {
-                    self.stats.malformed.fetch_add(1, Ordering::Relaxed);
-                }
-                // a CUZK_TIMING line (or one whose TIMELINE marker is no line's start): parsed
-                // on the worker's thread, not the prover's
-                Some(event::Logged::Text(line)) => self.send_text(line),
-                None => {}
+            // the prover's own TIMELINE line, logged instead of printed, or a CUZK_TIMING one:
+            // read on the worker's thread, not the prover's
+            if let Some(line) = v.line {
+                self.send_line(line);
             }
             return;
         };
