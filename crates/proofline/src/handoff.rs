@@ -13,11 +13,13 @@
 //!
 //! A thread opens its ring at its first event (a lock, once per thread and layer) and the
 //! worker adopts it at its next poll. A line the prover logs through `tracing` for the worker
-//! to read (a `CUZK_TIMING:` line) goes as bytes into a second ring of the thread's, made at
-//! its first such line and announced to the worker by an entry of the first ring; the line's
-//! entry, after it, says how long it is. Neither thread allocates for a line: a `String` made
-//! on the prover's thread and freed on the worker's cost the prover more than reading the
-//! line did (BENCHMARKS.md). When the thread exits, its end of the ring goes with it;
+//! to read (a TIMELINE or `CUZK_TIMING:` line) goes as bytes into a second ring of the
+//! thread's, made at its first such line and announced to the worker by an entry of the
+//! first ring; the line's entry, after it, says how long it is and which marker it holds.
+//! Past that first line, neither thread allocates for a line (one longer than the ring goes
+//! boxed in its entry): a `String` made on the prover's thread and freed on the worker's cost
+//! the prover more than reading the line did (BENCHMARKS.md). When the thread exits, its end
+//! of the ring goes with it;
 //! the worker drains what is left and then drops the ring. Several layers in one process
 //! (tests do this) each get their own ring on a thread, told apart by the layer's id.
 
@@ -110,7 +112,9 @@ impl Handoff {
                         return false;
                     }
                     let (producer, consumer) = RingBuffer::new(self.text_capacity);
-                    push_entry(&mut ring.entries, || Queued::text_ring(consumer));
+                    if !push_entry(&mut ring.entries, || Queued::text_ring(consumer)) {
+                        return false;
+                    }
                     ring.text.insert(producer)
                 }
             };
@@ -262,7 +266,10 @@ impl Rings {
         f: &mut impl FnMut(Drained<'_>) -> usize,
     ) -> usize {
         let Some(chunk) = ring.text.as_mut().and_then(|t| t.read_chunk(len).ok()) else {
+            // (cannot happen: the bytes go first) the thread's later lines are lost, not
+            // read out of step
             debug_assert!(false, "a line's entry without its bytes");
+            ring.text = None;
             return 0;
         };
         let n = match chunk.as_slices() {
@@ -514,20 +521,73 @@ mod tests {
     }
 
     /// A text ring is made only for a line that can go with it: a thread's first line, on a
-    /// ring with one slot left, is refused, and the next one, with room, goes.
+    /// full ring or one with one slot left, is refused, and the next one, with room, goes.
     #[test]
     fn a_text_ring_comes_with_its_first_line() {
         let h = Handoff::new(2);
+        let mut rings = Rings::default();
         assert!(h.push_with(|| entry(1)));
+        assert!(h.push_with(|| entry(2)));
+        assert!(!h.push_text(b"CUZK_TIMING: a", false), "a full ring");
+        rings.adopt(&h);
+        assert_eq!(drained(&mut rings), vec!["p1".to_owned(), "p2".to_owned()]);
+        assert!(h.push_with(|| entry(3)));
         assert!(
-            !h.push_text(b"CUZK_TIMING: a", false),
+            !h.push_text(b"CUZK_TIMING: b", false),
             "one slot for two entries"
         );
-        let mut rings = Rings::default();
-        rings.adopt(&h);
-        assert_eq!(drained(&mut rings), vec!["p1".to_owned()]);
-        assert!(h.push_text(b"CUZK_TIMING: b", false));
-        assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: b".to_owned()]);
+        assert_eq!(drained(&mut rings), vec!["p3".to_owned()]);
+        assert!(h.push_text(b"CUZK_TIMING: c", false));
+        assert!(
+            !h.push_with(|| entry(4)),
+            "the ring's entry and the line's fill it"
+        );
+        assert_eq!(drained(&mut rings), vec!["CUZK_TIMING: c".to_owned()]);
+        // the text ring made: a line takes one slot
+        assert!(h.push_with(|| entry(5)));
+        assert!(h.push_text(b"CUZK_TIMING: d", false));
+        assert_eq!(
+            drained(&mut rings),
+            vec!["p5".to_owned(), "CUZK_TIMING: d".to_owned()]
+        );
+    }
+
+    /// A drain stops where its callback has counted `max` events, lines among the entries
+    /// counted as it says, and the next goes on from there; two layers' lines on one thread
+    /// go each to its own worker.
+    #[test]
+    fn lines_among_entries_drain_in_bounded_steps_per_layer() {
+        let (a, b) = (Handoff::new(8), Handoff::new(8));
+        assert!(a.push_with(|| entry(1)));
+        assert!(a.push_text(b"TIMELINE,1,SYNTH_START,j", true));
+        assert!(b.push_text(b"CUZK_TIMING: b", false));
+        assert!(a.push_with(|| entry(2)));
+        assert!(a.push_text(b"CUZK_TIMING: a", false));
+        let (mut ra, mut rb) = (Rings::default(), Rings::default());
+        ra.adopt(&a);
+        rb.adopt(&b);
+        let mut seen = Vec::new();
+        let mut take = |d: Drained<'_>| match d {
+            Drained::Entry(q) => {
+                seen.push(format!("p{}", q.event().partition.unwrap_or(0)));
+                1
+            }
+            Drained::Line(t, timeline) => {
+                seen.push(String::from_utf8_lossy(t).into_owned());
+                usize::from(timeline)
+            }
+        };
+        assert_eq!(ra.drain(2, &mut take), 2, "an entry and a TIMELINE line");
+        assert_eq!(
+            ra.drain(2, &mut take),
+            1,
+            "an entry; a timing line counts none"
+        );
+        assert_eq!(
+            seen,
+            ["p1", "TIMELINE,1,SYNTH_START,j", "p2", "CUZK_TIMING: a"]
+        );
+        assert_eq!(drained(&mut rb), vec!["CUZK_TIMING: b".to_owned()]);
     }
 
     /// Short-lived threads that each log a line leave no ring of either kind behind.

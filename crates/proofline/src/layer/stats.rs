@@ -55,7 +55,9 @@ pub struct StatsSnapshot {
     pub missing_job_id: u64,
     /// Spans that recorded an error (no SYNTH_END or GPU_END emitted).
     pub failed: u64,
-    /// `timeline` events whose message was a malformed TIMELINE line.
+    /// `timeline` events whose message was a malformed TIMELINE line, or a `CUZK_TIMING:`
+    /// line that does not read (counted by the worker, when it reads the line; a line dropped
+    /// for a full queue is counted in `dropped` or `timing_lines_dropped` instead).
     pub malformed: u64,
     /// Warnings printed on stderr.
     pub warnings: u64,
