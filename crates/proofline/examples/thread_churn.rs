@@ -3,10 +3,13 @@
 //! process's resident memory is read after a first wave, at the end, and at its peak, and
 //! with `WAVE` threads alive and parked (what a live thread holds).
 //!
-//! Run: `cargo run --release -p proofline --example thread_churn [THREADS] [WAVE] [registry]`
-//! (default 200000 and 50; `registry`: the Registry alone, no layer, for the allocator's own
-//! drift; BENCHMARKS.md has the figures).
+//! Run: `cargo run --release -p proofline --example thread_churn [THREADS] [WAVE] [registry]
+//! [lines]` (default 200000 and 50; `registry`: the Registry alone, no layer, for the
+//! allocator's own drift; `lines`: each thread also logs a TIMELINE line and a `CUZK_TIMING:`
+//! line through `tracing`, which gives it the layer's text ring too; BENCHMARKS.md has the
+//! figures).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -23,7 +26,11 @@ fn status_kib(key: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The spans one thread of the prover opens: a partition's synthesis and its GPU work.
+/// Whether each thread also logs lines (the `lines` argument).
+static LINES: AtomicBool = AtomicBool::new(false);
+
+/// The spans one thread of the prover opens: a partition's synthesis and its GPU work (and,
+/// with `lines`, the lines it logs through `tracing`).
 fn work(i: u64) {
     let job = format!("porep-1000-{}", i / 10);
     let partition = (i % 10) as u32;
@@ -31,6 +38,10 @@ fn work(i: u64) {
     info_span!("gpu_worker", worker_id = i % 4, gpu = (i % 4) / 2, job_id = %job,
         proof_kind = %"porep-c2", partition = ?Some(partition))
     .in_scope(|| {});
+    if LINES.load(Ordering::Relaxed) {
+        tracing::info!(target: "timeline", "TIMELINE,{i},SYNTH_START,{job},partition={partition}");
+        tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid={} mutex_held_ms=900", i % 4);
+    }
 }
 
 fn main() {
@@ -38,6 +49,7 @@ fn main() {
     let threads = args.next().and_then(Result::ok).unwrap_or(200_000);
     let wave = args.next().and_then(Result::ok).unwrap_or(50).max(1);
     let registry_alone = std::env::args().nth(3).as_deref() == Some("registry");
+    LINES.store(std::env::args().any(|a| a == "lines"), Ordering::Relaxed);
     let mut guard = if registry_alone {
         tracing_subscriber::registry().init();
         None
