@@ -125,3 +125,72 @@ fn timing_lines_that_do_not_fit_are_dropped_and_counted() {
         "{s:?}"
     );
 }
+
+/// Logged lines from several threads at once, the worker draining while they write and each
+/// thread's text ring (4 KiB) wrapping around many times: every line that was not dropped
+/// comes out whole and once, the dropped ones are counted, and nothing reads as malformed.
+#[test]
+fn logged_lines_from_many_threads_come_out_whole_or_counted() {
+    const THREADS: usize = 4;
+    const LINES: usize = 3000;
+    let buf = SharedBuf::default();
+    let (layer, mut guard) = TimelineLayer::builder()
+        .cuzk_timeline_events()
+        // 64 entries: a text ring of 4 KiB a thread
+        .channel_capacity(64)
+        .poll_interval(Duration::from_micros(200))
+        .timeline_to_writer(buf.clone())
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    let threads: Vec<_> = (0..THREADS)
+        .map(|t| {
+            let dispatch = dispatch.clone();
+            thread::spawn(move || {
+                tracing::dispatcher::with_default(&dispatch, || {
+                    for i in 0..LINES {
+                        // lines of varying length, so that they wrap at every offset
+                        let pad = "x".repeat(i % 37);
+                        tracing::info!(target: "timeline", "TIMELINE,{i},SYNTH_START,job-{t}-{i}-{pad},partition=0");
+                        if i % 3 == 0 {
+                            tracing::info!(target: "timeline", "CUZK_TIMING: gpu_tid={t} mutex_held_ms={i}");
+                        }
+                        if i % 16 == 15 {
+                            // bursts of some 1.2 KiB: the worker keeps up with most
+                            thread::sleep(Duration::from_millis(1));
+                        }
+                    }
+                });
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    guard.shutdown(Duration::from_secs(30)).unwrap();
+    let s = guard.stats();
+    let text = buf.text();
+    let mut seen = std::collections::HashSet::new();
+    for line in text.lines() {
+        let (_, rest) = line.split_once(",SYNTH_START,job-").expect(line);
+        let (t, rest) = rest.split_once('-').expect(line);
+        let (i, rest) = rest.split_once('-').expect(line);
+        let (t, i): (usize, usize) = (t.parse().expect(line), i.parse().expect(line));
+        assert_eq!(
+            line,
+            format!(
+                "TIMELINE,{i},SYNTH_START,job-{t}-{i}-{},partition=0",
+                "x".repeat(i % 37)
+            ),
+            "{rest}"
+        );
+        assert!(seen.insert((t, i)), "{line}: twice");
+    }
+    let sent = (THREADS * LINES) as u64;
+    assert_eq!(seen.len() as u64 + s.dropped, sent, "{s:?}");
+    // (a tenth: each thread's 4 KiB ring wrapped around several times)
+    assert!(
+        seen.len() > THREADS * LINES / 10,
+        "almost all dropped: {s:?}"
+    );
+    assert_eq!(s.malformed, 0, "{s:?}");
+}
