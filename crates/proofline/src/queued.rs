@@ -155,9 +155,9 @@ struct Ext {
     request: Option<u32>,
 }
 
-/// A `CUZK_TIMING:` entry: values the layer read from fields; or a line the prover logged
-/// that is too long for the thread's text ring, read on the worker's thread (not the
-/// prover's).
+/// What a boxed logged-line entry holds: `CUZK_TIMING:` values the layer read from fields;
+/// or a line the prover logged (TIMELINE or `CUZK_TIMING:`) that is too long for the thread's
+/// text ring, read on the worker's thread (not the prover's).
 #[derive(Debug)]
 pub enum TimingIn {
     /// Read already (the prover gave the values as fields).
