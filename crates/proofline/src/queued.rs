@@ -410,10 +410,14 @@ impl Queued {
 
     /// The entry of `CUZK_TIMING:` values the prover logged through `tracing`.
     pub fn timing(t: TimingIn) -> Self {
-        let ext = Ext {
+        Queued::logged(Ext {
             timing: Some(t),
             ..Ext::default()
-        };
+        })
+    }
+
+    /// A logged-line entry (no TIMELINE event) whose content is in `ext`.
+    fn logged(ext: Ext) -> Self {
         Queued::from_parts(
             0,
             EventKind::SynthStart,
@@ -454,19 +458,10 @@ impl Queued {
     /// The entry that hands the worker its end of a thread's text ring, ahead of the first
     /// line in it.
     pub fn text_ring(ring: rtrb::Consumer<u8>) -> Self {
-        let ext = Ext {
+        Queued::logged(Ext {
             text_ring: Some(ring),
             ..Ext::default()
-        };
-        Queued::from_parts(
-            0,
-            EventKind::SynthStart,
-            TIMING,
-            [None; 3],
-            None,
-            Some(Box::new(ext)),
-            ([0; INLINE], 0),
-        )
+        })
     }
 
     /// The worker's end of a text ring, if the entry hands one over ([`Queued::text_ring`]).
