@@ -132,11 +132,6 @@ impl Device {
         }
     }
 
-    /// Busy time of every closed segment (the union), all runs.
-    pub fn closed_busy(&self) -> u64 {
-        self.closed_busy
-    }
-
     /// Whether no GPU interval is open.
     pub fn is_idle(&self) -> bool {
         self.active == 0

@@ -212,9 +212,11 @@ impl Engine {
             seconds_per_proof: self.totals.live_seconds_per_proof(),
             gpus: self.devices.values().map(|d| d.live(now, w)).collect(),
             kernel: self.kernel.live(),
+            // (the busy stretch still open counts: a GPU that never went idle has closed
+            // none, and read as a floor of 0 on the provers where it matters most)
             floors: self
                 .floor_figures(
-                    self.devices.values().map(|d| d.closed_busy()).sum(),
+                    self.devices.values().map(|d| d.cum_busy_at(now)).sum(),
                     self.devices.len(),
                 )
                 .map(|f| (f.gpu_s, f.synthesis_s)),
@@ -277,6 +279,10 @@ impl Engine {
         let busy_ratio = ratio(busy_all, elapsed_all);
         let kernel = (self.kernel.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
             .then(|| self.kernel.report(&gpu_times));
+        let kernel_over = kernel
+            .as_ref()
+            .and_then(|k| k.kernel_fill)
+            .filter(|&f| f > super::verdict::KERNEL_FILL_MAX);
         let verdict = verdict(Evidence {
             steady: steady_ratio,
             whole: busy_ratio,
@@ -284,12 +290,14 @@ impl Engine {
             empty: idle_empty,
             lead: t.tr_lead.quantile(0.5),
             synthesis_seen: t.stage[0].count() + t.synth_rep.count() > 0,
+            kernel_over,
             // only kernel lines that cover the run decide (not notes alone, not a log whose
-            // timing lines start half way)
+            // timing lines start half way), and that fit in the busy time
             kernel: kernel.as_ref().and_then(|k| {
                 if k.kernel_ms == 0
                     || k.coverage
                         .is_none_or(|c| c < super::kernel::KERNEL_COVERAGE_MIN)
+                    || kernel_over.is_some()
                 {
                     return None;
                 }

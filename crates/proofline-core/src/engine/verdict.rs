@@ -10,6 +10,11 @@ pub const LOOKS_BUSY_RATIO: f64 = 0.85;
 /// Kernels fill the GPU when their time is at least this share of its busy time; below, the
 /// lock is held by CPU work (when the pipeline looks busy).
 pub const KERNEL_FILL_RATIO: f64 = 0.75;
+/// Kernel time more than this share of the busy time cannot be: the timing lines counted
+/// some calls twice (a log read twice, or joined with an overlapping part: a repeated
+/// TIMELINE line is dropped, a repeated `CUZK_TIMING:` line cannot be told from a new one).
+/// The kernel figures are then left out of the verdict, which says so.
+pub const KERNEL_FILL_MAX: f64 = 1.05;
 
 /// What decides the verdict.
 #[derive(Debug, Clone, Copy)]
@@ -31,6 +36,8 @@ pub(super) struct Evidence {
     /// printed `synth_ms`): without it an empty queue is no evidence that the GPUs waited on
     /// synthesis (the hand-off is still told by partitions that waited in the queue).
     pub synthesis_seen: bool,
+    /// The kernel fill, when it was above [`KERNEL_FILL_MAX`] (then `kernel` is `None`).
+    pub kernel_over: Option<f64>,
 }
 
 /// What the kernel lines add to the evidence.
@@ -57,6 +64,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         lead,
         kernel,
         synthesis_seen,
+        kernel_over,
     } = ev;
     let (ratio, is_steady) = match (steady, whole) {
         (Some(s), _) => (Some(s), true),
@@ -74,13 +82,17 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         .unwrap_or_default();
     let ms_txt =
         |v: Option<i64>| v.map_or("-".to_owned(), |v| format!("{:.1} s", v as f64 / 1000.0));
-    let kernel_txt = match kernel {
-        Some(k) => format!(
+    let kernel_txt = match (kernel, kernel_over) {
+        (Some(k), _) => format!(
             "; kernels {} of the time, filling {} of the busy time",
             pct(k.utilisation),
             pct(k.fill)
         ),
-        None => "; kernel time not observed (no CUZK_TIMING lines)".to_owned(),
+        (None, Some(f)) => format!(
+            "; kernel figures left out: the CUZK_TIMING lines give {} of the busy time in kernels, which cannot be (lines repeated: a log read twice, or joined with an overlapping part?)",
+            pct(f)
+        ),
+        (None, None) => "; kernel time not observed (no CUZK_TIMING lines)".to_owned(),
     };
     let (bound, sentence) = match (ratio, kernel) {
         (None, _) => (
@@ -147,6 +159,65 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::{Engine, EngineConfig};
+    use crate::reader::LineFeeder;
+    use crate::sink::NoUpdates;
+
+    /// Three jobs of two partitions on one GPU, each call's kernel 80 of its 100 ms, the
+    /// lines given `times` times each (a log read twice): the repeated TIMELINE lines are
+    /// dropped, the repeated timing lines cannot be told from new ones.
+    fn kernel_verdict(times: usize) -> Verdict {
+        let mut lines = Vec::new();
+        let mut t = 0;
+        for job in ["a", "b", "c"] {
+            for p in 0..2 {
+                lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
+                lines.push(format!(
+                    "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
+                ));
+                lines.push(format!(
+                    "TIMELINE,{t},GPU_START,{job},worker=0,partition={p}"
+                ));
+                lines.push("CUZK_TIMING: mutex_held_ms=95 total_start_fn_ms=96".to_owned());
+                lines.push("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=40".to_owned());
+                lines.push("CUZK_TIMING: gpu_tid=0 batch_add_ms=20".to_owned());
+                lines.push("CUZK_TIMING: gpu_tid=0 tail_msm_ms=20 gpu_total_ms=80".to_owned());
+                t += 100;
+                lines.push(format!(
+                    "TIMELINE,{t},GPU_END,{job},worker=0,partition={p},gpu_ms=100"
+                ));
+            }
+        }
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
+        let mut feeder = LineFeeder::new();
+        for l in &lines {
+            for _ in 0..times {
+                feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
+            }
+        }
+        e.finish(&mut NoUpdates);
+        e.report().verdict
+    }
+
+    /// Kernel time that does not fit in the busy time (a log whose timing lines were read
+    /// twice gave "kernels 142 % of the time" and flipped the verdict) is left out of the
+    /// verdict, which says why; read once, the same lines decide.
+    #[test]
+    fn kernel_time_beyond_the_busy_time_is_left_out_of_the_verdict() {
+        let once = kernel_verdict(1);
+        let fill = once.kernel_fill.expect("kernel evidence");
+        assert!((fill - 0.8).abs() < 1e-9, "{once:?}");
+        let twice = kernel_verdict(2);
+        assert_eq!(twice.kernel_fill, None, "{twice:?}");
+        assert_eq!(twice.busy_ratio, once.busy_ratio);
+        assert!(
+            twice.sentence.contains(
+                "kernel figures left out: the CUZK_TIMING lines give 160.0% of the busy time"
+            ),
+            "{}",
+            twice.sentence
+        );
+    }
 
     fn evidence(wait: u64, empty: u64, synthesis_seen: bool) -> Evidence {
         Evidence {
@@ -157,6 +228,7 @@ mod tests {
             lead: None,
             kernel: None,
             synthesis_seen,
+            kernel_over: None,
         }
     }
 
