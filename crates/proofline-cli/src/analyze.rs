@@ -36,7 +36,8 @@ pub(crate) struct AnalyzeArgs {
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
-    /// the length limit, a last TIMELINE line without its newline (they are always reported).
+    /// the length limit, a last TIMELINE line without its newline, an event rejected as
+    /// impossible (an absurd partition or offset; they are always reported).
     #[arg(long)]
     strict: bool,
     /// The prover's words for a job and its parts in the text report (`batch,segment`:
@@ -119,6 +120,13 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             "proofline: warning: {} is empty: there is nothing to analyze",
             args.source()
         );
+    } else if lines.timeline_lines == 0 && run.error.is_none() {
+        // (a binary file, or another program's log: a report of nothing, said)
+        eprintln!(
+            "proofline: warning: {} holds no TIMELINE line in its {} line(s): is it the prover's log?",
+            args.source(),
+            lines.lines
+        );
     }
     // what was not used: lines that do not parse, lines over the length limit, and a last
     // TIMELINE line without its newline (a writer cut short; as printed, it may read wrong)
@@ -148,6 +156,21 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         unused.push(format!(
             "the last line (line {}) is a TIMELINE line with no newline: cut short, not used",
             lines.lines
+        ));
+    }
+    let events = &run.report.events;
+    if events.rejected > 0 {
+        // (the rejections' examples are among the conflicts': each ends so)
+        let first = events
+            .conflict_examples
+            .iter()
+            .find(|e| e.ends_with("event ignored"));
+        unused.push(format!(
+            "{} TIMELINE event(s) rejected as impossible{}",
+            events.rejected,
+            first
+                .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
+                .unwrap_or_default()
         ));
     }
     if !unused.is_empty() {

@@ -279,6 +279,29 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         }
         std::process::exit(FAIL_IF_STATUS);
     }
+    // A gate that could not look is no pass: a condition on a figure that was not called
+    // (for `any`: no figure called; an empty or unreadable B read as no jobs) is an error.
+    let unchecked: Vec<String> = args
+        .fail_if
+        .iter()
+        .filter(|f| {
+            c.figures
+                .iter()
+                .filter(|x| f.figure.as_deref().is_none_or(|n| n == x.name))
+                .all(|x| x.change == Change::NotCalled)
+        })
+        .map(|f| format!("--fail-if {}", f.spec))
+        .collect();
+    if !unchecked.is_empty() {
+        bail!(
+            "{}: nothing to check, no such figure could be compared ({} has {} complete job(s), {} has {}; seconds per proof needs two on each side, its band three)",
+            unchecked.join(", "),
+            names[0],
+            a.report.summary.jobs_complete,
+            names[1],
+            b.report.summary.jobs_complete
+        );
+    }
     Ok(())
 }
 

@@ -386,17 +386,34 @@ pub(crate) fn run_log_until(
 }
 
 /// What a log that held no TIMELINE line looks like, when it is a format we can name: a
-/// Docker json-file log (each line a JSON object whose `log` is the line the program wrote).
+/// file compressed other than with gzip (zstd, xz, bzip2, lz4, zip: read as a few lines of
+/// bytes, it held no TIMELINE line and was no error), or a Docker json-file log (each line a
+/// JSON object whose `log` is the line the program wrote).
 fn foreign_format(path: &Path) -> Option<String> {
     if path.as_os_str() == "-" {
         return None;
     }
-    let mut first = String::new();
+    let mut first = Vec::new();
     open_log(path, None)
         .ok()?
         .take(4096)
-        .read_line(&mut first)
+        .read_until(b'\n', &mut first)
         .ok()?;
+    // (magic numbers as each format's documentation gives them)
+    const PACKED: [(&[u8], &str, &str); 5] = [
+        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -dc"),
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dc"),
+        (b"BZh", "bzip2", "bzip2 -dc"),
+        (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -dc"),
+        (b"PK\x03\x04", "zip", "unzip -p"),
+    ];
+    if let Some((_, name, cmd)) = PACKED.iter().find(|(magic, ..)| first.starts_with(magic)) {
+        return Some(format!(
+            "it is {name}-compressed (proofline reads plain and gzip logs); decompress it first: {cmd} {} | proofline ... -",
+            path.display()
+        ));
+    }
+    let first = String::from_utf8_lossy(&first);
     let docker = first.trim_start().starts_with("{\"log\":") && first.contains("TIMELINE,");
     docker.then(|| {
         format!(

@@ -121,6 +121,8 @@ fn csv_has_one_row_per_partition_with_every_stage() {
     assert!(rows.iter().all(|r| r.starts_with("porep-1000-")));
 }
 
+/// Malformed lines are counted by number and the rest used; `--strict` fails on any line
+/// not used: a malformed one, a cut last line, an event rejected as impossible.
 #[test]
 fn malformed_lines_are_reported_by_number_and_strict_fails() {
     let log = tmp("bad.log");
@@ -175,6 +177,38 @@ fn malformed_lines_are_reported_by_number_and_strict_fails() {
     let n = text.lines().count();
     assert!(
         err.contains(&format!("the last line (line {n})")) && err.contains("--strict"),
+        "{err}"
+    );
+
+    // an event rejected as impossible is a line not used: --strict fails on it (it exited
+    // 0 with every event rejected), and JSON's warning names it
+    let absurd = tmp("absurd.log");
+    std::fs::write(
+        &absurd,
+        "TIMELINE,0,SYNTH_START,j,partition=70000\nTIMELINE,5,SYNTH_END,j,partition=70000,synth_ms=5\n",
+    )
+    .unwrap();
+    let strict = proofline()
+        .args(["analyze", "--strict"])
+        .arg(&absurd)
+        .output()
+        .unwrap();
+    assert_eq!(strict.status.code(), Some(1));
+    let err = String::from_utf8(strict.stderr).unwrap();
+    assert!(
+        err.contains("2 TIMELINE event(s) rejected as impossible, e.g. j: partition 70000 is absurd, event ignored")
+            && err.contains("--strict"),
+        "{err}"
+    );
+    let json = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&absurd)
+        .output()
+        .unwrap();
+    assert!(json.status.success());
+    let err = String::from_utf8(json.stderr).unwrap();
+    assert!(
+        err.contains("warning: 2 TIMELINE event(s) rejected"),
         "{err}"
     );
 }
@@ -606,6 +640,48 @@ fn a_docker_json_log_is_named_with_the_way_out() {
     );
 }
 
+/// A log compressed other than with gzip read as a few lines of bytes with no TIMELINE line
+/// and exited 0, `--strict` too: analyze names the format and the way out, and fails. A
+/// file of other lines (no TIMELINE line, no format to name) is reported with a warning.
+#[test]
+fn a_log_compressed_other_than_with_gzip_is_named_with_the_way_out() {
+    let dir = tmp("packed");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // each format's magic number, then bytes as a compressor writes them
+    for (name, magic, cmd) in [
+        ("zstd", &[0x28u8, 0xb5, 0x2f, 0xfd][..], "zstd -dc"),
+        ("xz", &[0xfd, b'7', b'z', b'X', b'Z', 0][..], "xz -dc"),
+        ("bzip2", &b"BZh91AY&SY"[..], "bzip2 -dc"),
+    ] {
+        let log = dir.join(format!("cuzk.log.{name}"));
+        let mut bytes = magic.to_vec();
+        bytes.extend((0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
+        std::fs::write(&log, &bytes).unwrap();
+        let o = proofline()
+            .args(["analyze", "--strict"])
+            .arg(&log)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(&format!("it is {name}-compressed"))
+                && err.contains(&format!("{cmd} {}", log.display())),
+            "{err}"
+        );
+    }
+    let other = dir.join("other.log");
+    std::fs::write(&other, "starting up\nlistening on :8080\n").unwrap();
+    let o = proofline().arg("analyze").arg(&other).output().unwrap();
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("holds no TIMELINE line in its 2 line(s): is it the prover's log?"),
+        "{err}"
+    );
+}
+
 /// A job timeout below what the log shows normal is said (it turned 8 sectors into 73
 /// evicted jobs without a word); the JSON counts the events that came after evictions.
 #[test]
@@ -785,7 +861,8 @@ fn whatif_predicts_and_sweeps_from_a_log() {
 /// `compare`: a log against itself as a JSON report is `same` everywhere and exits 0; a
 /// log with kernels 8 % slower is worse, names the kernel first, and `--fail-if
 /// worse:seconds_per_proof` turns that into exit status 3 with the reason on stderr;
-/// markdown is a table for a pull request; a bad condition names the figures it knows.
+/// markdown is a table for a pull request; a condition with nothing to check (B empty) is an
+/// error; a bad condition names the figures it knows.
 #[test]
 fn compare_calls_a_regression_and_fails_ci_on_it() {
     let dir = common::fresh_dir("cli", "compare");
@@ -873,6 +950,31 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         md.contains("| seconds_per_proof (s) |") && md.contains("**worse**"),
         "{md}"
     );
+
+    // a gate that could not look is no pass: B empty (or unreadable, read as no jobs) has
+    // no figure to call, and the condition is an error, not a success
+    let empty = dir.join("empty.log");
+    std::fs::write(&empty, "").unwrap();
+    for cond in ["worse:any", "worse:seconds_per_proof"] {
+        let o = proofline()
+            .args(["compare", "--fail-if", cond])
+            .arg(&a)
+            .arg(&empty)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(1),
+            "{cond}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(&format!("--fail-if {cond}: nothing to check"))
+                && err.contains("has 0 complete job(s)"),
+            "{err}"
+        );
+    }
 
     let o = proofline()
         .args(["compare", "--fail-if", "worse:speed"])
