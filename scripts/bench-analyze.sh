@@ -56,7 +56,7 @@ printf '%-7s %7s %9s %9s %7s %9s %6s %7s %8s %11s\n' \
   log MB analyze_s grep_s ratio analyze_cpu cores floor cpu@2.5 analyze_MB/s
 for f in $logs; do
   p="$work/$f.log"
-  mb=$(calc "$(stat -c %s "$p") / 1048576")
+  mb=$(calc "$(stat -L -c %s "$p") / 1048576")
   cat "$p" >/dev/null # warm the page cache for both
   # the two commands take turns, 7 runs each, best of each: a slow spell of this shared
   # machine then falls on both rather than on one
