@@ -455,6 +455,14 @@ impl Engine {
         let retain = job.retain_until;
         let tc = job.last_gpu_end.unwrap_or(self.now);
         self.due(retain);
+        // a partition beyond the count it completed at (a count set too low) that is still
+        // open will not end: its GPU_END is a line after the job's end (it kept its GPU
+        // busy to the end of the log)
+        if live(&self.jobs, idx).parts.iter().any(|p| !p.is_done()) {
+            let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
+            self.forget_open_intervals(key);
+            self.abandon_open_parts(idx, sink);
+        }
         let rec = self.job_record(idx, JobStatus::Complete);
         self.totals.record_complete(&rec, self.cfg.max_rows);
         // steady state: from the first completion to the last
@@ -486,11 +494,36 @@ impl Engine {
         let job = live_mut(&mut self.jobs, idx);
         job.finish(status, now + self.cfg.reorder_window_ms * 2);
         let retain = job.retain_until;
-        let uid = job.uid;
         self.next_sweep = self.next_sweep.min(retain.max(now + 1));
+        let unfinished = self.abandon_open_parts(idx, sink);
+        // the partitions that never finished, for charts and traces (not in the stage stats)
+        if sink.wants_partitions() {
+            for pidx in unfinished {
+                let rec = self.partition_record(idx, pidx);
+                sink.update(Update::Partition(Arc::new(rec)));
+            }
+        }
+        let rec = self.job_record(idx, status);
+        self.totals.jobs_incomplete += 1;
+        if self.totals.incomplete_rows.len() < self.cfg.max_rows {
+            self.totals.incomplete_rows.push(rec.clone());
+        }
+        // transitions into this job first, so that a sink sees them before the job's record
+        self.drain_chains_of(idx, sink);
+        sink.update(Update::Job(Arc::new(rec)));
+    }
+
+    /// The partitions of job `idx` that will not finish now that it ended: out of the
+    /// gauges, and those on a GPU closed as unobserved at the latest instant observed on the
+    /// device (their GPU_END, if it comes, is a line after the job's end, dropped). Returns
+    /// those that had events.
+    fn abandon_open_parts(&mut self, idx: usize, sink: &mut impl UpdateSink) -> Vec<usize> {
+        let now = self.now;
+        let waiting = self.gauges.queue_depth() > 0;
+        let job = live_mut(&mut self.jobs, idx);
+        let uid = job.uid;
         let mut unfinished = Vec::new();
         let mut lost = false;
-        let waiting = self.gauges.queue_depth() > 0;
         for (pidx, part) in job.parts.iter_mut().enumerate() {
             if part.is_done() {
                 continue;
@@ -503,7 +536,6 @@ impl Engine {
             if was != PartStage::OnGpu {
                 continue;
             }
-            // close at the latest instant observed on the device: unobserved, not busy
             lost = true;
             let Some(dev) = self.devices.get_mut(&part.gpu().unwrap_or(0)) else {
                 continue;
@@ -522,20 +554,65 @@ impl Engine {
         if lost {
             job.lost_gpu_time();
         }
-        // the partitions that never finished, for charts and traces (not in the stage stats)
-        if sink.wants_partitions() {
-            for pidx in unfinished {
-                let rec = self.partition_record(idx, pidx);
-                sink.update(Update::Partition(Arc::new(rec)));
+        unfinished
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::codec::parse_line;
+    use crate::engine::{Engine, EngineConfig};
+    use crate::sink::NoUpdates;
+
+    /// A job of two partitions read with a count of one completes at its first partition;
+    /// its second, already on the GPU, then never ends (its GPU_END is a line after the
+    /// job's end, dropped). That interval kept the GPU busy to the end of the log: busy 0,
+    /// a steady state 100 % busy, "GPU-bound" and a GPU floor of 0, none matching the
+    /// others. It is now closed as unobserved when the job completes.
+    #[test]
+    fn a_partition_open_when_its_job_completes_does_not_keep_the_gpu_busy() {
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(1)));
+        let mut t = 0;
+        let mut lines = Vec::new();
+        for job in ["a", "b", "c", "d"] {
+            for p in 0..2 {
+                lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
+                lines.push(format!(
+                    "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
+                ));
             }
+            // the two partitions on the GPU's two workers at once, then 1 s idle
+            lines.push(format!("TIMELINE,{t},GPU_START,{job},worker=0,partition=0"));
+            lines.push(format!(
+                "TIMELINE,{},GPU_START,{job},worker=1,partition=1",
+                t + 10
+            ));
+            lines.push(format!(
+                "TIMELINE,{},GPU_END,{job},worker=0,partition=0,gpu_ms=1000",
+                t + 1000
+            ));
+            lines.push(format!(
+                "TIMELINE,{},GPU_END,{job},worker=1,partition=1,gpu_ms=1000",
+                t + 1010
+            ));
+            t += 2_000;
         }
-        let rec = self.job_record(idx, status);
-        self.totals.jobs_incomplete += 1;
-        if self.totals.incomplete_rows.len() < self.cfg.max_rows {
-            self.totals.incomplete_rows.push(rec.clone());
+        for l in &lines {
+            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
         }
-        // transitions into this job first, so that a sink sees them before the job's record
-        self.drain_chains_of(idx, sink);
-        sink.update(Update::Job(Arc::new(rec)));
+        e.finish(&mut NoUpdates);
+        let r = e.report();
+        assert_eq!(r.summary.jobs_complete, 4);
+        let gpu = &r.gpus[0];
+        // each job's first partition: 1 s busy in every 2 s; the cut ones end unobserved
+        assert!(
+            (3_000..=4_100).contains(&gpu.busy_ms),
+            "busy {} of {}",
+            gpu.busy_ms,
+            gpu.elapsed_ms
+        );
+        let steady = r.verdict.busy_ratio.expect("a busy ratio");
+        assert!(steady < 0.9, "steady busy {steady}: {}", r.verdict.sentence);
+        assert_ne!(r.verdict.bound, crate::report::Bound::GpuBound);
     }
 }
