@@ -101,7 +101,13 @@ impl Dist {
             p90_ms: self.quantile(0.90),
             p99_ms: self.quantile(0.99),
             max_ms: (self.count > 0).then_some(self.max),
-            total_ms: self.sum as i64,
+            // (saturated: the sum is an i128, and `as` wrapped a total past i64 to a
+            // small number, as one CUZK_TIMING value of u64::MAX did)
+            total_ms: i64::try_from(self.sum).unwrap_or(if self.sum < 0 {
+                i64::MIN
+            } else {
+                i64::MAX
+            }),
         }
     }
 }
@@ -147,6 +153,19 @@ mod tests {
             (100, Some(1), Some(100), 5050)
         );
         assert_eq!(s.mean_ms, Some(50.5));
+    }
+
+    /// A total past i64 is saturated, not wrapped (two values at i64::MAX gave -2).
+    #[test]
+    fn a_total_past_i64_saturates() {
+        let mut d = Dist::new();
+        d.record(i64::MAX);
+        d.record(i64::MAX);
+        assert_eq!(d.summary().total_ms, i64::MAX);
+        let mut d = Dist::new();
+        d.record(i64::MIN);
+        d.record(-5);
+        assert_eq!(d.summary().total_ms, i64::MIN);
     }
 
     #[test]

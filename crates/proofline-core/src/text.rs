@@ -688,10 +688,11 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
     );
     let _ = writeln!(
         o,
-        "  {} calls, {} GPU threads; kernel per call {} ({} calls' lines interleaved: totals only)",
+        "  {} calls, {} GPU threads; kernel per call {} (over the {} calls whose lines were followed on one GPU; {} calls' lines interleaved: totals only)",
         k.calls,
         k.gpu_threads,
         p(&k.kernel_per_call),
+        k.kernel_per_call.count,
         k.calls_interleaved
     );
     let _ = writeln!(

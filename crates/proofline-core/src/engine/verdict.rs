@@ -166,7 +166,7 @@ mod tests {
     /// Three jobs of two partitions on one GPU, each call's kernel 80 of its 100 ms, the
     /// lines given `times` times each (a log read twice): the repeated TIMELINE lines are
     /// dropped, the repeated timing lines cannot be told from new ones.
-    fn kernel_verdict(times: usize) -> Verdict {
+    fn kernel_report(times: usize) -> crate::Report {
         let mut lines = Vec::new();
         let mut t = 0;
         for job in ["a", "b", "c"] {
@@ -196,7 +196,7 @@ mod tests {
             }
         }
         e.finish(&mut NoUpdates);
-        e.report().verdict
+        e.report()
     }
 
     /// Kernel time that does not fit in the busy time (a log whose timing lines were read
@@ -204,10 +204,18 @@ mod tests {
     /// verdict, which says why; read once, the same lines decide.
     #[test]
     fn kernel_time_beyond_the_busy_time_is_left_out_of_the_verdict() {
-        let once = kernel_verdict(1);
+        let report = kernel_report(1);
+        // (the text says how many calls the per-call figure is over)
+        let text = crate::text::render(&report);
+        assert!(
+            text.contains("6 calls, 6 GPU threads; kernel per call")
+                && text.contains("(over the 6 calls whose lines were followed on one GPU;"),
+            "{text}"
+        );
+        let once = report.verdict;
         let fill = once.kernel_fill.expect("kernel evidence");
         assert!((fill - 0.8).abs() < 1e-9, "{once:?}");
-        let twice = kernel_verdict(2);
+        let twice = kernel_report(2).verdict;
         assert_eq!(twice.kernel_fill, None, "{twice:?}");
         assert_eq!(twice.busy_ratio, once.busy_ratio);
         assert!(

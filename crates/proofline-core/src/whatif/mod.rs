@@ -293,7 +293,11 @@ impl std::str::FromStr for Sweep {
                     "`{s}` asks for {n} configurations; at most {MAX_SWEEP_POINTS}"
                 ));
             }
-            (0..n).map(|i| a + step * i as f64).collect()
+            // at the inputs' own precision: a + step * i is 0.30000000000000004 for 0.1 +
+            // 0.1 * 2, which the rows then showed (the values are at most 1000)
+            (0..n)
+                .map(|i| ((a + step * i as f64) * 1e12).round() / 1e12)
+                .collect()
         } else {
             let v = spec.split(',').map(num).collect::<Result<Vec<_>, _>>()?;
             if v.len() > MAX_SWEEP_POINTS {
@@ -466,6 +470,11 @@ mod tests {
         assert_eq!(s.values, vec![2.0, 3.0, 4.0, 5.0]);
         let s: Sweep = "synthesis-workers=2..16:7".parse().unwrap();
         assert_eq!(s.values, vec![2.0, 9.0, 16.0]);
+        // a fractional step lands on the decimals written, not beside them
+        let s: Sweep = "gpu-speed=0.1..0.3:0.1".parse().unwrap();
+        assert_eq!(s.values, vec![0.1, 0.2, 0.3]);
+        let s: Sweep = "gpu-speed=0.5..1:0.1".parse().unwrap();
+        assert_eq!(s.values, vec![0.5, 0.6, 0.7, 0.8, 0.9, 1.0]);
         let s: Sweep = "gpu-speed=1,1.5,2".parse().unwrap();
         assert_eq!((s.param, s.values), (Param::GpuSpeed, vec![1.0, 1.5, 2.0]));
         for (bad, says) in [
