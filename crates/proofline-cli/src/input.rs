@@ -156,13 +156,70 @@ fn open_log_giving_up(
         .map(|b| b.starts_with(&[0x1f, 0x8b]))
         .unwrap_or(false);
     Ok(if is_gzip {
-        Box::new(BufReader::with_capacity(
-            BUF,
-            flate2::bufread::MultiGzDecoder::new(buffered),
-        ))
+        Box::new(BufReader::with_capacity(BUF, GzMembers::new(buffered)))
     } else {
         Box::new(buffered)
     })
+}
+
+/// The gzip members of a stream one after another, as `gzip -d` reads them: zero bytes
+/// after the last member (what a tape, or a writer that preallocates, leaves) end the input,
+/// as they end gzip's with a warning; other bytes there are an error. (flate2's
+/// `MultiGzDecoder` read the zeros as a member's header and failed with "invalid gzip header"
+/// after every line was read.)
+struct GzMembers<R: BufRead> {
+    /// The member being read; `None` once the input ended.
+    member: Option<flate2::bufread::GzDecoder<R>>,
+}
+
+impl<R: BufRead> GzMembers<R> {
+    fn new(input: R) -> Self {
+        GzMembers {
+            member: Some(flate2::bufread::GzDecoder::new(input)),
+        }
+    }
+}
+
+impl<R: BufRead> Read for GzMembers<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            let Some(member) = self.member.as_mut() else {
+                return Ok(0);
+            };
+            let n = member.read(buf)?;
+            if n > 0 || buf.is_empty() {
+                return Ok(n);
+            }
+            // the member ended (a bufread decoder takes no byte past it): what follows it
+            let mut rest = self
+                .member
+                .take()
+                .map(|m| m.into_inner())
+                .expect("a member");
+            let next = rest.fill_buf()?;
+            match next.first() {
+                None => return Ok(0),
+                Some(0x1f) => self.member = Some(flate2::bufread::GzDecoder::new(rest)),
+                Some(_) => {
+                    // zeros to the end end the input; anything else is no gzip
+                    loop {
+                        let b = rest.fill_buf()?;
+                        if b.is_empty() {
+                            return Ok(0);
+                        }
+                        if b.iter().any(|&x| x != 0) {
+                            return Err(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                "trailing bytes after the gzip data that are neither a gzip member nor zeros",
+                            ));
+                        }
+                        let n = b.len();
+                        rest.consume(n);
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Whether `path` is a named pipe.

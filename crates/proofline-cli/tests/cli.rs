@@ -458,6 +458,8 @@ fn outputs_refuse_the_input_and_unknown_extensions_and_appear_only_when_complete
     assert!(left.is_empty(), "{left:?}");
 }
 
+/// A gzip log cut short is reported as far as it was read, with the error; zeros after the
+/// last member end the input as they end gzip's; other bytes there are an error.
 #[test]
 fn a_truncated_gzip_is_reported_as_far_as_it_was_read_with_the_error() {
     let dir = tmp("truncated");
@@ -488,6 +490,59 @@ fn a_truncated_gzip_is_reported_as_far_as_it_was_read_with_the_error() {
     assert!(r["lines"]["read_error"].is_string());
     let text = proofline().arg("analyze").arg(&cut).output().unwrap();
     assert!(String::from_utf8_lossy(&text.stdout).contains("Input ended early"));
+
+    // two members, then zero bytes (a tape's, or a preallocating writer's): read as gzip
+    // -d reads them, whole and no error (it failed with "invalid gzip header"); other bytes
+    // after the data are an error, after every line was read
+    let whole = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let whole: serde_json::Value = serde_json::from_slice(&whole.stdout).unwrap();
+    let text = std::fs::read(&log).unwrap();
+    let half = text.len() / 2
+        + text[text.len() / 2..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap()
+        + 1;
+    let mut two = Vec::new();
+    for part in [&text[..half], &text[half..]] {
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(part).unwrap();
+        two.extend(gz.finish().unwrap());
+    }
+    let padded = dir.join("padded.log.gz");
+    let mut bytes = two.clone();
+    bytes.extend([0u8; 4096]);
+    std::fs::write(&padded, &bytes).unwrap();
+    let o = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&padded)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["summary"], whole["summary"]);
+    assert_eq!(r["lines"]["lines"], whole["lines"]["lines"]);
+    let junk = dir.join("junk.log.gz");
+    let mut bytes = two;
+    bytes.extend(b"\0\0not gzip\n");
+    std::fs::write(&junk, &bytes).unwrap();
+    let o = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&junk)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("neither a gzip member nor zeros"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        r["summary"]["jobs_complete"],
+        whole["summary"]["jobs_complete"]
+    );
 }
 
 #[test]
