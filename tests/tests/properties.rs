@@ -152,6 +152,47 @@ proptest! {
     }
 }
 
+/// A case `arbitrary_event_streams_never_panic` found: a GPU interval open while two jobs
+/// completed (their GPU_ENDs without starts), then abandoned at a restart. The steady state's
+/// marks had counted the open interval busy up to each completion, and its busy time was then
+/// taken back to the device's last edge: steady busy 4146 ms in a steady state of 770 ms.
+#[test]
+fn an_interval_abandoned_after_the_steady_marks_does_not_stay_in_them() {
+    use proofline_core::{Engine, EventKind, TimelineEvent};
+    let cfg = EngineConfig::default()
+        .reorder_window_ms(771)
+        .completion_grace_ms(771)
+        .job_timeout_ms(4147)
+        .restart_after_ms(8_000);
+    let mut engine = Engine::new(cfg);
+    let mut updates = Vec::new();
+    for (kind, job, t, partition) in [
+        (EventKind::GpuStart, "porep-1-1", 14_923, Some(0)),
+        (EventKind::GpuEnd, "winpost-1-b", 19_069, None),
+        (EventKind::GpuEnd, "uuid-a", 18_299, Some(0)),
+        (EventKind::SynthStart, "porep-1-1", 0, Some(0)),
+    ] {
+        let mut ev = TimelineEvent::new(t, kind, job);
+        ev.partition = partition;
+        if kind.is_gpu() {
+            ev.worker = Some(0);
+        }
+        engine.ingest(&ev, &mut updates);
+    }
+    engine.finish(&mut updates);
+    let r = engine.report();
+    assert_eq!(r.summary.jobs_complete, 2);
+    let g = &r.gpus[0];
+    assert!(
+        g.steady_busy_ms <= g.steady_elapsed_ms.max(g.busy_ms),
+        "steady busy {} of {} (busy {})",
+        g.steady_busy_ms,
+        g.steady_elapsed_ms,
+        g.busy_ms
+    );
+    check_invariants_loose(&r);
+}
+
 /// The invariants that hold even for broken input.
 fn check_invariants_loose(r: &Report) {
     for g in &r.gpus {

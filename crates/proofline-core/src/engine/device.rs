@@ -251,6 +251,13 @@ impl Device {
             let end = self.seg_max_edge;
             self.note_ended(end, uid);
             self.close_segment(end, history_ms, sink);
+            // a steady-state mark taken after `end` while the interval was open counted it
+            // busy up to the mark: the busy time there is now what it was at `end` (a mark
+            // before `end` is at most that already), or the steady state read busier than
+            // it was long
+            let cum = self.closed_busy;
+            self.steady_first = self.steady_first.map(|f| f.min(cum));
+            self.steady_last = self.steady_last.min(cum);
             self.idle_for(now.saturating_sub(end), waiting);
         }
     }
