@@ -324,7 +324,9 @@ pub struct Verdict {
     pub idle_queue_empty_ms: u64,
     /// Median synthesis lead over the transitions.
     pub synthesis_lead_p50_ms: Option<i64>,
-    /// Kernel time / the GPUs' busy time, when `CUZK_TIMING:` lines were read.
+    /// Kernel time / the GPUs' busy time, when `CUZK_TIMING:` lines were read and decided
+    /// (they cover the GPU intervals, and fill no more than `KERNEL_FILL_MAX` of them: more
+    /// cannot be, and `None` with the sentence saying why).
     #[serde(default)]
     pub kernel_fill: Option<f64>,
     /// Kernel time / the GPUs' elapsed time, when `CUZK_TIMING:` lines were read.

@@ -14,7 +14,8 @@
 use super::Engine;
 use crate::report::Floors;
 
-/// Within this fraction above a floor, the measured figure is at that floor.
+/// Within this fraction of a floor (above or below it), the measured figure is at that
+/// floor; further below, the floor is overestimated.
 pub const AT_FLOOR: f64 = 0.03;
 
 impl Engine {
@@ -77,9 +78,12 @@ impl Engine {
         } else {
             (("synthesis", synth_s), ("gpu", gpu_s))
         };
+        // faster than the higher floor: that floor is overestimated, and at neither (the
+        // lower one may be near, but a run cannot be at a floor while beating a higher one)
+        let beats_higher = measured.is_some_and(|m| m < higher.1 * (1.0 - AT_FLOOR));
         let at_floor = [higher, lower]
             .into_iter()
-            .find(|&(_, floor)| near(floor))
+            .find(|&(_, floor)| !beats_higher && near(floor))
             .map_or("none", |(name, _)| name);
         let basis_words = if f.lock_held {
             "the GPU lock's held time"
@@ -96,11 +100,11 @@ impl Engine {
             (None, _) => format!(
                 "{floors}; no steady state to set beside them (fewer than two jobs completed)"
             ),
-            (Some(m), "none") if m < higher.1 * (1.0 - AT_FLOOR) => {
+            (Some(m), _) if beats_higher => {
                 let (name, floor) = higher;
                 let why = match (name, f.lock_held) {
                     ("gpu", true) => {
-                        "fewer GPUs counted than the prover has: check --gpu-workers-per-device; or CUZK_TIMING mutex_held_ms values out of line, or lines repeated"
+                        "fewer GPUs counted than the prover has: check --gpu-workers-per-device; or CUZK_TIMING mutex_held_ms values out of line"
                     }
                     ("gpu", false) => {
                         "fewer GPUs counted than the prover has: check --gpu-workers-per-device"
@@ -252,6 +256,16 @@ mod tests {
         assert_eq!(
             e.floors(200, 1, Some(0.154)).expect("floors").at_floor,
             "synthesis"
+        );
+        // at the lower floor while faster than the higher one: not "at" it, the higher one
+        // overestimated (GPU floor 1.0 from 2 s busy, synthesis 0.15)
+        let both = e.floors(2_000, 1, Some(0.15)).expect("floors");
+        assert_eq!(both.at_floor, "none");
+        assert!(
+            both.sentence
+                .contains("85 % faster than the GPU floor of 1.00 s/proof"),
+            "{}",
+            both.sentence
         );
         // the GPU floor above the measured figure (one GPU counted of more), named with the
         // setting to check

@@ -461,7 +461,14 @@ impl Engine {
         if live(&self.jobs, idx).parts.iter().any(|p| !p.is_done()) {
             let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
             self.forget_open_intervals(key);
-            self.abandon_open_parts(idx, sink);
+            let unfinished = self.abandon_open_parts(idx, sink);
+            // (for charts and traces, as a job given up on sends them)
+            if sink.wants_partitions() {
+                for pidx in unfinished {
+                    let rec = self.partition_record(idx, pidx);
+                    sink.update(Update::Partition(Arc::new(rec)));
+                }
+            }
         }
         let rec = self.job_record(idx, JobStatus::Complete);
         self.totals.record_complete(&rec, self.cfg.max_rows);
@@ -562,7 +569,7 @@ impl Engine {
 mod tests {
     use crate::codec::parse_line;
     use crate::engine::{Engine, EngineConfig};
-    use crate::sink::NoUpdates;
+    use crate::sink::Update;
 
     /// A job of two partitions read with a count of one completes at its first partition;
     /// its second, already on the GPU, then never ends (its GPU_END is a line after the
@@ -597,12 +604,26 @@ mod tests {
             ));
             t += 2_000;
         }
+        let mut updates: Vec<Update> = Vec::new();
         for l in &lines {
-            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
+            e.ingest(&parse_line(l).unwrap().unwrap(), &mut updates);
         }
-        e.finish(&mut NoUpdates);
+        e.finish(&mut updates);
         let r = e.report();
         assert_eq!(r.summary.jobs_complete, 4);
+        // each job's cut partition goes to the partition sinks, its GPU_END missing
+        let cut: Vec<_> = updates
+            .iter()
+            .filter_map(|u| match u {
+                Update::Partition(p) if p.partition == Some(1) => Some(p),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(cut.len(), 4, "{cut:?}");
+        assert!(
+            cut.iter()
+                .all(|p| p.gpu_start_ms.is_some() && p.gpu_end_ms.is_none())
+        );
         let gpu = &r.gpus[0];
         // each job's first partition: 1 s busy in every 2 s; the cut ones end unobserved
         assert!(

@@ -89,7 +89,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
             pct(k.fill)
         ),
         (None, Some(f)) => format!(
-            "; kernel figures left out: the CUZK_TIMING lines give {} of the busy time in kernels, which cannot be (lines repeated: a log read twice, or joined with an overlapping part?)",
+            "; kernel figures left out: the CUZK_TIMING lines give {} of the busy time in kernels, which cannot be (lines repeated: a log read twice, or joined with an overlapping part? or GPUs merged by --gpu-workers-per-device set too high)",
             pct(f)
         ),
         (None, None) => "; kernel time not observed (no CUZK_TIMING lines)".to_owned(),

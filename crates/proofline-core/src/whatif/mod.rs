@@ -294,7 +294,8 @@ impl std::str::FromStr for Sweep {
                 ));
             }
             // at the inputs' own precision: a + step * i is 0.30000000000000004 for 0.1 +
-            // 0.1 * 2, which the rows then showed (the values are at most 1000)
+            // 0.1 * 2, which the rows then showed (a fractional parameter is at most 1000;
+            // whole numbers, up to 1e6, come out exact)
             (0..n)
                 .map(|i| ((a + step * i as f64) * 1e12).round() / 1e12)
                 .collect()
