@@ -46,7 +46,7 @@ done
 # (bash's own `time`, to the millisecond: /usr/bin/time's wall time has two decimals)
 once() {
   local TIMEFORMAT='%3R %3U %3S'
-  { time "$@" >"$work/out.txt"; } 2>"$work/time.txt"
+  { time "$@" >"$work/out.txt" 2>/dev/null; } 2>"$work/time.txt"
   awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$work/time.txt"
 }
 rss() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1; }

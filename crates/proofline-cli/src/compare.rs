@@ -294,7 +294,7 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         .collect();
     if !unchecked.is_empty() {
         bail!(
-            "{}: nothing to check, no such figure could be compared ({} has {} complete job(s), {} has {}; seconds per proof needs two on each side, its band three)",
+            "{}: nothing to check, no figure it names was called (a figure is called only with a noise band: both sides need it, from enough jobs, and cold_start_ms has none; {} has {} complete job(s), {} has {})",
             unchecked.join(", "),
             names[0],
             a.report.summary.jobs_complete,

@@ -168,14 +168,24 @@ fn open_log_giving_up(
 /// `MultiGzDecoder` read the zeros as a member's header and failed with "invalid gzip header"
 /// after every line was read.)
 struct GzMembers<R: BufRead> {
-    /// The member being read; `None` once the input ended.
-    member: Option<flate2::bufread::GzDecoder<R>>,
+    state: Members<R>,
+}
+
+/// Where [`GzMembers`] is.
+enum Members<R: BufRead> {
+    /// Inside a member.
+    In(flate2::bufread::GzDecoder<R>),
+    /// Past one: what follows is looked at (kept here across an error, so that a read
+    /// retried after one goes on from the same place).
+    Between(R),
+    /// The input ended.
+    Done,
 }
 
 impl<R: BufRead> GzMembers<R> {
     fn new(input: R) -> Self {
         GzMembers {
-            member: Some(flate2::bufread::GzDecoder::new(input)),
+            state: Members::In(flate2::bufread::GzDecoder::new(input)),
         }
     }
 }
@@ -183,38 +193,43 @@ impl<R: BufRead> GzMembers<R> {
 impl<R: BufRead> Read for GzMembers<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            let Some(member) = self.member.as_mut() else {
-                return Ok(0);
-            };
-            let n = member.read(buf)?;
-            if n > 0 || buf.is_empty() {
-                return Ok(n);
-            }
-            // the member ended (a bufread decoder takes no byte past it): what follows it
-            let mut rest = self
-                .member
-                .take()
-                .map(|m| m.into_inner())
-                .expect("a member");
-            let next = rest.fill_buf()?;
-            match next.first() {
-                None => return Ok(0),
-                Some(0x1f) => self.member = Some(flate2::bufread::GzDecoder::new(rest)),
-                Some(_) => {
-                    // zeros to the end end the input; anything else is no gzip
-                    loop {
-                        let b = rest.fill_buf()?;
-                        if b.is_empty() {
-                            return Ok(0);
+            match &mut self.state {
+                Members::Done => return Ok(0),
+                Members::In(member) => {
+                    let n = member.read(buf)?;
+                    if n > 0 || buf.is_empty() {
+                        return Ok(n);
+                    }
+                    // the member ended (a bufread decoder takes no byte past it)
+                    let Members::In(member) = std::mem::replace(&mut self.state, Members::Done)
+                    else {
+                        unreachable!("matched above")
+                    };
+                    self.state = Members::Between(member.into_inner());
+                }
+                Members::Between(rest) => {
+                    let next = rest.fill_buf()?;
+                    match next.first() {
+                        None => self.state = Members::Done,
+                        Some(0x1f) => {
+                            let Members::Between(rest) =
+                                std::mem::replace(&mut self.state, Members::Done)
+                            else {
+                                unreachable!("matched above")
+                            };
+                            self.state = Members::In(flate2::bufread::GzDecoder::new(rest));
                         }
-                        if b.iter().any(|&x| x != 0) {
+                        // zeros to the end end the input; anything else is no gzip
+                        Some(_) if next.iter().all(|&b| b == 0) => {
+                            let n = next.len();
+                            rest.consume(n);
+                        }
+                        Some(_) => {
                             return Err(io::Error::new(
                                 io::ErrorKind::InvalidData,
                                 "trailing bytes after the gzip data that are neither a gzip member nor zeros",
                             ));
                         }
-                        let n = b.len();
-                        rest.consume(n);
                     }
                 }
             }

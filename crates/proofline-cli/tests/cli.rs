@@ -726,6 +726,22 @@ fn a_log_compressed_other_than_with_gzip_is_named_with_the_way_out() {
             "{err}"
         );
     }
+    // watch names it too (it follows plain text)
+    let zst = dir.join("cuzk.log.zstd");
+    let mut child = proofline()
+        .args(["watch", "--metrics-addr", "127.0.0.1:0"])
+        .arg(&zst)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = common::stderr_lines(&mut child);
+    let _watch = common::Proc(child);
+    let line = common::wait_line(&rx, "is compressed");
+    assert!(
+        line.contains("(zstd, xz, bzip2, lz4 or zip): watch follows plain text"),
+        "{line}"
+    );
+
     let other = dir.join("other.log");
     std::fs::write(&other, "starting up\nlistening on :8080\n").unwrap();
     let o = proofline().arg("analyze").arg(&other).output().unwrap();
