@@ -489,7 +489,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     if !r.gpu_mapping.is_empty() {
         let _ = writeln!(o, "  {}", r.gpu_mapping);
     }
-    kernel_section(&mut o, r.kernel.as_ref());
+    kernel_section(&mut o, r.kernel.as_ref(), r.events.duplicates);
 
     if !r.jobs.is_empty() {
         let _ = writeln!(
@@ -658,7 +658,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
 }
 
 /// The kernel time section: what `CUZK_TIMING:` lines say, or that there were none.
-fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
+fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>, duplicates: u64) {
     let Some(k) = k else {
         let _ = writeln!(
             o,
@@ -679,6 +679,14 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>) {
         "\nKernel time (CUZK_TIMING: {} timing lines, {} other)",
         k.timing_lines, k.other_lines
     );
+    if duplicates > 0 {
+        // (a log read twice, or joined with an overlapping part: the repeated TIMELINE
+        // lines were dropped, and its timing lines, which carry no job or time, cannot be)
+        let _ = writeln!(
+            o,
+            "  note: {duplicates} repeated TIMELINE line(s) were dropped; repeated CUZK_TIMING lines cannot be told from new ones, so the figures below may count some twice"
+        );
+    }
     let _ = writeln!(
         o,
         "  kernel utilisation {} beside GPU busy (merged intervals) {}; kernels fill {} of the busy time",

@@ -215,7 +215,18 @@ mod tests {
         let once = report.verdict;
         let fill = once.kernel_fill.expect("kernel evidence");
         assert!((fill - 0.8).abs() < 1e-9, "{once:?}");
-        let twice = kernel_report(2).verdict;
+        assert!(
+            !text.contains("repeated TIMELINE line(s) were dropped"),
+            "{text}"
+        );
+        let twice = kernel_report(2);
+        // the kernel section says the repeated lines may be counted twice
+        let text = crate::text::render(&twice);
+        assert!(
+            text.contains("note: 24 repeated TIMELINE line(s) were dropped; repeated CUZK_TIMING lines cannot be told"),
+            "{text}"
+        );
+        let twice = twice.verdict;
         assert_eq!(twice.kernel_fill, None, "{twice:?}");
         assert_eq!(twice.busy_ratio, once.busy_ratio);
         assert!(
