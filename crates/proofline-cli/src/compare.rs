@@ -68,6 +68,13 @@ pub(crate) struct FailIf {
     spec: String,
 }
 
+impl FailIf {
+    /// Whether the condition is about `figure` (its name, or `any`).
+    fn covers(&self, figure: &Figure) -> bool {
+        self.figure.as_deref().is_none_or(|n| n == figure.name)
+    }
+}
+
 fn figure_names() -> Vec<&'static str> {
     compare::estimates(&empty_report())
         .into_iter()
@@ -253,8 +260,7 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
             let hit: Vec<&Figure> = c
                 .figures
                 .iter()
-                .filter(|x| f.figure.as_deref().is_none_or(|n| n == x.name))
-                .filter(|x| f.calls.contains(&x.change))
+                .filter(|x| f.covers(x) && f.calls.contains(&x.change))
                 .collect();
             (!hit.is_empty()).then(|| {
                 format!(
@@ -287,7 +293,7 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         .filter(|f| {
             c.figures
                 .iter()
-                .filter(|x| f.figure.as_deref().is_none_or(|n| n == x.name))
+                .filter(|x| f.covers(x))
                 .all(|x| x.change == Change::NotCalled)
         })
         .map(|f| format!("--fail-if {}", f.spec))

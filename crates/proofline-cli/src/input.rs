@@ -457,6 +457,23 @@ pub(crate) fn run_log_until(
     })
 }
 
+/// The compressed format other than gzip that `head` (a file's first bytes) starts with,
+/// by its magic number as the format's documentation gives it, and the command that
+/// decompresses it to standard output.
+pub(crate) fn packed_format(head: &[u8]) -> Option<(&'static str, &'static str)> {
+    const PACKED: [(&[u8], &str, &str); 5] = [
+        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -dc"),
+        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dc"),
+        (b"BZh", "bzip2", "bzip2 -dc"),
+        (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -dc"),
+        (b"PK\x03\x04", "zip", "unzip -p"),
+    ];
+    PACKED
+        .iter()
+        .find(|(magic, ..)| head.starts_with(magic))
+        .map(|&(_, name, cmd)| (name, cmd))
+}
+
 /// What a log that held no TIMELINE line looks like, when it is a format we can name: a
 /// file compressed other than with gzip (zstd, xz, bzip2, lz4, zip: read as a few lines of
 /// bytes, it held no TIMELINE line and was no error), or a Docker json-file log (each line a
@@ -471,15 +488,7 @@ fn foreign_format(path: &Path) -> Option<String> {
         .take(4096)
         .read_until(b'\n', &mut first)
         .ok()?;
-    // (magic numbers as each format's documentation gives them)
-    const PACKED: [(&[u8], &str, &str); 5] = [
-        (&[0x28, 0xb5, 0x2f, 0xfd], "zstd", "zstd -dc"),
-        (&[0xfd, b'7', b'z', b'X', b'Z', 0], "xz", "xz -dc"),
-        (b"BZh", "bzip2", "bzip2 -dc"),
-        (&[0x04, 0x22, 0x4d, 0x18], "lz4", "lz4 -dc"),
-        (b"PK\x03\x04", "zip", "unzip -p"),
-    ];
-    if let Some((_, name, cmd)) = PACKED.iter().find(|(magic, ..)| first.starts_with(magic)) {
+    if let Some((name, cmd)) = packed_format(&first) {
         return Some(format!(
             "it is {name}-compressed (proofline reads plain and gzip logs); decompress it first: {cmd} {} | proofline ... -",
             path.display()

@@ -129,15 +129,7 @@ fn foreign_format(path: &Path) -> Option<&'static str> {
             "is gzip-compressed: watch follows plain text (proofline analyze reads .gz logs)",
         );
     }
-    // (the magic numbers analyze names too)
-    let packed: [&[u8]; 5] = [
-        &[0x28, 0xb5, 0x2f, 0xfd],
-        &[0xfd, b'7', b'z', b'X', b'Z', 0],
-        b"BZh",
-        &[0x04, 0x22, 0x4d, 0x18],
-        b"PK\x03\x04",
-    ];
-    if packed.iter().any(|m| head.starts_with(m)) {
+    if crate::input::packed_format(&head).is_some() {
         return Some(
             "is compressed (zstd, xz, bzip2, lz4 or zip): watch follows plain text; decompress it and give analyze the result",
         );

@@ -163,13 +163,35 @@ mod tests {
     use crate::sink::NoUpdates;
     use crate::{Engine, EngineConfig, parse_line};
 
-    fn report(lines: &[&str]) -> crate::Report {
+    /// Two jobs of two partitions on one GPU (two workers), whose floors are computed by
+    /// hand below.
+    const HAND: [&str; 16] = [
+        "TIMELINE,0,SYNTH_START,a,partition=0",
+        "TIMELINE,0,SYNTH_START,a,partition=1",
+        "TIMELINE,100,SYNTH_END,a,partition=0,synth_ms=100",
+        "TIMELINE,100,SYNTH_END,a,partition=1,synth_ms=100",
+        "TIMELINE,100,SYNTH_START,b,partition=0",
+        "TIMELINE,100,SYNTH_START,b,partition=1",
+        "TIMELINE,100,GPU_START,a,worker=0,partition=0",
+        "TIMELINE,150,GPU_END,a,worker=0,partition=0,gpu_ms=50",
+        "TIMELINE,150,GPU_START,a,worker=1,partition=1",
+        "TIMELINE,200,GPU_END,a,worker=1,partition=1,gpu_ms=50",
+        "TIMELINE,300,SYNTH_END,b,partition=0,synth_ms=200",
+        "TIMELINE,300,SYNTH_END,b,partition=1,synth_ms=200",
+        "TIMELINE,300,GPU_START,b,worker=0,partition=0",
+        "TIMELINE,350,GPU_END,b,worker=0,partition=0,gpu_ms=50",
+        "TIMELINE,350,GPU_START,b,worker=1,partition=1",
+        "TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=50",
+    ];
+
+    /// `lines` read with a count of two partitions, and finished.
+    fn engine(lines: &[&str]) -> Engine {
         let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
         for l in lines {
             e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
         }
         e.finish(&mut NoUpdates);
-        e.report()
+        e
     }
 
     /// Two jobs of two partitions on one GPU, computed by hand: GPU busy (union) 100 ms a
@@ -178,24 +200,7 @@ mod tests {
     /// above the higher floor.
     #[test]
     fn floors_are_the_hand_computed_ones() {
-        let r = report(&[
-            "TIMELINE,0,SYNTH_START,a,partition=0",
-            "TIMELINE,0,SYNTH_START,a,partition=1",
-            "TIMELINE,100,SYNTH_END,a,partition=0,synth_ms=100",
-            "TIMELINE,100,SYNTH_END,a,partition=1,synth_ms=100",
-            "TIMELINE,100,SYNTH_START,b,partition=0",
-            "TIMELINE,100,SYNTH_START,b,partition=1",
-            "TIMELINE,100,GPU_START,a,worker=0,partition=0",
-            "TIMELINE,150,GPU_END,a,worker=0,partition=0,gpu_ms=50",
-            "TIMELINE,150,GPU_START,a,worker=1,partition=1",
-            "TIMELINE,200,GPU_END,a,worker=1,partition=1,gpu_ms=50",
-            "TIMELINE,300,SYNTH_END,b,partition=0,synth_ms=200",
-            "TIMELINE,300,SYNTH_END,b,partition=1,synth_ms=200",
-            "TIMELINE,300,GPU_START,b,worker=0,partition=0",
-            "TIMELINE,350,GPU_END,b,worker=0,partition=0,gpu_ms=50",
-            "TIMELINE,350,GPU_START,b,worker=1,partition=1",
-            "TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=50",
-        ]);
+        let r = engine(&HAND).report();
         let f = r.floors.expect("floors");
         assert!((f.gpu_s_per_proof - 0.1).abs() < 1e-9, "{f:?}");
         assert_eq!((f.gpu_basis.as_str(), f.gpus), ("timeline_busy", 1));
@@ -213,32 +218,11 @@ mod tests {
     /// A measured figure further below a floor than the margin is faster than the floor
     /// allows: not "at" it (as it read when only the upper side was checked), but the floor
     /// named as overestimated, with where to look. Within the margin on either side it is at
-    /// the floor. (The lines of `floors_are_the_hand_computed_ones`: GPU floor 0.1 s/proof,
-    /// synthesis 0.15, one GPU, GPU busy 200 ms.)
+    /// the floor. (`HAND`: GPU floor 0.1 s/proof, synthesis 0.15, one GPU, GPU busy
+    /// 200 ms.)
     #[test]
     fn a_measured_figure_below_a_floor_says_the_floor_is_overestimated() {
-        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
-        for l in [
-            "TIMELINE,0,SYNTH_START,a,partition=0",
-            "TIMELINE,0,SYNTH_START,a,partition=1",
-            "TIMELINE,100,SYNTH_END,a,partition=0,synth_ms=100",
-            "TIMELINE,100,SYNTH_END,a,partition=1,synth_ms=100",
-            "TIMELINE,100,SYNTH_START,b,partition=0",
-            "TIMELINE,100,SYNTH_START,b,partition=1",
-            "TIMELINE,100,GPU_START,a,worker=0,partition=0",
-            "TIMELINE,150,GPU_END,a,worker=0,partition=0,gpu_ms=50",
-            "TIMELINE,150,GPU_START,a,worker=1,partition=1",
-            "TIMELINE,200,GPU_END,a,worker=1,partition=1,gpu_ms=50",
-            "TIMELINE,300,SYNTH_END,b,partition=0,synth_ms=200",
-            "TIMELINE,300,SYNTH_END,b,partition=1,synth_ms=200",
-            "TIMELINE,300,GPU_START,b,worker=0,partition=0",
-            "TIMELINE,350,GPU_END,b,worker=0,partition=0,gpu_ms=50",
-            "TIMELINE,350,GPU_START,b,worker=1,partition=1",
-            "TIMELINE,400,GPU_END,b,worker=1,partition=1,gpu_ms=50",
-        ] {
-            e.ingest(&parse_line(l).unwrap().unwrap(), &mut NoUpdates);
-        }
-        e.finish(&mut NoUpdates);
+        let e = engine(&HAND);
         let below = e.floors(200, 1, Some(0.05)).expect("floors");
         assert_eq!(below.at_floor, "none");
         assert!(
@@ -334,30 +318,10 @@ mod tests {
     /// calls a sector makes, over the GPUs; a measured figure within 3 % of it is at it.
     #[test]
     fn the_gpu_floor_is_the_locks_held_time_when_the_prover_prints_it() {
-        let mut lines = Vec::new();
-        let mut t = 0;
-        for job in ["a", "b", "c"] {
-            for p in 0..2 {
-                lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
-                lines.push(format!(
-                    "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
-                ));
-                lines.push(format!(
-                    "TIMELINE,{t},GPU_START,{job},worker=0,partition={p}"
-                ));
-                lines.push("CUZK_TIMING: mutex_held_ms=90 total_start_fn_ms=95".to_owned());
-                t += 100;
-                lines.push(format!(
-                    "TIMELINE,{t},GPU_END,{job},worker=0,partition={p},gpu_ms=100"
-                ));
-            }
-        }
-        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
-        let mut feeder = crate::reader::LineFeeder::new();
-        for l in &lines {
-            feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
-        }
-        e.finish(&mut NoUpdates);
+        let e = crate::engine::calls_on_one_gpu(
+            &["CUZK_TIMING: mutex_held_ms=90 total_start_fn_ms=95"],
+            1,
+        );
         let f = e.report().floors.expect("floors");
         // 90 ms a call, 2 calls a sector, 1 GPU
         assert_eq!(f.gpu_basis, "lock_held");

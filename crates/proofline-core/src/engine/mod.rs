@@ -739,3 +739,42 @@ fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
         state
     }
 }
+
+/// The engine's tests' log of GPU calls: three jobs of two partitions on one GPU, one call
+/// of 100 ms each (back to back, worker 0), each call's `CUZK_TIMING:` lines (`per_call`)
+/// inside its interval, every line given `times` times (a log read twice); read through a
+/// [`crate::reader::LineFeeder`] with a count of two partitions, and finished.
+#[cfg(test)]
+fn calls_on_one_gpu(per_call: &[&str], times: usize) -> Engine {
+    let mut lines = Vec::new();
+    let mut t = 0;
+    for job in ["a", "b", "c"] {
+        for p in 0..2 {
+            lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
+            lines.push(format!(
+                "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
+            ));
+            lines.push(format!(
+                "TIMELINE,{t},GPU_START,{job},worker=0,partition={p}"
+            ));
+            lines.extend(per_call.iter().map(|l| (*l).to_owned()));
+            t += 100;
+            lines.push(format!(
+                "TIMELINE,{t},GPU_END,{job},worker=0,partition={p},gpu_ms=100"
+            ));
+        }
+    }
+    let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
+    let mut feeder = crate::reader::LineFeeder::new();
+    for l in &lines {
+        for _ in 0..times {
+            feeder.feed_line(
+                format!("{l}\n").as_bytes(),
+                &mut e,
+                &mut crate::sink::NoUpdates,
+            );
+        }
+    }
+    e.finish(&mut crate::sink::NoUpdates);
+    e
+}

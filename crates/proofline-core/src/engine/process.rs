@@ -459,16 +459,7 @@ impl Engine {
         // open will not end: its GPU_END is a line after the job's end (it kept its GPU
         // busy to the end of the log)
         if live(&self.jobs, idx).parts.iter().any(|p| !p.is_done()) {
-            let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
-            self.forget_open_intervals(key);
-            let unfinished = self.abandon_open_parts(idx, sink);
-            // (for charts and traces, as a job given up on sends them)
-            if sink.wants_partitions() {
-                for pidx in unfinished {
-                    let rec = self.partition_record(idx, pidx);
-                    sink.update(Update::Partition(Arc::new(rec)));
-                }
-            }
+            self.abandon_open_parts(idx, sink);
         }
         let rec = self.job_record(idx, JobStatus::Complete);
         self.totals.record_complete(&rec, self.cfg.max_rows);
@@ -496,20 +487,11 @@ impl Engine {
     pub(super) fn give_up(&mut self, idx: usize, status: JobStatus, sink: &mut impl UpdateSink) {
         let now = self.now;
         self.finished_one();
-        let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
-        self.forget_open_intervals(key);
         let job = live_mut(&mut self.jobs, idx);
         job.finish(status, now + self.cfg.reorder_window_ms * 2);
         let retain = job.retain_until;
         self.next_sweep = self.next_sweep.min(retain.max(now + 1));
-        let unfinished = self.abandon_open_parts(idx, sink);
-        // the partitions that never finished, for charts and traces (not in the stage stats)
-        if sink.wants_partitions() {
-            for pidx in unfinished {
-                let rec = self.partition_record(idx, pidx);
-                sink.update(Update::Partition(Arc::new(rec)));
-            }
-        }
+        self.abandon_open_parts(idx, sink);
         let rec = self.job_record(idx, status);
         self.totals.jobs_incomplete += 1;
         if self.totals.incomplete_rows.len() < self.cfg.max_rows {
@@ -521,10 +503,13 @@ impl Engine {
     }
 
     /// The partitions of job `idx` that will not finish now that it ended: out of the
-    /// gauges, and those on a GPU closed as unobserved at the latest instant observed on the
-    /// device (their GPU_END, if it comes, is a line after the job's end, dropped). Returns
-    /// those that had events.
-    fn abandon_open_parts(&mut self, idx: usize, sink: &mut impl UpdateSink) -> Vec<usize> {
+    /// gauges and the kernel attribution's open intervals, those on a GPU closed as
+    /// unobserved at the latest instant observed on the device (their GPU_END, if it comes,
+    /// is a line after the job's end, dropped), and those that had events sent to the
+    /// partition sinks, for charts and traces (not in the stage stats).
+    fn abandon_open_parts(&mut self, idx: usize, sink: &mut impl UpdateSink) {
+        let key = super::kernel::job_key(self.names.name(live(&self.jobs, idx).name));
+        self.forget_open_intervals(key);
         let now = self.now;
         let waiting = self.gauges.queue_depth() > 0;
         let job = live_mut(&mut self.jobs, idx);
@@ -561,7 +546,12 @@ impl Engine {
         if lost {
             job.lost_gpu_time();
         }
-        unfinished
+        if sink.wants_partitions() {
+            for pidx in unfinished {
+                let rec = self.partition_record(idx, pidx);
+                sink.update(Update::Partition(Arc::new(rec)));
+            }
+        }
     }
 }
 

@@ -159,44 +159,21 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Engine, EngineConfig};
-    use crate::reader::LineFeeder;
-    use crate::sink::NoUpdates;
 
     /// Three jobs of two partitions on one GPU, each call's kernel 80 of its 100 ms, the
     /// lines given `times` times each (a log read twice): the repeated TIMELINE lines are
     /// dropped, the repeated timing lines cannot be told from new ones.
     fn kernel_report(times: usize) -> crate::Report {
-        let mut lines = Vec::new();
-        let mut t = 0;
-        for job in ["a", "b", "c"] {
-            for p in 0..2 {
-                lines.push(format!("TIMELINE,{t},SYNTH_START,{job},partition={p}"));
-                lines.push(format!(
-                    "TIMELINE,{t},SYNTH_END,{job},partition={p},synth_ms=0"
-                ));
-                lines.push(format!(
-                    "TIMELINE,{t},GPU_START,{job},worker=0,partition={p}"
-                ));
-                lines.push("CUZK_TIMING: mutex_held_ms=95 total_start_fn_ms=96".to_owned());
-                lines.push("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=40".to_owned());
-                lines.push("CUZK_TIMING: gpu_tid=0 batch_add_ms=20".to_owned());
-                lines.push("CUZK_TIMING: gpu_tid=0 tail_msm_ms=20 gpu_total_ms=80".to_owned());
-                t += 100;
-                lines.push(format!(
-                    "TIMELINE,{t},GPU_END,{job},worker=0,partition={p},gpu_ms=100"
-                ));
-            }
-        }
-        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
-        let mut feeder = LineFeeder::new();
-        for l in &lines {
-            for _ in 0..times {
-                feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
-            }
-        }
-        e.finish(&mut NoUpdates);
-        e.report()
+        crate::engine::calls_on_one_gpu(
+            &[
+                "CUZK_TIMING: mutex_held_ms=95 total_start_fn_ms=96",
+                "CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=40",
+                "CUZK_TIMING: gpu_tid=0 batch_add_ms=20",
+                "CUZK_TIMING: gpu_tid=0 tail_msm_ms=20 gpu_total_ms=80",
+            ],
+            times,
+        )
+        .report()
     }
 
     /// Kernel time that does not fit in the busy time (a log whose timing lines were read
