@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use clap::ValueEnum;
 use proofline_core::compare::{self, Change, Comparison, Figure};
-use proofline_core::report::Report;
+use proofline_core::report::{Report, SCHEMA_VERSION};
 use proofline_core::sink::NoUpdates;
 
 use crate::chart::html_escape;
@@ -188,6 +188,23 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
                 path.display()
             )
         })?;
+        // a report of another schema may carry the same names with other meanings: read as
+        // this one, its figures would be compared wrongly without a word
+        if report.schema_version != SCHEMA_VERSION {
+            bail!(
+                "{} is a report of schema version {}; this proofline reads version {} (the \
+                 report was written by {} proofline): compare the logs it was made from, or use \
+                 the proofline that wrote it",
+                path.display(),
+                report.schema_version,
+                SCHEMA_VERSION,
+                if report.schema_version > SCHEMA_VERSION {
+                    "a newer"
+                } else {
+                    "another"
+                }
+            );
+        }
         return Ok(Side {
             report,
             timeline: None,
@@ -267,12 +284,7 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
                     "--fail-if {}: {}",
                     f.spec,
                     hit.iter()
-                        .map(|x| format!(
-                            "{} {} ({})",
-                            x.name,
-                            x.change.as_str(),
-                            pct(x.delta_ratio)
-                        ))
+                        .map(|x| format!("{} {} ({})", x.name, x.change.as_str(), change(x)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
@@ -324,9 +336,30 @@ fn val(v: Option<f64>, unit: &str) -> String {
     }
 }
 
+/// A value with its sign and unit (`+11983 ms`, `-0.35`): a change where a percentage of A
+/// says nothing (A at or below 0, or a change of sign).
+fn signed(v: f64, unit: &str) -> String {
+    let sign = if v < 0.0 { '-' } else { '+' };
+    match unit {
+        "ratio" => format!("{sign}{:.3}", v.abs()),
+        _ => format!("{sign}{} {unit}", val(Some(v.abs()), unit)),
+    }
+}
+
+/// The change: as a percentage of A, else as a difference.
+fn change(f: &Figure) -> String {
+    match (f.delta_ratio, f.delta) {
+        (Some(_), _) | (None, None) => pct(f.delta_ratio),
+        (None, Some(d)) => signed(d, &f.unit),
+    }
+}
+
 fn band(f: &Figure) -> String {
-    f.band_ratio
-        .map_or_else(|| "-".to_owned(), |b| format!("±{:.1} %", b * 100.0))
+    match (f.band_ratio, f.band) {
+        (Some(b), _) => format!("±{:.1} %", b * 100.0),
+        (None, Some(b)) => format!("±{}", signed(b, &f.unit).trim_start_matches('+')),
+        (None, None) => "-".to_owned(),
+    }
 }
 
 /// A figure's row: figure (unit), A, B, delta, band (the call is each table's own).
@@ -335,7 +368,7 @@ fn cells(f: &Figure) -> [String; 5] {
         format!("{} ({})", f.name, f.unit),
         val(f.a, &f.unit),
         val(f.b, &f.unit),
-        pct(f.delta_ratio),
+        change(f),
         band(f),
     ]
 }
@@ -346,7 +379,7 @@ fn headline(c: &Comparison) -> String {
             "seconds per proof {} -> {} ({}, noise band {}): {}",
             val(f.a, "s"),
             val(f.b, "s"),
-            pct(f.delta_ratio),
+            change(f),
             band(f),
             f.change.as_str()
         ),

@@ -1071,6 +1071,116 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("holds JSON that is no report"), "{err}");
+    // a report of another schema version is refused, not read as this one
+    let mut newer: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&base).unwrap()).unwrap();
+    newer["schema_version"] = 99.into();
+    let newer_path = dir.join("newer.json");
+    std::fs::write(&newer_path, serde_json::to_vec(&newer).unwrap()).unwrap();
+    let o = proofline()
+        .arg("compare")
+        .arg(&newer_path)
+        .arg(&a)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("is a report of schema version 99; this proofline reads version 1")
+            && err.contains("a newer proofline"),
+        "{err}"
+    );
+}
+
+/// A figure that changes sign (cuzk's Phase 8 to 9: the synthesis lead goes from +42 s to
+/// -10 s, the hand-off from -0.4 s to +12 s) is compared by its difference, not as a
+/// percentage of A, which read "-123.4 %" and "+3083.2 %"; a figure of one sign keeps its
+/// percentage.
+#[test]
+fn compare_gives_a_change_of_sign_as_a_difference() {
+    let (a, b) = (tmp("sign-a.log"), tmp("sign-b.log"));
+    generate(
+        &["--jobs", "20", "--cuzk-timing", "--kernel-ms", "3746"],
+        &a,
+    );
+    generate(
+        &[
+            "--jobs",
+            "20",
+            "--cuzk-timing",
+            "--kernel-ms",
+            "1824",
+            "--seed",
+            "2",
+        ],
+        &b,
+    );
+    let o = proofline()
+        .args(["compare", "--format", "json"])
+        .arg(&a)
+        .arg(&b)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let fig = |name: &str| {
+        c["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+            .clone()
+    };
+    let lead = fig("synthesis_lead_ms");
+    assert!(
+        lead["a"].as_f64().unwrap() > 0.0 && lead["b"].as_f64().unwrap() < 0.0,
+        "{lead}"
+    );
+    assert!(
+        lead["delta_ratio"].is_null() && lead["band_ratio"].is_null(),
+        "{lead}"
+    );
+    assert!(lead["delta"].as_f64().unwrap() < 0.0, "{lead}");
+    let handoff = fig("handoff_ms");
+    assert!(handoff["a"].as_f64().unwrap() < 0.0, "{handoff}");
+    assert!(handoff["delta_ratio"].is_null(), "{handoff}");
+    let spp = fig("seconds_per_proof");
+    let r = spp["delta_ratio"].as_f64().unwrap();
+    assert!((r - (spp["b"].as_f64().unwrap() / spp["a"].as_f64().unwrap() - 1.0)).abs() < 1e-9);
+
+    let o = proofline().arg("compare").arg(&a).arg(&b).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(name))
+            .unwrap_or_else(|| panic!("no {name} row: {text}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // figure (unit), A, B, delta (value and unit), band (value and unit), call
+    let lead = row("synthesis_lead_ms");
+    let want = format!(
+        "{:.0}",
+        c["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == "synthesis_lead_ms")
+            .unwrap()["delta"]
+            .as_f64()
+            .unwrap()
+    );
+    assert_eq!(&lead[4..6], [want, "ms".to_owned()], "{lead:?}");
+    assert!(lead[6].starts_with('±') && lead[7] == "ms", "{lead:?}");
+    assert!(
+        !text.contains("-123.4 %") && !text.contains("+3083.2 %"),
+        "{text}"
+    );
+    let spp = row("seconds_per_proof (s)");
+    assert!(spp[5] == "%" && spp[4].starts_with('-'), "{spp:?}");
 }
 
 /// cuzk's start-up lines say how its GPU workers map to GPUs (here one worker per GPU on two

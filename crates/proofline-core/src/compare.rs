@@ -121,11 +121,12 @@ pub struct Figure {
     pub b: Option<f64>,
     /// b - a.
     pub delta: Option<f64>,
-    /// b / a - 1.
+    /// b / a - 1; `None` unless a > 0 and b >= 0 (across a sign change, or from a value
+    /// at or below 0, a fraction of a says nothing: `delta` does).
     pub delta_ratio: Option<f64>,
     /// Half-width of the noise band of the difference (same unit).
     pub band: Option<f64>,
-    /// The band as a fraction of a.
+    /// The band as a fraction of a (`None` where `delta_ratio` is).
     pub band_ratio: Option<f64>,
     /// |delta| / (band / z): how many standard errors the difference is.
     pub z: Option<f64>,
@@ -481,6 +482,12 @@ pub fn compare(a: &Report, b: &Report, alpha: f64) -> Comparison {
                 .and_then(|(x, y)| x.se.zip(y.se).map(|(sa, sb)| (sa * sa + sb * sb).sqrt()));
             let band = se.map(|s| z * s);
             let base = x.map(|e| e.value.abs()).filter(|v| *v > 0.0);
+            // a change as a fraction of A only where both are of one sign and A is above 0:
+            // a lead of 18 s that turns into -0.7 s is not "-104 %" (the deltas say it)
+            let ratio_base = x
+                .zip(y)
+                .filter(|(x, y)| x.value > 0.0 && y.value >= 0.0)
+                .map(|(x, _)| x.value);
             let change = match (delta, band) {
                 (Some(d), Some(bd)) => {
                     let big = base.is_none_or(|v| d.abs() >= min_effect(name) * v);
@@ -503,9 +510,9 @@ pub fn compare(a: &Report, b: &Report, alpha: f64) -> Comparison {
                 a: x.map(|e| e.value),
                 b: y.map(|e| e.value),
                 delta,
-                delta_ratio: delta.zip(base).map(|(d, v)| d / v),
+                delta_ratio: delta.zip(ratio_base).map(|(d, v)| d / v),
                 band,
-                band_ratio: band.zip(base).map(|(bd, v)| bd / v),
+                band_ratio: band.zip(ratio_base).map(|(bd, v)| bd / v),
                 z: delta.zip(se).map(|(d, s)| {
                     if s > 0.0 {
                         d.abs() / s
