@@ -173,6 +173,13 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                 .unwrap_or_default()
         ));
     }
+    if let Some(k) = run.report.kernel.as_ref().filter(|k| k.absurd_lines > 0) {
+        unused.push(format!(
+            "{} CUZK_TIMING line(s) ignored for a value over an hour, e.g. {}",
+            k.absurd_lines,
+            proofline_core::text::printable(k.absurd_example.as_deref().unwrap_or("-"))
+        ));
+    }
     if !unused.is_empty() {
         let msg = unused.join("; ");
         if args.strict {

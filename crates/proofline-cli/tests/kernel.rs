@@ -328,10 +328,15 @@ fn timing_lines_that_cover_part_of_the_run_or_notes_alone_do_not_decide_the_verd
     );
 }
 
+/// A timing line with a value over an hour (corrupt, or made up: `mutex_held_ms=37423742` set
+/// a GPU floor of hours per proof by itself, u64::MAX a kernel time of u64::MAX) is ignored
+/// whole, counted and named: every figure is the clean log's; `--strict` fails on it.
 #[test]
-fn absurd_timing_values_saturate_instead_of_overflowing() {
+fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     let log = generate("absurd.log", &["--jobs", "2", "--cuzk-timing"]);
+    let clean = analyze(&log);
     let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("CUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1\n");
     for _ in 0..3 {
         text.push_str("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=18446744073709551615 batch_add_ms=9\n");
         text.push_str("CUZK_TIMING: mutex_held_ms=18446744073709551615 total_start_fn_ms=1\n");
@@ -339,8 +344,46 @@ fn absurd_timing_values_saturate_instead_of_overflowing() {
     let absurd = log.with_file_name("absurd2.log");
     std::fs::write(&absurd, text).unwrap();
     let r = analyze(&absurd);
-    assert_eq!(r["kernel"]["kernel_ms"], u64::MAX);
-    assert_eq!(r["kernel"]["lock_held_ms"], u64::MAX);
+    let (k, c) = (&r["kernel"], &clean["kernel"]);
+    assert_eq!(k["absurd_lines"], 7, "{k}");
+    assert_eq!(
+        k["absurd_example"],
+        "mutex_held_ms=37423742 (over an hour for one GPU call) in the line of gpu_tid 0"
+    );
+    for key in [
+        "kernel_ms",
+        "lock_held_ms",
+        "calls",
+        "gpu_threads",
+        "lock_wait",
+    ] {
+        assert_eq!(k[key], c[key], "{key}");
+    }
+    assert_eq!(k["timing_lines"], f(&c["timing_lines"]) as u64 + 7);
+    assert_eq!(r["floors"], clean["floors"]);
+    assert_eq!(r["verdict"], clean["verdict"]);
+    assert_eq!(c["absurd_lines"], 0);
+
+    let o = proofline().arg("analyze").arg(&absurd).output().unwrap();
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("note: 7 timing line(s) ignored, each with a value over an hour"),
+        "{out}"
+    );
+    let o = proofline()
+        .args(["analyze", "--strict"])
+        .arg(&absurd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(
+            "7 CUZK_TIMING line(s) ignored for a value over an hour, e.g. mutex_held_ms=37423742"
+        ),
+        "{err}"
+    );
 }
 
 /// A few `CUZK_TIMING:` lines with one bad value each: their other keys are kept, each is

@@ -600,6 +600,14 @@ pub struct KernelReport {
     pub timing_lines: u64,
     /// `CUZK_TIMING:` lines that are no timing (pool threshold, `d_a_cache allocated`).
     pub other_lines: u64,
+    /// Timing lines ignored whole for a value over an hour (`MAX_TIMING_MS`): corrupt or made
+    /// up, they would set the GPU floor and the kernel fill by themselves. Not in
+    /// `timing_lines`' figures.
+    #[serde(default)]
+    pub absurd_lines: u64,
+    /// The first of them: the key, its value and the line's `gpu_tid`.
+    #[serde(default)]
+    pub absurd_example: Option<String>,
     /// Keys not known to this version (kept, not used).
     pub unknown_keys: Vec<String>,
     /// GPU calls (`mutex_held_ms` lines).

@@ -679,6 +679,14 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>, dupli
         "\nKernel time (CUZK_TIMING: {} timing lines, {} other)",
         k.timing_lines, k.other_lines
     );
+    if k.absurd_lines > 0 {
+        let _ = writeln!(
+            o,
+            "  note: {} timing line(s) ignored, each with a value over an hour (corrupt, or not cuzk's), e.g. {}",
+            k.absurd_lines,
+            printable(k.absurd_example.as_deref().unwrap_or("-"))
+        );
+    }
     if duplicates > 0 {
         // (a log read twice, or joined with an overlapping part: the repeated TIMELINE
         // lines were dropped, and its timing lines, which carry no job or time, cannot be)

@@ -157,6 +157,13 @@ impl TimingKey {
 /// Values a timing line holds inline (cuzk prints at most three keys on a line).
 const INLINE_VALUES: usize = 4;
 
+/// The most one value of a `CUZK_TIMING:` line may be, in ms: an hour. One GPU call of cuzk
+/// takes seconds (a whole proof's, minutes); a line with a value past this is corrupt (or
+/// made up), and it would set the GPU floor and the kernel fill by itself
+/// (`mutex_held_ms=37423742`, ten hours, read as a GPU floor of hours per proof). The engine
+/// ignores such a line whole, and counts and names it.
+pub const MAX_TIMING_MS: u64 = 3_600_000;
+
 /// One timing line's values.
 ///
 /// Compact (56 bytes, from 144 and 296 before): a log shaped like cuzk's has more timing
@@ -172,6 +179,9 @@ pub struct Timing {
     len: u8,
     /// The keys the line has, a bit per [`TimingKey::ALL`] index.
     present: u16,
+    /// A value over [`MAX_TIMING_MS`] was set (in the struct's padding: the engine then
+    /// looks for it, and no other line pays for the look).
+    over_max: bool,
     /// The GPU thread (`gpu_tid=`), for the per-thread lines.
     pub gpu_tid: Option<u32>,
     extra: Option<Box<TimingExtra>>,
@@ -260,6 +270,7 @@ impl Timing {
         if self.present & (1 << i) != 0 {
             // set again: the value where it is
             let inline = &self.keys[..usize::from(self.len)];
+            self.over_max |= v > MAX_TIMING_MS;
             if let Some(at) = inline.iter().position(|&k| k == i) {
                 self.vals[at] = v;
             } else if let Some(m) = self.extra().more.iter_mut().find(|(k, _)| *k == i) {
@@ -268,6 +279,7 @@ impl Timing {
             return;
         }
         self.present |= 1 << i;
+        self.over_max |= v > MAX_TIMING_MS;
         let len = usize::from(self.len);
         if len < INLINE_VALUES {
             self.keys[len] = i;
@@ -291,6 +303,15 @@ impl Timing {
 
     fn extra(&mut self) -> &mut TimingExtra {
         self.extra.get_or_insert_with(Box::default)
+    }
+
+    /// The first value over [`MAX_TIMING_MS`], with its key.
+    #[inline]
+    pub fn over_max(&self) -> Option<(TimingKey, u64)> {
+        if !self.over_max {
+            return None;
+        }
+        self.iter().find(|&(_, v)| v > MAX_TIMING_MS)
     }
 
     /// Whether a pair of the line could not be read (its other keys were kept).

@@ -73,6 +73,9 @@ pub(super) struct KernelTotals {
     /// `prep_msm_ms` and `b_g2_msm_ms` per call.
     pub prep_msm: Dist,
     pub b_g2_msm: Dist,
+    /// Timing lines ignored for a value over [`crate::timing::MAX_TIMING_MS`], and the first.
+    pub absurd: u64,
+    pub absurd_example: Option<String>,
     /// `CUZK_NTT_H:` lines.
     pub ntt_h_lines: u64,
     /// Their stages, in the order first printed, each a distribution of its milliseconds.
@@ -87,6 +90,17 @@ impl KernelTotals {
     /// the call it completes, when its lines were followed on one GPU.
     pub fn add(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
         self.lines += 1;
+        if let Some((key, v)) = t.over_max() {
+            self.absurd += 1;
+            if self.absurd_example.is_none() {
+                self.absurd_example = Some(format!(
+                    "{}={v} (over an hour for one GPU call) in the line of gpu_tid {}",
+                    key.name(),
+                    t.gpu_tid.map_or_else(|| "-".to_owned(), |g| g.to_string())
+                ));
+            }
+            return None;
+        }
         for (k, _) in t.unknown() {
             if let Some(n) = self.unknown.get_mut(k) {
                 *n += 1;
@@ -241,6 +255,8 @@ impl KernelTotals {
         KernelReport {
             timing_lines: self.lines,
             other_lines: self.notes,
+            absurd_lines: self.absurd,
+            absurd_example: self.absurd_example.clone(),
             unknown_keys: self.unknown.keys().cloned().collect(),
             calls: self.lock_held.count(),
             gpu_threads: self.threads,

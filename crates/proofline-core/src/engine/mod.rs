@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 pub use config::*;
 pub use device::{GAP_SIZE_CLASSES, gap_size_class};
 pub use kernel::KERNEL_COVERAGE_MIN;
-pub use runs::RESTART_CONFIRMATIONS;
+pub use runs::{MIN_BEHIND_MS, RESTART_CONFIRMATIONS};
 pub use summary::LIVE_SPP_WINDOW;
 pub use verdict::GPU_BOUND_RATIO;
 
