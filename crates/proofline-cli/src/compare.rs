@@ -182,29 +182,33 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
     }
     if is_json(path)? {
         let r = open_log(path, None)?;
-        let report: Report = serde_json::from_reader(r).with_context(|| {
+        let no_report = || {
             format!(
                 "{} holds JSON that is no report `proofline analyze --format json` wrote",
                 path.display()
             )
-        })?;
-        // a report of another schema may carry the same names with other meanings: read as
-        // this one, its figures would be compared wrongly without a word
-        if report.schema_version != SCHEMA_VERSION {
+        };
+        let value: serde_json::Value = serde_json::from_reader(r).with_context(no_report)?;
+        // a report of another schema may carry the same names with other meanings, or lack
+        // some: its version is looked at before it is read as this one's
+        let version = value
+            .get("schema_version")
+            .and_then(serde_json::Value::as_u64);
+        if let Some(v) = version.filter(|&v| v != u64::from(SCHEMA_VERSION)) {
             bail!(
-                "{} is a report of schema version {}; this proofline reads version {} (the \
+                "{} is a report of schema version {v}; this proofline reads version {} (the \
                  report was written by {} proofline): compare the logs it was made from, or use \
                  the proofline that wrote it",
                 path.display(),
-                report.schema_version,
                 SCHEMA_VERSION,
-                if report.schema_version > SCHEMA_VERSION {
+                if v > u64::from(SCHEMA_VERSION) {
                     "a newer"
                 } else {
                     "another"
                 }
             );
         }
+        let report: Report = serde_json::from_value(value).with_context(no_report)?;
         return Ok(Side {
             report,
             timeline: None,
@@ -336,13 +340,21 @@ fn val(v: Option<f64>, unit: &str) -> String {
     }
 }
 
-/// A value with its sign and unit (`+11983 ms`, `-0.35`): a change where a percentage of A
-/// says nothing (A at or below 0, or a change of sign).
+/// A value with its sign and unit (`+11983 ms`, `-0.350`): a change where a percentage of
+/// A says nothing (A at or below 0, or a change of sign). The sign is the printed value's
+/// (`+0 ms` for -0.4 ms).
 fn signed(v: f64, unit: &str) -> String {
-    let sign = if v < 0.0 { '-' } else { '+' };
+    let places = match unit {
+        "ratio" => 3,
+        "s" => 2,
+        _ => 0,
+    };
+    let shown = format!("{:.*}", places, v.abs());
+    let zero = shown.bytes().all(|b| b == b'0' || b == b'.');
+    let sign = if v < 0.0 && !zero { '-' } else { '+' };
     match unit {
-        "ratio" => format!("{sign}{:.3}", v.abs()),
-        _ => format!("{sign}{} {unit}", val(Some(v.abs()), unit)),
+        "ratio" => format!("{sign}{shown}"),
+        _ => format!("{sign}{shown} {unit}"),
     }
 }
 
@@ -403,13 +415,13 @@ fn text(c: &Comparison, names: &[String; 2]) -> String {
     let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "  {:<36} {:>10} {:>10} {:>9} {:>9}  call",
+        "  {:<36} {:>10} {:>10} {:>10} {:>10}  call",
         "figure", "A", "B", "delta", "band"
     );
     for f in &c.figures {
         let [name, a, b, delta, band] = cells(f);
         let line = format!(
-            "  {name:<36} {a:>10} {b:>10} {delta:>9} {band:>9}  {}",
+            "  {name:<36} {a:>10} {b:>10} {delta:>10} {band:>10}  {}",
             f.change.as_str()
         );
         let _ = writeln!(o, "{}", line.trim_end());

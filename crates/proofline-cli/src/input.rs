@@ -37,9 +37,10 @@ pub(crate) struct EngineArgs {
     /// porep-c2, ...), else unknown.
     #[arg(long, value_name = "PREFIX=KIND", value_parser = parse_prefix_kind)]
     pub(crate) proof_kind_for: Vec<(String, String)>,
-    /// How far out of time order lines may be and still be processed in order (0: none; a
-    /// line further out of order is used at once and counted late, and one more than this
-    /// and 500 ms behind the newest line is held as a restart's first line or a stray).
+    /// How far out of time order lines may be and still be processed in order (0: none).
+    /// A line further behind the newest line is used at once and counted late; one more
+    /// than this and more than 500 ms behind is held: a restart's first line (three in a
+    /// row) or a stray.
     /// Range 0..=600000 (10 min).
     #[arg(long, default_value_t = engine::DEFAULT_REORDER_WINDOW_MS, value_name = "MS",
         value_parser = clap::value_parser!(u64).range(0..=600_000))]

@@ -348,7 +348,7 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     assert_eq!(k["absurd_lines"], 7, "{k}");
     assert_eq!(
         k["absurd_example"],
-        "mutex_held_ms=37423742 (over an hour for one GPU call) in the line of gpu_tid 0"
+        "mutex_held_ms=37423742 (over an hour for one GPU call) in a line of gpu_tid 0"
     );
     for key in [
         "kernel_ms",

@@ -94,10 +94,16 @@ impl KernelTotals {
             self.absurd += 1;
             if self.absurd_example.is_none() {
                 self.absurd_example = Some(format!(
-                    "{}={v} (over an hour for one GPU call) in the line of gpu_tid {}",
+                    "{}={v} (over an hour for one GPU call) in a line {}",
                     key.name(),
-                    t.gpu_tid.map_or_else(|| "-".to_owned(), |g| g.to_string())
+                    t.gpu_tid
+                        .map_or_else(|| "of no gpu_tid".to_owned(), |g| format!("of gpu_tid {g}"))
                 ));
+            }
+            // the GPU thread it belongs to loses a part: its call is not followed further
+            // (its kernel time would be short, and the thread's next call read as interleaved)
+            if let (Some(tid), Some(g)) = (t.gpu_tid, gpu) {
+                self.open.remove(&(g, tid));
             }
             return None;
         }
@@ -478,6 +484,45 @@ mod tests {
         match parse_line(l) {
             Ok(Some(ev)) => e.ingest(&ev, &mut NoUpdates),
             _ => e.ingest_timing_line(&parse_timing(l).unwrap().unwrap()),
+        }
+    }
+
+    /// A line with a value over an hour inside a followed call drops the call: no short kernel
+    /// time for it or its partition, and the thread's next call is not read as interleaved.
+    /// An hour itself is no absurd value.
+    #[test]
+    fn a_line_over_an_hour_inside_a_call_drops_the_call() {
+        // (the call's batch_add and tail lines; per_call count, the partition's kernel time)
+        for (batch_add, tail, calls, part) in [
+            ("batch_add_ms=3600000", "tail_msm_ms=5", 2, 3_600_023),
+            ("batch_add_ms=3600001", "tail_msm_ms=5", 1, 8),
+            ("batch_add_ms=3", "tail_msm_ms=3600001", 1, 8),
+        ] {
+            let mut e = Engine::default();
+            for l in [
+                "TIMELINE,0,GPU_START,j,gpu=0,partition=0".to_owned(),
+                "CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=10".to_owned(),
+                format!("CUZK_TIMING: gpu_tid=0 {batch_add}"),
+                format!("CUZK_TIMING: gpu_tid=0 {tail}"),
+                "CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=7".to_owned(),
+                "CUZK_TIMING: gpu_tid=0 tail_msm_ms=1".to_owned(),
+                "TIMELINE,20,GPU_END,j,gpu=0,partition=0".to_owned(),
+            ] {
+                line(&mut e, &l);
+            }
+            let k = &e.kernel;
+            let case = format!("{batch_add} {tail}");
+            assert_eq!(k.interleaved, 0, "{case}");
+            assert_eq!(k.per_call.count(), calls, "{case}");
+            assert_eq!(e.partition_kernel("j", 0), Some(part), "{case}");
+            assert_eq!(k.absurd, 2 - calls, "{case}");
+            if calls == 1 {
+                let ex = k.absurd_example.as_deref().unwrap();
+                assert!(
+                    ex.contains("=3600001 (over an hour") && ex.ends_with("of gpu_tid 0"),
+                    "{ex}"
+                );
+            }
         }
     }
 

@@ -399,7 +399,27 @@ mod tests {
             "{:?}",
             r.events
         );
-        // the same three a minute behind: a restart
+        // a 100 ms window: 400 ms behind is used late, 600 ms behind is held (a restart)
+        for (behind, runs) in [(400, 1), (600, 2)] {
+            let mut e = Engine::new(
+                EngineConfig::default()
+                    .reorder_window_ms(100)
+                    .expected_partitions(Some(4)),
+            );
+            for l in lines[..2].iter().cloned().chain((1..4).map(|p| {
+                format!(
+                    "TIMELINE,{},SYNTH_START,a,partition={p}",
+                    100030 - behind + p
+                )
+            })) {
+                e.ingest(&parse_line(&l).unwrap().unwrap(), &mut NoUpdates);
+            }
+            e.finish(&mut NoUpdates);
+            let r = e.report();
+            assert_eq!(r.events.runs, runs, "{behind} ms behind: {:?}", r.events);
+            assert_eq!(r.events.stray_late, 0, "{behind}");
+        }
+        // the same three 100 s behind: a restart
         let far: Vec<String> = lines[..2]
             .iter()
             .cloned()
