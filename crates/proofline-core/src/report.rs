@@ -601,8 +601,8 @@ pub struct KernelReport {
     /// `CUZK_TIMING:` lines that are no timing (pool threshold, `d_a_cache allocated`).
     pub other_lines: u64,
     /// Timing lines ignored whole for a value over an hour (`MAX_TIMING_MS`): corrupt or made
-    /// up, they would set the GPU floor and the kernel fill by themselves. Not in
-    /// `timing_lines`' figures.
+    /// up, they would set the GPU floor and the kernel fill by themselves. Counted in
+    /// `timing_lines`, and left out of every figure.
     #[serde(default)]
     pub absurd_lines: u64,
     /// The first of them: the key, its value and the line's `gpu_tid`.
