@@ -344,12 +344,7 @@ fn val(v: Option<f64>, unit: &str) -> String {
 /// A says nothing (A at or below 0, or a change of sign). The sign is the printed value's
 /// (`+0 ms` for -0.4 ms).
 fn signed(v: f64, unit: &str) -> String {
-    let places = match unit {
-        "ratio" => 3,
-        "s" => 2,
-        _ => 0,
-    };
-    let shown = format!("{:.*}", places, v.abs());
+    let shown = val(Some(v.abs()), unit);
     let zero = shown.bytes().all(|b| b == b'0' || b == b'.');
     let sign = if v < 0.0 && !zero { '-' } else { '+' };
     match unit {
