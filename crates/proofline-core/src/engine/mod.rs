@@ -35,8 +35,6 @@ mod runs;
 mod summary;
 mod verdict;
 
-use std::collections::BTreeMap;
-
 pub use config::*;
 pub use device::{GAP_SIZE_CLASSES, gap_size_class};
 pub use kernel::KERNEL_COVERAGE_MIN;
@@ -48,7 +46,7 @@ use crate::event::{EventRef, Nums};
 use crate::report::JobStatus;
 use crate::sink::Update;
 use crate::sink::UpdateSink;
-use device::Device;
+use device::Devices;
 use gauges::Gauges;
 use job::{Job, JobState, PartStage};
 use names::{Kinds, Names};
@@ -105,7 +103,7 @@ pub struct Engine {
     /// the first still active (finished ones are skipped, and swept out as they pile up).
     created: std::collections::VecDeque<(usize, u64)>,
     /// Devices by index.
-    devices: BTreeMap<u32, Device>,
+    devices: Devices,
     /// Devices with a pending gap to finalize before time moves on.
     pending_gap_devs: Vec<u32>,
     /// Partitions per stage, queue depth over time.
@@ -169,7 +167,7 @@ impl Engine {
             job_uid: 0,
             active: 0,
             created: std::collections::VecDeque::new(),
-            devices: BTreeMap::new(),
+            devices: Devices::default(),
             pending_gap_devs: Vec::new(),
             gauges: Gauges::default(),
             steady: RunSteady::default(),

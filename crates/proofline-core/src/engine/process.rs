@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use super::Engine;
-use super::device::Device;
 use super::job::{Job, JobState, Part, PartStage, Recorded};
 use super::reorder::Ev;
 use crate::event::EventKind;
@@ -306,10 +305,7 @@ impl Engine {
             // serial sum (the busy sweep cannot go back for it)
             let len = end.saturating_sub(e.t);
             job.gpu_known_whole(len);
-            self.devices
-                .entry(gpu)
-                .or_insert_with(|| Device::new(gpu))
-                .interval_known_whole(len);
+            self.devices.get_or_insert(gpu).interval_known_whole(len);
             return;
         }
         let worker = part.worker();
@@ -317,7 +313,7 @@ impl Engine {
         let (first_anywhere, new_on_dev) = job.gpu_started(gpu, e.t);
         let (uid, attempt, first_synth_start) = (job.uid, job.attempt, job.first_synth_start);
         let name = self.names.name(job.name).clone();
-        let dev = self.devices.entry(gpu).or_insert_with(|| Device::new(gpu));
+        let dev = self.devices.get_or_insert(gpu);
         if let Some(w) = worker {
             dev.add_worker(w);
         }
