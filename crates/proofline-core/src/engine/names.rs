@@ -36,8 +36,14 @@ pub(super) struct NameEntry {
     pub hash: u64,
 }
 
+/// Slots of [`Names::recent`]: a power of two, several times the jobs a prover has in flight.
+const RECENT: usize = 256;
+
+/// An empty place of [`Names::recent`].
+const NO_SLOT: u32 = u32::MAX;
+
 /// Job ids in flight, reference-counted.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Names {
     /// Job id to slot in `tab`; holds exactly the entries whose `refs > 0`.
     ids: HashMap<Arc<str>, u32>,
@@ -45,32 +51,64 @@ pub(super) struct Names {
     tab: Vec<NameEntry>,
     /// Free slots of `tab`, reused before the table grows.
     free: Vec<u32>,
-    /// The slot interned last, while it is live: a log's lines come a job's few at a time
-    /// (half of the events or more have the id of the one before), and a comparison with
-    /// it costs less than a hash and a look-up.
-    last: Option<u32>,
+    /// Slots interned lately, each in the place its id's [`recent_place`] gives: the lines
+    /// of the jobs in flight interleave, and a comparison with the id found there costs a
+    /// fifth of a hash and a look-up in `ids` (which a comparison with the last id alone
+    /// spared for half of the events). A place may hold a slot freed or reused since: it is
+    /// used only while live and holding the same id.
+    recent: [u32; RECENT],
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            ids: HashMap::default(),
+            tab: Vec::new(),
+            free: Vec::new(),
+            recent: [NO_SLOT; RECENT],
+        }
+    }
+}
+
+/// The place of an id in [`Names::recent`]: from its length and its last 8 bytes (where
+/// the ids of one log differ: a sector or a request number), multiplied and cut to the top
+/// bits.
+#[inline(always)]
+fn recent_place(name: &str) -> usize {
+    let b = name.as_bytes();
+    let n = b.len();
+    let mut w = [0u8; 8];
+    if n >= 8 {
+        w.copy_from_slice(&b[n - 8..]);
+    } else {
+        w[..n].copy_from_slice(b);
+    }
+    let x = u64::from_ne_bytes(w) ^ (n as u64);
+    (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - RECENT.trailing_zeros())) as usize
 }
 
 impl Names {
     /// The id's slot, with one more reference.
     #[inline]
     pub fn intern(&mut self, name: &str) -> u32 {
-        if let Some(id) = self.last {
-            let e = &mut self.tab[id as usize];
-            if same(&e.name, name) {
+        let place = recent_place(name);
+        let id = self.recent[place];
+        if let Some(e) = self.tab.get_mut(id as usize) {
+            if e.refs > 0 && same(&e.name, name) {
                 e.refs += 1;
                 return id;
             }
         }
-        self.intern_looked_up(name)
+        let id = self.intern_looked_up(name);
+        self.recent[place] = id;
+        id
     }
 
-    /// [`Names::intern`] of an id other than the last one.
+    /// [`Names::intern`] of an id not in its place of `recent`.
     #[inline(never)]
     fn intern_looked_up(&mut self, name: &str) -> u32 {
         if let Some(&id) = self.ids.get(name) {
             self.tab[id as usize].refs += 1;
-            self.last = Some(id);
             return id;
         }
         let entry = NameEntry {
@@ -93,7 +131,6 @@ impl Names {
             }
         };
         self.ids.insert(self.tab[id as usize].name.clone(), id);
-        self.last = Some(id);
         id
     }
 
@@ -110,9 +147,6 @@ impl Names {
     /// Frees a slot whose last reference went.
     #[inline(never)]
     fn free_slot(&mut self, id: u32) {
-        if self.last == Some(id) {
-            self.last = None;
-        }
         let e = &mut self.tab[id as usize];
         self.ids.remove(&e.name);
         e.current = None;
@@ -227,7 +261,7 @@ mod tests {
     }
 
     /// An id interned again right after its slot was freed is a live entry of its own: the
-    /// next new id does not take its slot (the last slot interned is forgotten when freed).
+    /// next new id does not take its slot (a freed slot in `recent` is not used).
     #[test]
     fn an_id_freed_and_interned_again_keeps_its_slot() {
         let mut n = Names::default();
@@ -243,5 +277,55 @@ mod tests {
         assert_eq!(n.intern("a"), a);
         assert_eq!(n.get(a).refs, 2);
         assert_eq!(n.len(), 2);
+    }
+
+    /// Ids that share a place of `recent`, and slots freed and reused by other ids while
+    /// `recent` still names them, intern as the table says: the same id the same live
+    /// slot, another id another, every count of references right.
+    #[test]
+    fn recent_places_shared_freed_and_reused_give_the_table_s_slots() {
+        use std::collections::HashMap;
+        let ids: Vec<String> = (0..2000)
+            .map(|i| format!("porep-{}-{}", i / 7, i % 7))
+            .collect();
+        let mut n = Names::default();
+        let mut refs: HashMap<&str, (u32, u32)> = HashMap::new();
+        // a pseudo-random walk: intern, or drop a reference, of ids in a moving window
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..200_000usize {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let id = &ids[(step / 100 + (x % 40) as usize) % ids.len()];
+            let held = refs.get(id.as_str()).copied();
+            if x % 3 == 0 {
+                if let Some((slot, r)) = held {
+                    n.unref(slot);
+                    if r == 1 {
+                        refs.remove(id.as_str());
+                    } else {
+                        refs.insert(id, (slot, r - 1));
+                    }
+                }
+                continue;
+            }
+            let slot = n.intern(id);
+            assert_eq!(&**n.name(slot), id.as_str(), "step {step}");
+            match held {
+                Some((s, r)) => {
+                    assert_eq!(slot, s, "step {step}: {id} moved");
+                    refs.insert(id, (s, r + 1));
+                }
+                None => {
+                    refs.insert(id, (slot, 1));
+                }
+            }
+            assert_eq!(n.get(slot).refs, refs[id.as_str()].1, "step {step}: {id}");
+        }
+        assert_eq!(n.len(), refs.len());
+        let mut slots: Vec<u32> = refs.values().map(|&(s, _)| s).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        assert_eq!(slots.len(), refs.len(), "two live ids in one slot");
     }
 }
