@@ -370,6 +370,13 @@ pub trait UpdateSink {
         true
     }
 
+    /// Whether this sink uses [`Update::IdleGap`] (one per idle gap of a GPU: one every few
+    /// partitions on a prover whose GPUs wait). When every sink fed by an engine says no,
+    /// the engine does not build them. The default is yes.
+    fn wants_idle_gaps(&self) -> bool {
+        true
+    }
+
     /// The run the updates belong to: called by the engine's owner before the first update
     /// (a [`Driver`]'s start), and again when it learns the run's epoch better (`watch`
     /// reading a log, the layer taking the prover's own offsets). An exporter registers its
@@ -400,6 +407,10 @@ impl UpdateSink for NoUpdates {
     fn update(&mut self, _: Update) {}
 
     fn wants_partitions(&self) -> bool {
+        false
+    }
+
+    fn wants_idle_gaps(&self) -> bool {
         false
     }
 }
@@ -433,6 +444,10 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
         (**self).wants_partitions()
     }
 
+    fn wants_idle_gaps(&self) -> bool {
+        (**self).wants_idle_gaps()
+    }
+
     fn start_run(&mut self, run: &RunInfo) {
         (**self).start_run(run);
     }
@@ -446,13 +461,15 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
     }
 }
 
-/// Feeds every sink it holds, in the order they were added. Partition updates go only to
-/// the sinks that want them, and are built only when one does.
+/// Feeds every sink it holds, in the order they were added. Partition and idle-gap updates
+/// go only to the sinks that want them, and are built only when one does.
 #[derive(Default)]
 pub struct Fanout {
     sinks: Vec<Box<dyn UpdateSink + Send>>,
     /// Index of each sink, per whether it wants partitions.
     partitions: Vec<bool>,
+    /// Index of each sink, per whether it wants idle gaps.
+    gaps: Vec<bool>,
 }
 
 impl std::fmt::Debug for Fanout {
@@ -472,6 +489,7 @@ impl Fanout {
     /// Adds a sink.
     pub fn push(&mut self, sink: impl UpdateSink + Send + 'static) {
         self.partitions.push(sink.wants_partitions());
+        self.gaps.push(sink.wants_idle_gaps());
         self.sinks.push(Box::new(sink));
     }
 
@@ -494,12 +512,15 @@ impl Fanout {
 
 impl UpdateSink for Fanout {
     fn update(&mut self, update: Update) {
-        let is_partition = matches!(update, Update::Partition(_));
+        let (is_partition, is_gap) = (
+            matches!(update, Update::Partition(_)),
+            matches!(update, Update::IdleGap(_)),
+        );
         let mut targets = self
             .sinks
             .iter_mut()
-            .zip(&self.partitions)
-            .filter(|(_, wants)| !is_partition || **wants)
+            .zip(self.partitions.iter().zip(&self.gaps))
+            .filter(|(_, (part, gap))| (!is_partition || **part) && (!is_gap || **gap))
             .map(|(s, _)| s)
             .peekable();
         while let Some(s) = targets.next() {
@@ -526,6 +547,10 @@ impl UpdateSink for Fanout {
 
     fn wants_partitions(&self) -> bool {
         self.partitions.iter().any(|w| *w)
+    }
+
+    fn wants_idle_gaps(&self) -> bool {
+        self.gaps.iter().any(|w| *w)
     }
 
     fn start_run(&mut self, run: &RunInfo) {
@@ -641,6 +666,7 @@ mod tests {
     #[derive(Default)]
     struct Count {
         wants: bool,
+        gaps: bool,
         partitions: Arc<AtomicU64>,
         others: Arc<AtomicU64>,
     }
@@ -655,6 +681,9 @@ mod tests {
         }
         fn wants_partitions(&self) -> bool {
             self.wants
+        }
+        fn wants_idle_gaps(&self) -> bool {
+            self.gaps
         }
     }
 
@@ -709,6 +738,41 @@ mod tests {
         // a boxed sink keeps saying what it wants
         let boxed: Box<dyn UpdateSink + Send> = Box::new(Count::default());
         assert!(!boxed.wants_partitions());
+        assert!(!boxed.wants_idle_gaps());
+    }
+
+    #[test]
+    fn fanout_forwards_idle_gaps_only_to_sinks_that_want_them() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let gap = || {
+            Update::IdleGap(Arc::new(crate::report::IdleGap {
+                gpu: 0,
+                start_ms: 1,
+                end_ms: 2,
+                boundary: crate::report::Boundary::CrossSector,
+                with_queue_ms: 0,
+                next_job: "j".into(),
+                next_attempt: 0,
+                run: 0,
+            }))
+        };
+        let (a, b) = (
+            Count::default(),
+            Count {
+                gaps: true,
+                ..Default::default()
+            },
+        );
+        let (ao, bo) = (a.others.clone(), b.others.clone());
+        let mut f = Fanout::new().with(a);
+        assert!(!f.wants_idle_gaps(), "no sink wants idle gaps yet");
+        f.push(b);
+        assert!(f.wants_idle_gaps() && !f.wants_partitions());
+        f.update(gap());
+        f.update(Update::NewRun { run: 1, t_ms: 0 });
+        assert_eq!((ao.load(Relaxed), bo.load(Relaxed)), (1, 2));
+        assert!(!NoUpdates.wants_idle_gaps());
+        assert!((|_: Update| {}).wants_idle_gaps(), "the default is yes");
     }
 
     struct Failing(&'static str, Arc<AtomicU64>);

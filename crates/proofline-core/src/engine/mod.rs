@@ -601,7 +601,9 @@ impl Engine {
                 continue;
             };
             self.totals.idle.record(gap.len_ms() as i64);
-            sink.update(Update::IdleGap(std::sync::Arc::new(gap)));
+            if sink.wants_idle_gaps() {
+                sink.update(Update::IdleGap(std::sync::Arc::new(gap)));
+            }
         }
         devs.clear();
         self.pending_gap_devs = devs;

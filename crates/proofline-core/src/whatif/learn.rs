@@ -61,6 +61,10 @@ impl UpdateSink for Collector {
     fn wants_partitions(&self) -> bool {
         true
     }
+
+    fn wants_idle_gaps(&self) -> bool {
+        false
+    }
 }
 
 /// One partition (or whole proof) of the workload.
