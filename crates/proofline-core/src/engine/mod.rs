@@ -585,10 +585,18 @@ impl Engine {
     }
 
     /// Counts and emits the idle gaps that ended at the present.
+    #[inline]
     fn finalize_gaps(&mut self, sink: &mut impl UpdateSink) {
-        if self.pending_gap_devs.is_empty() {
-            return;
+        // (the look inlined where time moves, half of the events: a call that found nothing
+        // pending was ~1 % of the engine's thread)
+        if !self.pending_gap_devs.is_empty() {
+            self.finalize_pending_gaps(sink);
         }
+    }
+
+    /// [`Engine::finalize_gaps`] when a gap is pending.
+    #[inline(never)]
+    fn finalize_pending_gaps(&mut self, sink: &mut impl UpdateSink) {
         // (the list's buffer is kept: a new one per GPU_START that ended a gap was a visible
         // share of the engine's allocations)
         let mut devs = std::mem::take(&mut self.pending_gap_devs);
