@@ -466,10 +466,34 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
 #[derive(Default)]
 pub struct Fanout {
     sinks: Vec<Box<dyn UpdateSink + Send>>,
-    /// Index of each sink, per whether it wants partitions.
-    partitions: Vec<bool>,
-    /// Index of each sink, per whether it wants idle gaps.
-    gaps: Vec<bool>,
+    /// What each sink (by index) said it wants of the updates a sink may decline.
+    wants: Vec<Wants>,
+}
+
+/// The updates a sink may decline, and whether it wants them (asked once, when it is
+/// added to a [`Fanout`]).
+#[derive(Debug, Clone, Copy)]
+struct Wants {
+    partitions: bool,
+    idle_gaps: bool,
+}
+
+impl Wants {
+    fn of(sink: &impl UpdateSink) -> Self {
+        Wants {
+            partitions: sink.wants_partitions(),
+            idle_gaps: sink.wants_idle_gaps(),
+        }
+    }
+
+    /// Whether the sink takes `update`.
+    fn takes(self, update: &Update) -> bool {
+        match update {
+            Update::Partition(_) => self.partitions,
+            Update::IdleGap(_) => self.idle_gaps,
+            _ => true,
+        }
+    }
 }
 
 impl std::fmt::Debug for Fanout {
@@ -488,8 +512,7 @@ impl Fanout {
 
     /// Adds a sink.
     pub fn push(&mut self, sink: impl UpdateSink + Send + 'static) {
-        self.partitions.push(sink.wants_partitions());
-        self.gaps.push(sink.wants_idle_gaps());
+        self.wants.push(Wants::of(&sink));
         self.sinks.push(Box::new(sink));
     }
 
@@ -512,15 +535,11 @@ impl Fanout {
 
 impl UpdateSink for Fanout {
     fn update(&mut self, update: Update) {
-        let (is_partition, is_gap) = (
-            matches!(update, Update::Partition(_)),
-            matches!(update, Update::IdleGap(_)),
-        );
         let mut targets = self
             .sinks
             .iter_mut()
-            .zip(self.partitions.iter().zip(&self.gaps))
-            .filter(|(_, (part, gap))| (!is_partition || **part) && (!is_gap || **gap))
+            .zip(&self.wants)
+            .filter(|(_, w)| w.takes(&update))
             .map(|(s, _)| s)
             .peekable();
         while let Some(s) = targets.next() {
@@ -546,11 +565,11 @@ impl UpdateSink for Fanout {
     }
 
     fn wants_partitions(&self) -> bool {
-        self.partitions.iter().any(|w| *w)
+        self.wants.iter().any(|w| w.partitions)
     }
 
     fn wants_idle_gaps(&self) -> bool {
-        self.gaps.iter().any(|w| *w)
+        self.wants.iter().any(|w| w.idle_gaps)
     }
 
     fn start_run(&mut self, run: &RunInfo) {

@@ -26,11 +26,12 @@ impl Table {
         t
     }
 
-    /// Room for `rows` more rows of cells of about 12 bytes (a job id is more, a count
-    /// less): the table of a 10 000-job report grew by doubling, a copy of megabytes each
-    /// time.
+    /// Room for `rows` more rows of the header's width, of cells of about 12 bytes (a job
+    /// id is more, a count less): the table of a 10 000-job report grew by doubling, a copy
+    /// of megabytes each time.
     fn reserve(&mut self, rows: usize) {
-        let cols = self.cells.len();
+        // (the header is the first row: where it ends in `cells` is its width)
+        let cols = self.rows.first().copied().unwrap_or_default();
         self.rows.reserve(rows);
         self.cells.reserve(rows * cols);
         self.text.reserve(rows * cols * 12);

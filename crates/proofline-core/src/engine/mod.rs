@@ -588,7 +588,7 @@ impl Engine {
     #[inline]
     fn finalize_gaps(&mut self, sink: &mut impl UpdateSink) {
         // (the look inlined where time moves, half of the events: a call that found nothing
-        // pending was ~1 % of the engine's thread)
+        // pending was 0.75 % of the engine's thread's instructions)
         if !self.pending_gap_devs.is_empty() {
             self.finalize_pending_gaps(sink);
         }
