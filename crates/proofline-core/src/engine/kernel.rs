@@ -320,14 +320,25 @@ pub(super) type PartKey = (u64, u32);
 /// it empties (a map entry removed and a list freed at each, and made again at the next
 /// call, were most of this bookkeeping's cost), and the GPUs with one open are counted, with
 /// the sum of their numbers, which is the GPU's own when one alone has any open.
+///
+/// The lists of GPUs numbered below [`DENSE_GPUS`] (a prover's own: 0 to 7) are found by
+/// their number, those of any other in a map: every GPU_START and GPU_END passes here, in
+/// logs with timing lines and without, and a hash look-up and a `Vec::remove`'s call to
+/// `memmove` were most of the ~96 instructions an edge cost.
 #[derive(Debug, Default)]
 pub(super) struct LineOpen {
-    lists: rustc_hash::FxHashMap<u32, Vec<PartKey>>,
+    /// The lists of GPUs 0 to [`DENSE_GPUS`] - 1, by number (as far as the highest seen).
+    dense: Vec<Vec<PartKey>>,
+    /// The lists of the others.
+    sparse: rustc_hash::FxHashMap<u32, Vec<PartKey>>,
     /// GPUs with an interval open.
     busy: usize,
     /// The sum of their numbers.
     busy_sum: u64,
 }
+
+/// GPUs numbered below this have their list at their number.
+const DENSE_GPUS: u32 = 64;
 
 /// Empty lists kept at most beyond twice the busy GPUs' (a log naming ever new GPUs cannot
 /// grow the map: the empty ones go when there are more).
@@ -341,7 +352,7 @@ impl LineOpen {
             return None;
         }
         let gpu = u32::try_from(self.busy_sum).ok()?;
-        Some((gpu, self.lists.get(&gpu)?.as_slice()))
+        Some((gpu, self.list(gpu)?.as_slice()))
     }
 
     /// GPUs with an interval open.
@@ -350,40 +361,78 @@ impl LineOpen {
         self.busy
     }
 
+    /// `gpu`'s list, if it has one.
+    fn list(&self, gpu: u32) -> Option<&Vec<PartKey>> {
+        if gpu < DENSE_GPUS {
+            self.dense.get(gpu as usize)
+        } else {
+            self.sparse.get(&gpu)
+        }
+    }
+
+    /// `gpu`'s list, made when it has none.
+    #[inline]
+    fn list_or_new(&mut self, gpu: u32) -> &mut Vec<PartKey> {
+        if gpu < DENSE_GPUS {
+            let at = gpu as usize;
+            if at >= self.dense.len() {
+                self.dense.resize_with(at + 1, Vec::new);
+            }
+            return &mut self.dense[at];
+        }
+        if self.sparse.len() >= 2 * self.busy + IDLE_LISTS && !self.sparse.contains_key(&gpu) {
+            self.sparse.retain(|_, open| !open.is_empty());
+        }
+        self.sparse.entry(gpu).or_default()
+    }
+
     /// `key` opened on `gpu`.
+    #[inline]
     pub fn open(&mut self, gpu: u32, key: PartKey) {
-        if self.lists.len() >= 2 * self.busy + IDLE_LISTS && !self.lists.contains_key(&gpu) {
-            self.lists.retain(|_, open| !open.is_empty());
-        }
-        let open = self.lists.entry(gpu).or_default();
-        if open.is_empty() {
-            self.busy += 1;
-            self.busy_sum += u64::from(gpu);
-        }
+        let open = self.list_or_new(gpu);
+        let was_empty = open.is_empty();
         // an interval whose end never came (a panicked call) goes first
         if open.len() >= MAX_OPEN_PER_GPU {
             open.remove(0);
         }
         open.push(key);
+        if was_empty {
+            self.busy += 1;
+            self.busy_sum += u64::from(gpu);
+        }
     }
 
     /// `key` closed on `gpu` (nothing when it was not open there).
+    #[inline]
     pub fn close(&mut self, gpu: u32, key: PartKey) {
-        let Some(open) = self.lists.get_mut(&gpu) else {
+        let open = if gpu < DENSE_GPUS {
+            self.dense.get_mut(gpu as usize)
+        } else {
+            self.sparse.get_mut(&gpu)
+        };
+        let Some(open) = open else {
             return;
         };
-        if let Some(i) = open.iter().position(|k| *k == key) {
+        let Some(i) = open.iter().position(|k| *k == key) else {
+            return;
+        };
+        // (the usual close is of the one open)
+        if i + 1 == open.len() {
+            open.pop();
+        } else {
             open.remove(i);
-            if open.is_empty() {
-                self.busy -= 1;
-                self.busy_sum -= u64::from(gpu);
-            }
+        }
+        if open.is_empty() {
+            self.busy -= 1;
+            self.busy_sum -= u64::from(gpu);
         }
     }
 
     /// Forgets the open intervals of job `job` on every GPU.
     pub fn forget(&mut self, job: u64) {
-        for (&gpu, open) in &mut self.lists {
+        let dense = self.dense.iter_mut().zip(0..);
+        let sparse = self.sparse.iter_mut().map(|(&gpu, open)| (open, gpu));
+        for (open, gpu) in dense.chain(sparse) {
             if open.is_empty() {
                 continue;
             }
@@ -589,10 +638,11 @@ mod tests {
             assert_eq!(open.only(), None);
         }
         assert!(
-            open.lists.len() <= super::IDLE_LISTS + 1,
+            open.sparse.len() <= super::IDLE_LISTS + 1,
             "{}",
-            open.lists.len()
+            open.sparse.len()
         );
+        assert_eq!(open.dense.len(), super::DENSE_GPUS as usize);
         open.open(7, (1, 0));
         open.open(7, (2, 0));
         open.open(9, (2, 1));
@@ -602,6 +652,23 @@ mod tests {
         assert_eq!(open.only(), Some((7, &[(1, 0)][..])));
         open.close(7, (3, 0)); // not open there: nothing
         open.close(7, (1, 0));
+        assert_eq!((open.busy(), open.only()), (0, None));
+        // the first of two closed (not the last opened), on a GPU numbered past the dense
+        // lists and on one within them
+        for g in [5, 900] {
+            open.open(g, (1, 0));
+            open.open(g, (2, 0));
+            open.close(g, (1, 0));
+            assert_eq!(open.only(), Some((g, &[(2, 0)][..])), "gpu {g}");
+            open.close(g, (2, 0));
+            assert_eq!((open.busy(), open.only()), (0, None), "gpu {g}");
+        }
+        // one open on each kind of list: forgetting their job empties both
+        open.open(900, (4, 0));
+        assert_eq!(open.only(), Some((900, &[(4, 0)][..])));
+        open.open(3, (4, 1));
+        assert_eq!((open.busy(), open.only()), (2, None));
+        open.forget(4);
         assert_eq!((open.busy(), open.only()), (0, None));
     }
 }
