@@ -63,11 +63,13 @@ impl Engine {
 
     /// Drains the chains of every device job `idx` worked on.
     pub(super) fn drain_chains_of(&mut self, idx: usize, sink: &mut impl UpdateSink) {
-        let gpus: Vec<u32> = self.jobs[idx]
-            .as_ref()
-            .map(|j| j.devs.iter().map(|d| d.gpu).collect())
-            .unwrap_or_default();
-        for gpu in gpus {
+        // by place, read again each time (draining a chain changes no job's devices): a
+        // vector of the GPUs was an allocation per job
+        for at in 0.. {
+            let gpu = self.jobs[idx].as_ref().and_then(|j| j.devs.get(at));
+            let Some(gpu) = gpu.map(|d| d.gpu) else {
+                return;
+            };
             self.drain_chain(gpu, sink);
         }
     }

@@ -155,8 +155,15 @@ impl Totals {
     pub fn record_complete(&mut self, rec: &JobRecord, max_rows: usize) {
         self.jobs_complete += 1;
         self.partitions_complete += u64::from(rec.partitions_done);
-        let kind = rec.proof_kind.as_deref().unwrap_or("unknown").to_owned();
-        *self.complete_by_kind.entry(kind).or_default() += 1;
+        let kind = rec.proof_kind.as_deref().unwrap_or("unknown");
+        // (the key made only for a kind not seen before: a string per job was an
+        // allocation and a free per job)
+        match self.complete_by_kind.get_mut(kind) {
+            Some(n) => *n += 1,
+            None => {
+                self.complete_by_kind.insert(kind.to_owned(), 1);
+            }
+        }
         if let Some(w) = rec.wall_ms {
             self.job_wall.record(w as i64);
         }
