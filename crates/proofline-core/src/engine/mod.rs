@@ -53,9 +53,9 @@ use names::{Kinds, Names};
 use reorder::{Ev, Reorder};
 use summary::{RunSteady, Totals};
 
-/// Partition tables kept for reuse ([`Engine`]'s `spare_parts`): a prover has a few dozen jobs
-/// in flight at most, and each finishing job hands one on.
-const SPARE_PART_TABLES: usize = 64;
+/// A job's tables kept for reuse ([`Engine`]'s `spare_tables`): a prover has a few dozen jobs
+/// in flight at most, and each finishing job hands its own on.
+const SPARE_TABLES: usize = 64;
 
 /// The incremental analysis engine. Feed it events with [`Engine::ingest`], end with
 /// [`Engine::finish`], read the result with [`Engine::report`].
@@ -99,10 +99,10 @@ pub struct Engine {
     jobs: Vec<Option<Job>>,
     /// Free slots of `jobs`.
     free_jobs: Vec<usize>,
-    /// Partition tables of removed jobs, emptied, for the next new ones (a table made and
-    /// freed per job was ~1 % of the engine's instructions on a TIMELINE-only log); at most
-    /// [`SPARE_PART_TABLES`].
-    spare_parts: Vec<Vec<job::Part>>,
+    /// The partition and device tables of removed jobs, emptied, for the next new ones (two
+    /// tables made and freed per job were ~1.5 % of the engine's instructions on a
+    /// TIMELINE-only log); at most [`SPARE_TABLES`].
+    spare_tables: Vec<(Vec<job::Part>, Vec<job::DevJob>)>,
     /// The last job uid given.
     job_uid: u64,
     /// Jobs in the `Active` state.
@@ -172,7 +172,7 @@ impl Engine {
             first_t: None,
             jobs: Vec::new(),
             free_jobs: Vec::new(),
-            spare_parts: Vec::new(),
+            spare_tables: Vec::new(),
             job_uid: 0,
             active: 0,
             created: std::collections::VecDeque::new(),
@@ -644,10 +644,11 @@ impl Engine {
         }
         self.names.unref(job.name);
         self.free_jobs.push(idx);
-        if self.spare_parts.len() < SPARE_PART_TABLES {
-            let mut parts = job.parts;
+        if self.spare_tables.len() < SPARE_TABLES {
+            let (mut parts, mut devs) = (job.parts, job.devs);
             parts.clear();
-            self.spare_parts.push(parts);
+            devs.clear();
+            self.spare_tables.push((parts, devs));
         }
     }
 
@@ -694,6 +695,7 @@ impl Engine {
         let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;
         self.totals.jobs_seen += 1;
+        let (parts, devs) = self.spare_tables.pop().unwrap_or_default();
         let job = Job {
             uid: self.job_uid,
             name: e.name,
@@ -702,7 +704,7 @@ impl Engine {
             proof_kind: kind_hint,
             expected,
             whole: e.nums.partition().is_none(),
-            parts: self.spare_parts.pop().unwrap_or_default(),
+            parts,
             first_synth_start: None,
             first_synth_end: None,
             first_gpu_start: None,
@@ -712,7 +714,7 @@ impl Engine {
             synth_reported: 0,
             gpu_reported: 0,
             done: 0,
-            devs: Vec::new(),
+            devs,
             last_activity: e.t,
             state: JobState::Active,
             cold_start: None,
