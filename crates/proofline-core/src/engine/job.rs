@@ -293,7 +293,7 @@ impl DevJob {
 }
 
 /// Partitions a job's table makes room for at most at its first ([`Job::slot`]).
-const PARTITIONS_AT_ONCE: usize = 16;
+pub(super) const PARTITIONS_AT_ONCE: usize = 16;
 
 impl Job {
     /// The partition slot `pidx`, made if it is new.

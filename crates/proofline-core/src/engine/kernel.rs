@@ -340,8 +340,9 @@ pub(super) struct LineOpen {
 /// GPUs numbered below this have their list at their number.
 const DENSE_GPUS: u32 = 64;
 
-/// Empty lists kept at most beyond twice the busy GPUs' (a log naming ever new GPUs cannot
-/// grow the map: the empty ones go when there are more).
+/// Empty lists kept at most beyond twice the busy GPUs' in the map of GPUs numbered
+/// [`DENSE_GPUS`] and over (a log naming ever new GPUs cannot grow it: the empty ones go when
+/// there are more); the dense lists are at most [`DENSE_GPUS`].
 const IDLE_LISTS: usize = 64;
 
 impl LineOpen {
@@ -670,5 +671,19 @@ mod tests {
         assert_eq!((open.busy(), open.only()), (2, None));
         open.forget(4);
         assert_eq!((open.busy(), open.only()), (0, None));
+        // calls whose end never came: the oldest goes past MAX_OPEN_PER_GPU, and the GPU
+        // stays the one busy
+        for g in [3, 900] {
+            for k in 0..=super::MAX_OPEN_PER_GPU as u64 {
+                open.open(g, (10 + k, 0));
+            }
+            let (gpu, keys) = open.only().expect("one GPU busy");
+            assert_eq!((gpu, keys.len()), (g, super::MAX_OPEN_PER_GPU), "gpu {g}");
+            assert_eq!(keys[0], (11, 0), "the first opened went, gpu {g}");
+            for k in 0..=super::MAX_OPEN_PER_GPU as u64 {
+                open.close(g, (10 + k, 0));
+            }
+            assert_eq!((open.busy(), open.only()), (0, None), "gpu {g}");
+        }
     }
 }

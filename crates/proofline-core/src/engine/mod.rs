@@ -57,6 +57,9 @@ use summary::{RunSteady, Totals};
 /// in flight at most, and each finishing job hands its own on.
 const SPARE_TABLES: usize = 64;
 
+/// The most devices a kept table has room for (a prover's job works on one GPU, or a few).
+const SPARE_DEVS: usize = 16;
+
 /// The incremental analysis engine. Feed it events with [`Engine::ingest`], end with
 /// [`Engine::finish`], read the result with [`Engine::report`].
 #[derive(Debug)]
@@ -101,7 +104,8 @@ pub struct Engine {
     free_jobs: Vec<usize>,
     /// The partition and device tables of removed jobs, emptied, for the next new ones (two
     /// tables made and freed per job were ~1.5 % of the engine's instructions on a
-    /// TIMELINE-only log); at most [`SPARE_TABLES`].
+    /// TIMELINE-only log); at most [`SPARE_TABLES`], each of a usual size
+    /// ([`job::PARTITIONS_AT_ONCE`] partitions, [`SPARE_DEVS`] devices).
     spare_tables: Vec<(Vec<job::Part>, Vec<job::DevJob>)>,
     /// The last job uid given.
     job_uid: u64,
@@ -644,7 +648,11 @@ impl Engine {
         }
         self.names.unref(job.name);
         self.free_jobs.push(idx);
-        if self.spare_tables.len() < SPARE_TABLES {
+        // only tables of a usual size are kept: one grown by an absurd partition index
+        // (up to 65 535, some 15 MB) or device count is let go with its job, as before
+        let usual =
+            job.parts.capacity() <= job::PARTITIONS_AT_ONCE && job.devs.capacity() <= SPARE_DEVS;
+        if usual && self.spare_tables.len() < SPARE_TABLES {
             let (mut parts, mut devs) = (job.parts, job.devs);
             parts.clear();
             devs.clear();
@@ -801,4 +809,121 @@ fn calls_on_one_gpu(per_call: &[&str], times: usize) -> Engine {
     }
     e.finish(&mut crate::sink::NoUpdates);
     e
+}
+
+#[cfg(test)]
+mod spare_table_tests {
+    use super::*;
+    use crate::sink::NoUpdates;
+
+    fn feed(e: &mut Engine, lines: &[String]) {
+        let mut feeder = crate::reader::LineFeeder::new();
+        for l in lines {
+            feeder.feed_line(format!("{l}\n").as_bytes(), e, &mut NoUpdates);
+        }
+    }
+
+    /// A job of `parts` partitions starting at `t`, each on GPU `p % 2`, 100 ms apart.
+    fn job(name: &str, t: u64, parts: u32) -> Vec<String> {
+        let mut lines = Vec::new();
+        for p in 0..parts {
+            let (s, g) = (t + u64::from(p) * 100, p % 2);
+            lines.push(format!("TIMELINE,{s},SYNTH_START,{name},partition={p}"));
+            lines.push(format!(
+                "TIMELINE,{},SYNTH_END,{name},partition={p},synth_ms=40",
+                s + 40
+            ));
+            lines.push(format!(
+                "TIMELINE,{},GPU_START,{name},gpu={g},worker={},partition={p}",
+                s + 50,
+                g * 2
+            ));
+            lines.push(format!(
+                "TIMELINE,{},GPU_END,{name},gpu={g},worker={},partition={p},gpu_ms=30",
+                s + 80,
+                g * 2
+            ));
+        }
+        lines
+    }
+
+    /// A whole-proof job (no partitions) on GPU 0 at `t`.
+    fn whole(name: &str, t: u64) -> Vec<String> {
+        vec![
+            format!("TIMELINE,{t},SYNTH_START,{name}"),
+            format!("TIMELINE,{},SYNTH_END,{name},synth_ms=70", t + 70),
+            format!("TIMELINE,{},GPU_START,{name},gpu=0,worker=0", t + 90),
+            format!(
+                "TIMELINE,{},GPU_END,{name},gpu=0,worker=0,gpu_ms=20",
+                t + 110
+            ),
+        ]
+    }
+
+    /// The record of `name` in the report, with the fields a recycled table could carry
+    /// over (its partitions, their totals, its devices' work).
+    fn record(e: &Engine, name: &str) -> (u32, Option<u32>, u64, u64, Option<u64>, bool) {
+        let r = e.report();
+        let j = r
+            .jobs
+            .iter()
+            .find(|j| &*j.job_id == name)
+            .unwrap_or_else(|| panic!("{name} in the report"));
+        (
+            j.partitions_done,
+            j.partitions_expected,
+            j.synthesis_total_ms,
+            j.gpu_total_ms,
+            j.wall_ms,
+            j.unobserved_gpu,
+        )
+    }
+
+    /// A job made after one of 16 partitions on two GPUs was removed takes that job's
+    /// tables, emptied: its record is what it is with no job before it.
+    #[test]
+    fn a_table_handed_on_starts_empty() {
+        let cfg = || EngineConfig::default().expected_partitions(Some(16));
+        let later = 10 * 60 * 1000;
+        let mut after = Engine::new(cfg());
+        feed(&mut after, &job("a", 0, 16));
+        feed(&mut after, &whole("b", later));
+        after.finish(&mut NoUpdates);
+        let mut alone = Engine::new(cfg());
+        feed(&mut alone, &whole("b", later));
+        alone.finish(&mut NoUpdates);
+        assert_eq!(record(&after, "a").0, 16);
+        assert_eq!(record(&after, "b"), record(&alone, "b"));
+        assert_eq!(record(&after, "b").0, 1, "one whole-proof part, not a's 16");
+    }
+
+    /// The tables kept are few and of a usual size: one grown by an absurd partition index
+    /// goes with its job.
+    #[test]
+    fn the_tables_kept_are_few_and_small() {
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
+        let mut lines = Vec::new();
+        for n in 0..200u64 {
+            lines.extend(job(&format!("j{n}"), n * 1000, 2));
+        }
+        // partition 50 000 (under the absurd limit): a table of 50 001 slots
+        lines.push("TIMELINE,300000,SYNTH_START,big,partition=50000".to_owned());
+        lines.push("TIMELINE,300040,SYNTH_END,big,partition=50000,synth_ms=40".to_owned());
+        feed(&mut e, &lines);
+        e.finish(&mut NoUpdates);
+        assert!(
+            !e.spare_tables.is_empty() && e.spare_tables.len() <= SPARE_TABLES,
+            "{}",
+            e.spare_tables.len()
+        );
+        for (parts, devs) in &e.spare_tables {
+            assert!(parts.is_empty() && devs.is_empty());
+            assert!(
+                parts.capacity() <= job::PARTITIONS_AT_ONCE,
+                "{}",
+                parts.capacity()
+            );
+            assert!(devs.capacity() <= SPARE_DEVS, "{}", devs.capacity());
+        }
+    }
 }
