@@ -599,4 +599,8 @@ impl<W: Write> UpdateSink for Perfetto<W> {
     fn wants_partitions(&self) -> bool {
         true
     }
+
+    fn wants_records(&self) -> bool {
+        false
+    }
 }

@@ -377,6 +377,14 @@ pub trait UpdateSink {
         true
     }
 
+    /// Whether this sink uses [`Update::Job`] and [`Update::Transition`] (one per job that
+    /// finished, one per pair of jobs in a row on a GPU). When every sink fed by an engine
+    /// says no, the engine does not build them (the report's rows are kept either way). The
+    /// default is yes.
+    fn wants_records(&self) -> bool {
+        true
+    }
+
     /// The run the updates belong to: called by the engine's owner before the first update
     /// (a [`Driver`]'s start), and again when it learns the run's epoch better (`watch`
     /// reading a log, the layer taking the prover's own offsets). An exporter registers its
@@ -411,6 +419,10 @@ impl UpdateSink for NoUpdates {
     }
 
     fn wants_idle_gaps(&self) -> bool {
+        false
+    }
+
+    fn wants_records(&self) -> bool {
         false
     }
 }
@@ -448,6 +460,10 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
         (**self).wants_idle_gaps()
     }
 
+    fn wants_records(&self) -> bool {
+        (**self).wants_records()
+    }
+
     fn start_run(&mut self, run: &RunInfo) {
         (**self).start_run(run);
     }
@@ -461,8 +477,9 @@ impl UpdateSink for Box<dyn UpdateSink + Send> {
     }
 }
 
-/// Feeds every sink it holds, in the order they were added. Partition and idle-gap updates
-/// go only to the sinks that want them, and are built only when one does.
+/// Feeds every sink it holds, in the order they were added. Partition, idle-gap and record
+/// (job, transition) updates go only to the sinks that want them, and are built only when
+/// one does.
 #[derive(Default)]
 pub struct Fanout {
     sinks: Vec<Box<dyn UpdateSink + Send>>,
@@ -476,6 +493,7 @@ pub struct Fanout {
 struct Wants {
     partitions: bool,
     idle_gaps: bool,
+    records: bool,
 }
 
 impl Wants {
@@ -483,6 +501,7 @@ impl Wants {
         Wants {
             partitions: sink.wants_partitions(),
             idle_gaps: sink.wants_idle_gaps(),
+            records: sink.wants_records(),
         }
     }
 
@@ -491,6 +510,7 @@ impl Wants {
         match update {
             Update::Partition(_) => self.partitions,
             Update::IdleGap(_) => self.idle_gaps,
+            Update::Job(_) | Update::Transition(_) => self.records,
             _ => true,
         }
     }
@@ -570,6 +590,10 @@ impl UpdateSink for Fanout {
 
     fn wants_idle_gaps(&self) -> bool {
         self.wants.iter().any(|w| w.idle_gaps)
+    }
+
+    fn wants_records(&self) -> bool {
+        self.wants.iter().any(|w| w.records)
     }
 
     fn start_run(&mut self, run: &RunInfo) {
@@ -686,6 +710,7 @@ mod tests {
     struct Count {
         wants: bool,
         gaps: bool,
+        records: bool,
         partitions: Arc<AtomicU64>,
         others: Arc<AtomicU64>,
     }
@@ -703,6 +728,9 @@ mod tests {
         }
         fn wants_idle_gaps(&self) -> bool {
             self.gaps
+        }
+        fn wants_records(&self) -> bool {
+            self.records
         }
     }
 
@@ -792,6 +820,46 @@ mod tests {
         assert_eq!((ao.load(Relaxed), bo.load(Relaxed)), (1, 2));
         assert!(!NoUpdates.wants_idle_gaps());
         assert!((|_: Update| {}).wants_idle_gaps(), "the default is yes");
+    }
+
+    #[test]
+    fn fanout_forwards_records_only_to_sinks_that_want_them() {
+        use std::sync::atomic::Ordering::Relaxed;
+        let rec = || {
+            Update::Transition(Arc::new(crate::report::TransitionRecord {
+                gpu: 0,
+                from_job: "a".into(),
+                from_attempt: 0,
+                to_job: "b".into(),
+                run: 0,
+                to_attempt: 0,
+                from_last_gpu_end_ms: 1,
+                to_first_gpu_start_ms: 2,
+                gap_ms: 1,
+                overlap_ms: 0,
+                handoff_ms: None,
+                synthesis_lead_ms: None,
+            }))
+        };
+        let (a, b) = (
+            Count::default(),
+            Count {
+                records: true,
+                ..Default::default()
+            },
+        );
+        let (ao, bo) = (a.others.clone(), b.others.clone());
+        let mut f = Fanout::new().with(a);
+        assert!(!f.wants_records(), "no sink wants records yet");
+        f.push(b);
+        assert!(f.wants_records() && !f.wants_partitions() && !f.wants_idle_gaps());
+        f.update(rec());
+        f.update(Update::NewRun { run: 1, t_ms: 0 });
+        assert_eq!((ao.load(Relaxed), bo.load(Relaxed)), (1, 2));
+        assert!(!NoUpdates.wants_records());
+        let boxed: Box<dyn UpdateSink + Send> = Box::new(Count::default());
+        assert!(!boxed.wants_records());
+        assert!((|_: Update| {}).wants_records(), "the default is yes");
     }
 
     struct Failing(&'static str, Arc<AtomicU64>);

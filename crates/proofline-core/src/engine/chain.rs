@@ -129,7 +129,9 @@ impl Engine {
                 synthesis_lead_ms: first_synth_end.map(|s| prev.last_end as i64 - s as i64),
             };
             self.totals.record_transition(&rec, self.cfg.max_rows);
-            sink.update(Update::Transition(Arc::new(rec)));
+            if sink.wants_records() {
+                sink.update(Update::Transition(Arc::new(rec)));
+            }
         }
     }
 }

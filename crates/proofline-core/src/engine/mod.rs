@@ -897,6 +897,60 @@ mod spare_table_tests {
         assert_eq!(record(&after, "b").0, 1, "one whole-proof part, not a's 16");
     }
 
+    /// A sink that declines records gets no job or transition update, and the report's
+    /// rows are the same; a sink that takes them gets each job's record and each transition.
+    #[test]
+    fn records_are_built_only_for_a_sink_that_wants_them() {
+        struct Declines(Vec<Update>);
+        impl UpdateSink for Declines {
+            fn update(&mut self, u: Update) {
+                self.0.push(u);
+            }
+            fn wants_records(&self) -> bool {
+                false
+            }
+        }
+        let mut lines = job("a", 0, 2);
+        lines.extend(job("b", 1000, 2));
+        let run = |sink: &mut dyn FnMut(&mut Engine)| {
+            let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
+            sink(&mut e);
+            e
+        };
+        let mut declined = Declines(Vec::new());
+        let without = run(&mut |e| {
+            let mut feeder = crate::reader::LineFeeder::new();
+            for l in &lines {
+                feeder.feed_line(format!("{l}\n").as_bytes(), e, &mut declined);
+            }
+            e.finish(&mut declined);
+        });
+        let mut taken: Vec<Update> = Vec::new();
+        let with = run(&mut |e| {
+            let mut feeder = crate::reader::LineFeeder::new();
+            for l in &lines {
+                feeder.feed_line(format!("{l}\n").as_bytes(), e, &mut taken);
+            }
+            e.finish(&mut taken);
+        });
+        let is_record = |u: &Update| matches!(u, Update::Job(_) | Update::Transition(_));
+        assert!(!declined.0.iter().any(is_record));
+        assert!(declined.0.iter().any(|u| matches!(u, Update::Partition(_))));
+        let jobs = taken.iter().filter(|u| matches!(u, Update::Job(_))).count();
+        let transitions = taken
+            .iter()
+            .filter(|u| matches!(u, Update::Transition(_)))
+            .count();
+        assert_eq!((jobs, transitions), (2, 2), "a and b; a to b on each GPU");
+        let (rw, rs) = (with.report(), without.report());
+        assert_eq!(rw.jobs.len(), 2);
+        assert_eq!(rw.transitions.len(), 2);
+        assert_eq!(
+            serde_json::to_string(&rw).unwrap(),
+            serde_json::to_string(&rs).unwrap()
+        );
+    }
+
     /// The tables kept are few and of a usual size: one grown by an absurd partition index
     /// goes with its job.
     #[test]

@@ -475,7 +475,9 @@ impl Engine {
         }
         // transitions into this job first, so that a sink sees them before the job's record
         self.drain_chains_of(idx, sink);
-        sink.update(Update::Job(Arc::new(rec)));
+        if sink.wants_records() {
+            sink.update(Update::Job(Arc::new(rec)));
+        }
     }
 
     /// Job `idx` will not complete (`status` says why): its open work is closed as
@@ -495,7 +497,9 @@ impl Engine {
         }
         // transitions into this job first, so that a sink sees them before the job's record
         self.drain_chains_of(idx, sink);
-        sink.update(Update::Job(Arc::new(rec)));
+        if sink.wants_records() {
+            sink.update(Update::Job(Arc::new(rec)));
+        }
     }
 
     /// The partitions of job `idx` that will not finish now that it ended: out of the
