@@ -812,7 +812,7 @@ fn calls_on_one_gpu(per_call: &[&str], times: usize) -> Engine {
 }
 
 #[cfg(test)]
-mod spare_table_tests {
+mod tables_and_records {
     use super::*;
     use crate::sink::NoUpdates;
 
@@ -912,27 +912,19 @@ mod spare_table_tests {
         }
         let mut lines = job("a", 0, 2);
         lines.extend(job("b", 1000, 2));
-        let run = |sink: &mut dyn FnMut(&mut Engine)| {
+        fn run(lines: &[String], sink: &mut impl UpdateSink) -> Engine {
             let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(2)));
-            sink(&mut e);
+            let mut feeder = crate::reader::LineFeeder::new();
+            for l in lines {
+                feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, sink);
+            }
+            e.finish(sink);
             e
-        };
+        }
         let mut declined = Declines(Vec::new());
-        let without = run(&mut |e| {
-            let mut feeder = crate::reader::LineFeeder::new();
-            for l in &lines {
-                feeder.feed_line(format!("{l}\n").as_bytes(), e, &mut declined);
-            }
-            e.finish(&mut declined);
-        });
+        let without = run(&lines, &mut declined);
         let mut taken: Vec<Update> = Vec::new();
-        let with = run(&mut |e| {
-            let mut feeder = crate::reader::LineFeeder::new();
-            for l in &lines {
-                feeder.feed_line(format!("{l}\n").as_bytes(), e, &mut taken);
-            }
-            e.finish(&mut taken);
-        });
+        let with = run(&lines, &mut taken);
         let is_record = |u: &Update| matches!(u, Update::Job(_) | Update::Transition(_));
         assert!(!declined.0.iter().any(is_record));
         assert!(declined.0.iter().any(|u| matches!(u, Update::Partition(_))));
