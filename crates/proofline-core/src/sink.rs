@@ -788,78 +788,74 @@ mod tests {
         assert!(!boxed.wants_idle_gaps());
     }
 
-    #[test]
-    fn fanout_forwards_idle_gaps_only_to_sinks_that_want_them() {
+    /// An update a sink may decline goes only to the sinks whose `wants` says yes (the
+    /// others still get every other update); `wants` is no for `NoUpdates` and the test's
+    /// default sink, boxed or not, and yes by default. Returns the fanout of a sink that
+    /// declines and one (`taker`) that wants it.
+    fn forwards_only_to_takers(
+        update: Update,
+        taker: Count,
+        wants: impl Fn(&dyn UpdateSink) -> bool,
+    ) -> Fanout {
         use std::sync::atomic::Ordering::Relaxed;
-        let gap = || {
-            Update::IdleGap(Arc::new(crate::report::IdleGap {
-                gpu: 0,
-                start_ms: 1,
-                end_ms: 2,
-                boundary: crate::report::Boundary::CrossSector,
-                with_queue_ms: 0,
-                next_job: "j".into(),
-                next_attempt: 0,
-                run: 0,
-            }))
-        };
-        let (a, b) = (
-            Count::default(),
-            Count {
-                gaps: true,
-                ..Default::default()
-            },
-        );
-        let (ao, bo) = (a.others.clone(), b.others.clone());
+        let a = Count::default();
+        let (ao, bo) = (a.others.clone(), taker.others.clone());
         let mut f = Fanout::new().with(a);
-        assert!(!f.wants_idle_gaps(), "no sink wants idle gaps yet");
-        f.push(b);
-        assert!(f.wants_idle_gaps() && !f.wants_partitions());
-        f.update(gap());
+        assert!(!wants(&f), "no sink wants it yet");
+        f.push(taker);
+        assert!(wants(&f));
+        f.update(update);
         f.update(Update::NewRun { run: 1, t_ms: 0 });
         assert_eq!((ao.load(Relaxed), bo.load(Relaxed)), (1, 2));
-        assert!(!NoUpdates.wants_idle_gaps());
-        assert!((|_: Update| {}).wants_idle_gaps(), "the default is yes");
+        assert!(!wants(&NoUpdates));
+        let boxed: Box<dyn UpdateSink + Send> = Box::new(Count::default());
+        assert!(!wants(&boxed));
+        assert!(wants(&|_: Update| {}), "the default is yes");
+        f
+    }
+
+    #[test]
+    fn fanout_forwards_idle_gaps_only_to_sinks_that_want_them() {
+        let gap = Update::IdleGap(Arc::new(crate::report::IdleGap {
+            gpu: 0,
+            start_ms: 1,
+            end_ms: 2,
+            boundary: crate::report::Boundary::CrossSector,
+            with_queue_ms: 0,
+            next_job: "j".into(),
+            next_attempt: 0,
+            run: 0,
+        }));
+        let taker = Count {
+            gaps: true,
+            ..Default::default()
+        };
+        let f = forwards_only_to_takers(gap, taker, |s| s.wants_idle_gaps());
+        assert!(!f.wants_partitions());
     }
 
     #[test]
     fn fanout_forwards_records_only_to_sinks_that_want_them() {
-        use std::sync::atomic::Ordering::Relaxed;
-        let rec = || {
-            Update::Transition(Arc::new(crate::report::TransitionRecord {
-                gpu: 0,
-                from_job: "a".into(),
-                from_attempt: 0,
-                to_job: "b".into(),
-                run: 0,
-                to_attempt: 0,
-                from_last_gpu_end_ms: 1,
-                to_first_gpu_start_ms: 2,
-                gap_ms: 1,
-                overlap_ms: 0,
-                handoff_ms: None,
-                synthesis_lead_ms: None,
-            }))
+        let rec = Update::Transition(Arc::new(crate::report::TransitionRecord {
+            gpu: 0,
+            from_job: "a".into(),
+            from_attempt: 0,
+            to_job: "b".into(),
+            run: 0,
+            to_attempt: 0,
+            from_last_gpu_end_ms: 1,
+            to_first_gpu_start_ms: 2,
+            gap_ms: 1,
+            overlap_ms: 0,
+            handoff_ms: None,
+            synthesis_lead_ms: None,
+        }));
+        let taker = Count {
+            records: true,
+            ..Default::default()
         };
-        let (a, b) = (
-            Count::default(),
-            Count {
-                records: true,
-                ..Default::default()
-            },
-        );
-        let (ao, bo) = (a.others.clone(), b.others.clone());
-        let mut f = Fanout::new().with(a);
-        assert!(!f.wants_records(), "no sink wants records yet");
-        f.push(b);
-        assert!(f.wants_records() && !f.wants_partitions() && !f.wants_idle_gaps());
-        f.update(rec());
-        f.update(Update::NewRun { run: 1, t_ms: 0 });
-        assert_eq!((ao.load(Relaxed), bo.load(Relaxed)), (1, 2));
-        assert!(!NoUpdates.wants_records());
-        let boxed: Box<dyn UpdateSink + Send> = Box::new(Count::default());
-        assert!(!boxed.wants_records());
-        assert!((|_: Update| {}).wants_records(), "the default is yes");
+        let f = forwards_only_to_takers(rec, taker, |s| s.wants_records());
+        assert!(!f.wants_partitions() && !f.wants_idle_gaps());
     }
 
     struct Failing(&'static str, Arc<AtomicU64>);

@@ -39,7 +39,7 @@ pub(super) struct Chain {
 impl Engine {
     /// Puts job `idx` (named `name`, first GPU_START `t` on `gpu`) in the device's chain.
     pub(super) fn chain_insert(&mut self, gpu: u32, idx: usize, name: &str, t: u64) {
-        let Some(dev) = self.devices.get_mut(&gpu) else {
+        let Some(dev) = self.devices.get_mut(gpu) else {
             return;
         };
         let chain = &mut dev.chain_mut().jobs;
@@ -77,7 +77,7 @@ impl Engine {
     /// Pairs consecutive finished jobs on a device, in the order their GPU work started.
     fn drain_chain(&mut self, gpu: u32, sink: &mut impl UpdateSink) {
         loop {
-            let Some(dev) = self.devices.get_mut(&gpu) else {
+            let Some(dev) = self.devices.get_mut(gpu) else {
                 return;
             };
             let chain = dev.chain_mut();

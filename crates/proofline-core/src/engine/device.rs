@@ -56,8 +56,8 @@ pub(super) struct Devices(Vec<Device>);
 impl Devices {
     /// The device numbered `gpu`.
     #[inline]
-    pub fn get_mut(&mut self, gpu: &u32) -> Option<&mut Device> {
-        match self.0.binary_search_by_key(gpu, |d| d.gpu) {
+    pub fn get_mut(&mut self, gpu: u32) -> Option<&mut Device> {
+        match self.0.binary_search_by_key(&gpu, |d| d.gpu) {
             Ok(i) => Some(&mut self.0[i]),
             Err(_) => None,
         }

@@ -295,7 +295,29 @@ impl DevJob {
 /// Partitions a job's table makes room for at most at its first ([`Job::slot`]).
 pub(super) const PARTITIONS_AT_ONCE: usize = 16;
 
+/// The most devices a table handed on has room for (a prover's job works on one GPU, or a
+/// few).
+pub(super) const DEVICES_HANDED_ON: usize = 16;
+
+/// A job's partition and device tables, emptied, for a new job ([`Job::into_tables`]).
+pub(super) type Tables = (Vec<Part>, Vec<DevJob>);
+
 impl Job {
+    /// Its tables, emptied, for a new job to fill, when they are of a usual size (a table
+    /// made and freed per job was an allocation and a free each): one grown by an absurd
+    /// partition index (up to 65 535 slots, megabytes) or a count of devices goes with
+    /// the job.
+    #[inline]
+    pub fn into_tables(self) -> Option<Tables> {
+        let (mut parts, mut devs) = (self.parts, self.devs);
+        if parts.capacity() > PARTITIONS_AT_ONCE || devs.capacity() > DEVICES_HANDED_ON {
+            return None;
+        }
+        parts.clear();
+        devs.clear();
+        Some((parts, devs))
+    }
+
     /// The partition slot `pidx`, made if it is new.
     pub fn slot(&mut self, pidx: usize) -> &mut Part {
         if self.parts.len() <= pidx {

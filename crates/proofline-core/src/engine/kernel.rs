@@ -371,6 +371,15 @@ impl LineOpen {
         }
     }
 
+    /// `gpu`'s list, to change, if it has one.
+    fn list_mut(&mut self, gpu: u32) -> Option<&mut Vec<PartKey>> {
+        if gpu < DENSE_GPUS {
+            self.dense.get_mut(gpu as usize)
+        } else {
+            self.sparse.get_mut(&gpu)
+        }
+    }
+
     /// `gpu`'s list, made when it has none.
     #[inline]
     fn list_or_new(&mut self, gpu: u32) -> &mut Vec<PartKey> {
@@ -406,12 +415,7 @@ impl LineOpen {
     /// `key` closed on `gpu` (nothing when it was not open there).
     #[inline]
     pub fn close(&mut self, gpu: u32, key: PartKey) {
-        let open = if gpu < DENSE_GPUS {
-            self.dense.get_mut(gpu as usize)
-        } else {
-            self.sparse.get_mut(&gpu)
-        };
-        let Some(open) = open else {
+        let Some(open) = self.list_mut(gpu) else {
             return;
         };
         let Some(i) = open.iter().position(|k| *k == key) else {

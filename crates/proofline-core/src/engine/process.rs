@@ -332,7 +332,7 @@ impl Engine {
         if new_on_dev {
             self.chain_insert(gpu, idx, &name, e.t);
         }
-        let dev = self.devices.get_mut(&gpu).expect("device exists");
+        let dev = self.devices.get_mut(gpu).expect("device exists");
         let seq = (self.cfg.stuck_min_ms > 0).then(|| dev.opened(at, idx, uid, pidx));
         if dev.start(at, uid, (name, attempt), sink) {
             self.pending_gap_devs.push(gpu);
@@ -358,7 +358,7 @@ impl Engine {
             let (uid, len) = (job.uid, e.t.saturating_sub(start));
             let dev = self
                 .devices
-                .get_mut(&gpu)
+                .get_mut(gpu)
                 .expect("device of an open interval");
             if let Some(seq) = job.parts[pidx].open_seq() {
                 dev.mark_closed(seq);
@@ -529,7 +529,7 @@ impl Engine {
                 continue;
             }
             lost = true;
-            let Some(dev) = self.devices.get_mut(&part.gpu().unwrap_or(0)) else {
+            let Some(dev) = self.devices.get_mut(part.gpu().unwrap_or(0)) else {
                 continue;
             };
             if let Some(seq) = part.open_seq() {
