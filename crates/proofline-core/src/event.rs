@@ -193,6 +193,13 @@ impl Nums {
         }
     }
 
+    /// Whether the partition, worker or GPU index is at or over its limit (one test on the
+    /// usual path: an absent index is held as 0).
+    #[inline(always)]
+    pub fn index_over(&self, partition: u32, worker: u32, gpu: u32) -> bool {
+        (self.partition >= partition) | (self.worker >= worker) | (self.gpu >= gpu)
+    }
+
     #[inline(always)]
     fn opt<T>(&self, bit: u8, v: T) -> Option<T> {
         (self.has & bit != 0).then_some(v)

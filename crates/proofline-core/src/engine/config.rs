@@ -19,6 +19,15 @@ pub const DEFAULT_MAX_JOBS_IN_FLIGHT: usize = 100_000;
 pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
 pub const MAX_PARTITION: u32 = 1 << 16;
+/// GPU indexes (`gpu=`, and cuzk's start-up lines' placements) at or above this are rejected
+/// as absurd. The engine steps through every GPU it knows as its clock moves and at each
+/// completion: a log naming tens of thousands of GPUs made `analyze` quadratic (40 000 GPUs,
+/// 80 000 lines: 6 s). A prover has a few; the engine follows at most this many.
+pub const MAX_GPU: u32 = 1 << 12;
+/// Worker indexes at or above this are rejected as absurd (64 GPUs of 64 workers fit). A GPU
+/// taken from a worker (`worker / gpu_workers_per_device`) is then below [`MAX_GPU`]
+/// whatever the mapping, and a GPU's list of its workers stays short.
+pub const MAX_WORKER: u32 = MAX_GPU;
 
 /// Default [`EngineConfig::stuck_min_ms`]: a GPU interval open a minute is not yet stuck.
 pub const DEFAULT_STUCK_MIN_MS: u64 = 60_000;

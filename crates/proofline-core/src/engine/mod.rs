@@ -229,9 +229,12 @@ impl Engine {
         self.mapping.from_startup = true;
         match m {
             WorkerMap::PerDevice(n) => self.cfg.gpu_workers_per_device = n.max(1),
-            WorkerMap::Worker { worker, gpu } => {
+            // (a placement past the limits is ignored: a GPU taken from a worker stays below
+            // `MAX_GPU`, and the table small)
+            WorkerMap::Worker { worker, gpu } if worker < MAX_WORKER && gpu < MAX_GPU => {
                 self.worker_gpu.insert(worker, gpu);
             }
+            WorkerMap::Worker { .. } => {}
         }
     }
 
@@ -281,9 +284,8 @@ impl Engine {
         sink: &mut impl UpdateSink,
     ) {
         self.totals.stats.events += 1;
-        if let Some(p) = nums.partition().filter(|&p| p >= MAX_PARTITION) {
-            self.totals.stats.rejected += 1;
-            self.example(|| format!("{job_id}: partition {p} is absurd, event ignored"));
+        if nums.index_over(MAX_PARTITION, MAX_WORKER, MAX_GPU) {
+            self.reject_absurd_index(job_id, &nums);
             return;
         }
         if offset_ms > crate::codec::MAX_OFFSET_MS {
@@ -449,6 +451,23 @@ impl Engine {
         self.max_offset = None;
         self.max_event_offset = None;
         self.started = false;
+    }
+
+    /// Rejects an event whose partition, worker or GPU index is at or over its limit
+    /// ([`MAX_PARTITION`], [`MAX_WORKER`], [`MAX_GPU`]), naming the first such index.
+    #[cold]
+    fn reject_absurd_index(&mut self, job_id: &str, nums: &Nums) {
+        self.totals.stats.rejected += 1;
+        self.example(|| {
+            let what = if let Some(p) = nums.partition().filter(|&p| p >= MAX_PARTITION) {
+                format!("partition {p}")
+            } else if let Some(w) = nums.worker().filter(|&w| w >= MAX_WORKER) {
+                format!("worker {w}")
+            } else {
+                format!("GPU {}", nums.gpu().unwrap_or_default())
+            };
+            format!("{job_id}: {what} is absurd, event ignored")
+        });
     }
 
     fn example(&mut self, f: impl FnOnce() -> String) {
@@ -967,5 +986,104 @@ mod tables_and_records {
                 devs.capacity()
             );
         }
+    }
+}
+
+/// The engine follows at most [`MAX_GPU`] GPUs: an event whose GPU or worker index is past
+/// its limit is rejected and named, a start-up line placing a worker past them is ignored,
+/// and the GPUs and events below the limits are kept.
+#[cfg(test)]
+mod absurd_indexes {
+    use super::*;
+    use crate::sink::NoUpdates;
+
+    fn analyze(lines: &[String]) -> crate::report::Report {
+        let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(1)));
+        let mut feeder = crate::reader::LineFeeder::new();
+        for l in lines {
+            feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
+        }
+        e.finish(&mut NoUpdates);
+        e.report()
+    }
+
+    /// A one-partition job named `name` at `t` whose GPU lines carry `place`.
+    fn job(name: &str, t: u64, place: &str) -> Vec<String> {
+        vec![
+            format!("TIMELINE,{t},SYNTH_START,{name},partition=0"),
+            format!(
+                "TIMELINE,{},SYNTH_END,{name},partition=0,synth_ms=10",
+                t + 10
+            ),
+            format!("TIMELINE,{},GPU_START,{name},{place},partition=0", t + 20),
+            format!(
+                "TIMELINE,{},GPU_END,{name},{place},partition=0,gpu_ms=5",
+                t + 25
+            ),
+        ]
+    }
+
+    fn gpus(r: &crate::report::Report) -> Vec<u32> {
+        r.gpus.iter().map(|g| g.gpu).collect()
+    }
+
+    #[test]
+    fn a_gpu_or_worker_past_the_limits_is_rejected_and_named() {
+        let mut lines = job("ok-gpu", 0, &format!("gpu={},worker=0", MAX_GPU - 1));
+        lines.extend(job("ok-worker", 100, &format!("worker={}", MAX_WORKER - 1)));
+        lines.extend(job("far-gpu", 200, &format!("gpu={MAX_GPU},worker=0")));
+        lines.extend(job(
+            "far-worker",
+            300,
+            &format!("gpu=0,worker={MAX_WORKER}"),
+        ));
+        let r = analyze(&lines);
+        let wpd = crate::engine::DEFAULT_GPU_WORKERS_PER_DEVICE;
+        assert_eq!(gpus(&r), [(MAX_WORKER - 1) / wpd, MAX_GPU - 1]);
+        assert_eq!(r.events.rejected, 4, "the two GPU lines of each far job");
+        let examples = &r.events.conflict_examples;
+        for want in [
+            format!("far-gpu: GPU {MAX_GPU} is absurd, event ignored"),
+            format!("far-worker: worker {MAX_WORKER} is absurd, event ignored"),
+        ] {
+            assert!(examples.contains(&want), "{want} in {examples:?}");
+        }
+        let done: Vec<&str> = r.jobs.iter().map(|j| &*j.job_id).collect();
+        assert!(
+            done.contains(&"ok-gpu") && done.contains(&"ok-worker"),
+            "{done:?}"
+        );
+        // the first index past its limit is named: partition, worker, GPU
+        let r = analyze(&[
+            format!(
+                "TIMELINE,0,GPU_START,a,gpu={MAX_GPU},worker={MAX_WORKER},partition={MAX_PARTITION}"
+            ),
+            format!("TIMELINE,0,GPU_START,b,gpu={MAX_GPU},worker={MAX_WORKER},partition=0"),
+        ]);
+        assert_eq!(
+            r.events.conflict_examples,
+            [
+                format!("a: partition {MAX_PARTITION} is absurd, event ignored"),
+                format!("b: worker {MAX_WORKER} is absurd, event ignored"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_start_up_line_placing_a_worker_past_the_limits_is_ignored() {
+        let startup = |worker: u32, gpu: u32| {
+            format!(
+                "2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started \
+                 worker_id={worker} gpu={gpu} sub_id=0"
+            )
+        };
+        let mut lines = vec![startup(1, 3), startup(2, MAX_GPU), startup(MAX_WORKER, 0)];
+        lines.extend(job("placed", 0, "worker=1"));
+        lines.extend(job("unplaced", 100, "worker=2"));
+        let r = analyze(&lines);
+        // worker 1 where the line put it; worker 2 by the default count per device
+        let wpd = crate::engine::DEFAULT_GPU_WORKERS_PER_DEVICE;
+        assert_eq!(gpus(&r), [2 / wpd, 3]);
+        assert_eq!(r.events.rejected, 0);
     }
 }
