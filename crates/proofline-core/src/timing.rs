@@ -413,26 +413,6 @@ pub fn parse_plain_timing(line: &str) -> Option<Result<TimingLine, String>> {
     timing_pairs::<true>(trim(rest))
 }
 
-/// The first `=` in `b` from `from`, eight bytes at a time (a key is 7 to 17 bytes: a byte
-/// at a time cost a third of reading a timing line).
-#[inline]
-fn find_eq(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let mut i = from;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word) ^ (ONES * u64::from(b'='));
-        // a zero byte of `x` is an `=`; the lowest flagged byte is always a true one
-        let found = x.wrapping_sub(ONES) & !x & (ONES << 7);
-        if found != 0 {
-            return Some(i + (found.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    b.get(i..)?.iter().position(|&c| c == b'=').map(|at| i + at)
-}
-
 /// A timing line's pairs (after the marker) in the one form cuzk prints: each after a
 /// space or more (the first may have none), one of cuzk's keys or `gpu_tid` (whatever comes
 /// before the `=` is compared with those names, and no byte of it needs a look of its own),
@@ -463,7 +443,7 @@ fn cuzk_pairs(rest: &str) -> Option<Timing> {
             return None;
         }
         let k = i;
-        i = find_eq(b, k)?;
+        i = crate::codec::find_byte::<b'='>(b, k)?;
         // (an `=` is a char boundary)
         let key = &rest[k..i];
         // (more than 19 digits are `str::parse`'s to decide)
