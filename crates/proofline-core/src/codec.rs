@@ -91,6 +91,7 @@ pub fn find_timeline(line: &str) -> Option<&str> {
 /// Returns `Ok(None)` for a line that holds no TIMELINE event (ordinary log lines,
 /// `CUZK_TIMING:` lines), `Ok(Some(event))` for a TIMELINE line, and an error naming what is
 /// wrong for a malformed one. A trailing `\n` or `\r\n` is ignored.
+#[inline]
 pub fn parse_line(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
     if let Some(ev) = parse_canonical(line) {
         return Ok(Some(ev));

@@ -405,6 +405,7 @@ pub fn parse_timing(line: &str) -> Option<Result<TimingLine, String>> {
 /// not start it): a reader may take such a line as a timing line without looking for a
 /// TIMELINE event in it. `None` for any other line. (cuzk's timing lines are most of its
 /// log; the look for a TIMELINE marker in each was a tenth of the reader's time.)
+#[inline]
 pub fn parse_plain_timing(line: &str) -> Option<Result<TimingLine, String>> {
     let rest = line.strip_prefix(TIMING_MARKER)?;
     if let Some(t) = cuzk_pairs(rest) {
