@@ -37,7 +37,8 @@ pub(crate) struct AnalyzeArgs {
     format: Format,
     /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
     /// the length limit, a last TIMELINE line without its newline, an event rejected as
-    /// impossible (an absurd partition or offset), a CUZK_TIMING line ignored for a value
+    /// impossible (an absurd partition, worker or GPU index or offset), a CUZK_TIMING line
+    /// ignored for a value
     /// over an hour (they are always reported).
     #[arg(long)]
     strict: bool,

@@ -103,6 +103,8 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
         synthesis_speed: args.synthesis_speed,
         max_ahead: args.max_ahead,
     };
+    whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     let answer = whatif::answer(&learned, &log.report, &changes, args.sweep.as_ref(), &cfg);
     let mut out = io::BufWriter::new(io::stdout().lock());
     match args.format {

@@ -927,6 +927,18 @@ fn whatif_predicts_and_sweeps_from_a_log() {
         err.contains("`cores` is no parameter") && err.contains("synthesis-workers"),
         "{err}"
     );
+    // more GPU workers than the engine follows: refused, not predicted short
+    let o = proofline()
+        .args(["whatif", "--gpus", "1024", "--gpu-workers-per-device", "5"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("5120 workers: a prediction follows at most 4096"),
+        "{err}"
+    );
 }
 
 /// `compare`: a log against itself as a JSON report is `same` everywhere and exits 0; a

@@ -453,7 +453,8 @@ pub struct EventStats {
     pub conflict_examples: Vec<String>,
     /// Events that arrived later than the reorder window (still used where possible).
     pub late: u64,
-    /// Events rejected by the engine (absurd partition index).
+    /// Events rejected by the engine: an absurd partition, worker or GPU index, an offset
+    /// beyond any uptime, or a GPU event with no worker or GPU.
     pub rejected: u64,
     /// Runs in the log (a daemon restart starts a new one).
     pub runs: u32,
@@ -699,7 +700,8 @@ pub struct Report {
     /// user's `--gpu-workers-per-device`, or cuzk's default.
     #[serde(default)]
     pub gpu_mapping: String,
-    /// What cuzk's start-up lines said against the user's mapping (the first few).
+    /// What cuzk's start-up lines said against the user's mapping, or placed past the
+    /// workers and GPUs the engine follows (the first few).
     #[serde(default)]
     pub gpu_mapping_disagreements: Vec<String>,
     /// Where the GPU intervals came from when not from the prover's own GPU_START/GPU_END

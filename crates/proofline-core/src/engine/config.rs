@@ -19,8 +19,8 @@ pub const DEFAULT_MAX_JOBS_IN_FLIGHT: usize = 100_000;
 pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
 pub const MAX_PARTITION: u32 = 1 << 16;
-/// GPU indexes (`gpu=`, and cuzk's start-up lines' placements) at or above this are rejected
-/// as absurd. The engine steps through every GPU it knows as its clock moves and at each
+/// GPU indexes at or above this are rejected as absurd (an event's `gpu=`; a start-up line's
+/// placement there is not used). The engine steps through every GPU it knows as its clock moves and at each
 /// completion: a log naming tens of thousands of GPUs made `analyze` quadratic (40 000 GPUs,
 /// 80 000 lines: 6 s). A prover has a few; the engine follows at most this many.
 pub const MAX_GPU: u32 = 1 << 12;

@@ -421,9 +421,9 @@ impl Device {
 
     /// Adds a worker seen on this device.
     pub fn add_worker(&mut self, w: u32) {
-        if !self.workers.contains(&w) {
-            self.workers.push(w);
-            self.workers.sort_unstable();
+        // (searched, not scanned: a GPU may list up to `MAX_WORKER` of them)
+        if let Err(at) = self.workers.binary_search(&w) {
+            self.workers.insert(at, w);
         }
     }
 

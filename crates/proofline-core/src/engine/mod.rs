@@ -229,12 +229,18 @@ impl Engine {
         self.mapping.from_startup = true;
         match m {
             WorkerMap::PerDevice(n) => self.cfg.gpu_workers_per_device = n.max(1),
-            // (a placement past the limits is ignored: a GPU taken from a worker stays below
-            // `MAX_GPU`, and the table small)
             WorkerMap::Worker { worker, gpu } if worker < MAX_WORKER && gpu < MAX_GPU => {
                 self.worker_gpu.insert(worker, gpu);
             }
-            WorkerMap::Worker { .. } => {}
+            // a placement past the limits is not used (a GPU taken from a worker stays below
+            // `MAX_GPU`, and the table small), and the report says so
+            WorkerMap::Worker { worker, gpu } => {
+                if self.mapping.disagreements.len() < 4 {
+                    self.mapping.disagreements.push(format!(
+                        "cuzk's start-up lines put worker {worker} on GPU {gpu}, past the {MAX_WORKER} workers and {MAX_GPU} GPUs followed: not used"
+                    ));
+                }
+            }
         }
     }
 
@@ -990,8 +996,8 @@ mod tables_and_records {
 }
 
 /// The engine follows at most [`MAX_GPU`] GPUs: an event whose GPU or worker index is past
-/// its limit is rejected and named, a start-up line placing a worker past them is ignored,
-/// and the GPUs and events below the limits are kept.
+/// its limit is rejected and named, a start-up line placing a worker past them is not used
+/// (and said so), and the GPUs and events below the limits are kept.
 #[cfg(test)]
 mod absurd_indexes {
     use super::*;
@@ -1085,5 +1091,19 @@ mod absurd_indexes {
         let wpd = crate::engine::DEFAULT_GPU_WORKERS_PER_DEVICE;
         assert_eq!(gpus(&r), [2 / wpd, 3]);
         assert_eq!(r.events.rejected, 0);
+        assert!(
+            r.gpu_mapping.ends_with(", 1 workers placed as logged)"),
+            "{}",
+            r.gpu_mapping
+        );
+        let said = |w: u32, g: u32| {
+            format!(
+                "cuzk's start-up lines put worker {w} on GPU {g}, past the {MAX_WORKER} workers and {MAX_GPU} GPUs followed: not used"
+            )
+        };
+        assert_eq!(
+            r.gpu_mapping_disagreements,
+            [said(2, MAX_GPU), said(MAX_WORKER, 0)]
+        );
     }
 }

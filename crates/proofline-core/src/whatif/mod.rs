@@ -55,7 +55,9 @@ impl Figures {
 }
 
 /// Runs `w` through `p` and analyzes the run with `cfg` (the settings the log was read
-/// with): the figures a prover so configured would show.
+/// with): the figures a prover so configured would show. `p` has at most
+/// [`crate::engine::MAX_WORKER`] GPU workers in all ([`check_workers`]): the engine rejects
+/// the replay's events of any past it.
 pub fn predict(w: &Workload, p: &Pipeline, cfg: &EngineConfig) -> Figures {
     let mut cfg = cfg.clone();
     // every job of the replay is the model's own: none is evicted for silence (a slowed
@@ -71,6 +73,38 @@ pub fn predict(w: &Workload, p: &Pipeline, cfg: &EngineConfig) -> Figures {
     }
     e.finish(&mut NoUpdates);
     Figures::of(&e.report())
+}
+
+/// Whether each configuration asked for (`changes`, and `changes` at each of `sweep`'s
+/// values, against the log's pipeline `log`) has at most [`crate::engine::MAX_WORKER`] GPU
+/// workers in all (GPUs x workers per device): the replay numbers its workers from 0, and
+/// the engine rejects a worker index past that as absurd (its figures would be wrong).
+pub fn check_workers(
+    log: &Pipeline,
+    changes: &Changes,
+    sweep: Option<&Sweep>,
+) -> Result<(), String> {
+    let max = crate::engine::MAX_WORKER;
+    let check = |c: &Changes| {
+        let p = c.apply(log);
+        let (g, w) = (p.gpus.max(1), p.gpu_workers_per_device.max(1));
+        let n = u64::from(g) * u64::from(w);
+        if n > u64::from(max) {
+            return Err(format!(
+                "{g} GPUs of {w} GPU workers each are {n} workers: a prediction follows at most {max}"
+            ));
+        }
+        Ok(())
+    };
+    check(changes)?;
+    if let Some(s) = sweep {
+        for &v in &s.values {
+            let mut c = changes.clone();
+            c.set(s.param, v);
+            check(&c).map_err(|e| format!("--sweep {}={v}: {e}", s.param.name()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The changes asked for; `None` keeps the log's.
@@ -518,5 +552,68 @@ mod tests {
             vec!["synthesis workers 10 -> 20", "GPU work 1.5x as fast"]
         );
         assert!(Changes::default().describe(&log).is_empty());
+    }
+
+    /// A configuration of more GPU workers than the engine follows is refused, by name, in
+    /// a change or at a sweep's value; one at the limit is predicted whole: every job of a
+    /// workload that uses worker 4 095 completes.
+    #[test]
+    fn more_gpu_workers_than_the_engine_follows_are_refused() {
+        let log = Pipeline {
+            synthesis_workers: 4096,
+            gpus: 2,
+            gpu_workers_per_device: 2,
+            gpu_speed: 1.0,
+            synthesis_speed: 1.0,
+            queue_order: QueueOrder::Dispatch,
+            max_ahead: None,
+        };
+        let gpus = |g: u32, w: Option<u32>| Changes {
+            gpus: Some(g),
+            gpu_workers_per_device: w,
+            ..Changes::default()
+        };
+        assert_eq!(check_workers(&log, &gpus(1024, None), None), Ok(()));
+        assert_eq!(check_workers(&log, &gpus(64, Some(64)), None), Ok(()));
+        let e = check_workers(&log, &gpus(1024, Some(5)), None).unwrap_err();
+        assert!(
+            e.contains("1024 GPUs of 5 GPU workers each are 5120 workers"),
+            "{e}"
+        );
+        let sweep: Sweep = "gpus=60..70".parse().unwrap();
+        let e = check_workers(&log, &gpus(1, Some(64)), Some(&sweep)).unwrap_err();
+        assert!(e.starts_with("--sweep gpus=65: "), "{e}");
+
+        // 64 GPUs of 64 workers: 5 000 one-partition jobs take every worker at least once
+        let jobs = (0..5_000)
+            .map(|i| Job {
+                id: format!("j{i}").into(),
+                kind: None,
+                units: vec![Unit {
+                    partition: Some(0),
+                    synth_ms: 10.0,
+                    held_ms: 100.0,
+                }],
+            })
+            .collect();
+        let w = Workload {
+            jobs,
+            prep_ms: 0.0,
+            finalize_ms: 0.0,
+            cpu_in_lock_ms: 0.0,
+        };
+        let at_limit = gpus(64, Some(64)).apply(&log);
+        let events = simulate(&w, &at_limit);
+        assert!(
+            events
+                .iter()
+                .any(|e| e.worker == Some(crate::engine::MAX_WORKER - 1))
+        );
+        let f = predict(
+            &w,
+            &at_limit,
+            &EngineConfig::default().expected_partitions(Some(1)),
+        );
+        assert_eq!(f.jobs_complete, 5_000);
     }
 }
