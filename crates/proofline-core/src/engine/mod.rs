@@ -1076,7 +1076,7 @@ mod absurd_indexes {
     }
 
     #[test]
-    fn a_start_up_line_placing_a_worker_past_the_limits_is_ignored() {
+    fn a_start_up_line_placing_a_worker_past_the_limits_is_not_used_and_named() {
         let startup = |worker: u32, gpu: u32| {
             format!(
                 "2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started \
