@@ -38,8 +38,7 @@ pub(crate) struct AnalyzeArgs {
     /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
     /// the length limit, a last TIMELINE line without its newline, an event rejected as
     /// impossible (an absurd partition, worker or GPU index or offset), a CUZK_TIMING line
-    /// ignored for a value
-    /// over an hour (they are always reported).
+    /// ignored for a value over an hour (they are always reported).
     #[arg(long)]
     strict: bool,
     /// The prover's words for a job and its parts in the text report (`batch,segment`:

@@ -104,7 +104,7 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
         max_ahead: args.max_ahead,
     };
     whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+        .map_err(anyhow::Error::msg)?;
     let answer = whatif::answer(&learned, &log.report, &changes, args.sweep.as_ref(), &cfg);
     let mut out = io::BufWriter::new(io::stdout().lock());
     match args.format {

@@ -905,36 +905,33 @@ fn whatif_predicts_and_sweeps_from_a_log() {
         "{text}"
     );
 
+    // `whatif ARGS LOG` fails: its stderr
+    let refused = |args: &[&str], log: &std::path::Path| {
+        let o = proofline()
+            .arg("whatif")
+            .args(args)
+            .arg(log)
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
     // one job is no steady state; a bad sweep names what it takes
     let sub = dir.join("one");
     std::fs::create_dir_all(&sub).unwrap();
     let one = common::generated_log(&sub, &["--jobs", "1"]);
-    let o = proofline().arg("whatif").arg(&one).output().unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&[], &one);
     assert!(
         err.contains("1 complete job(s)") && err.contains("at least two"),
         "{err}"
     );
-    let o = proofline()
-        .args(["whatif", "--sweep", "cores=1..4"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&["--sweep", "cores=1..4"], &log);
     assert!(
         err.contains("`cores` is no parameter") && err.contains("synthesis-workers"),
         "{err}"
     );
     // more GPU workers than the engine follows: refused, not predicted short
-    let o = proofline()
-        .args(["whatif", "--gpus", "1024", "--gpu-workers-per-device", "5"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(&["--gpus", "1024", "--gpu-workers-per-device", "5"], &log);
     assert!(
         err.contains("5120 workers: a prediction follows at most 4096"),
         "{err}"

@@ -20,9 +20,10 @@ pub const DEFAULT_GPU_WORKERS_PER_DEVICE: u32 = 2;
 /// Partition indexes at or above this are rejected as absurd.
 pub const MAX_PARTITION: u32 = 1 << 16;
 /// GPU indexes at or above this are rejected as absurd (an event's `gpu=`; a start-up line's
-/// placement there is not used). The engine steps through every GPU it knows as its clock moves and at each
-/// completion: a log naming tens of thousands of GPUs made `analyze` quadratic (40 000 GPUs,
-/// 80 000 lines: 6 s). A prover has a few; the engine follows at most this many.
+/// placement there is not used). The engine steps through every GPU it knows as its clock
+/// moves and at each completion: a log naming tens of thousands of GPUs made `analyze`
+/// quadratic (40 000 GPUs, 80 000 lines: 6.6 s). A prover has a few; the engine follows at
+/// most this many.
 pub const MAX_GPU: u32 = 1 << 12;
 /// Worker indexes at or above this are rejected as absurd (64 GPUs of 64 workers fit). A GPU
 /// taken from a worker (`worker / gpu_workers_per_device`) is then below [`MAX_GPU`]
