@@ -390,7 +390,10 @@ impl Builder {
         let shutdown = Arc::new(AtomicBool::new(false));
         let (done_tx, done_rx) = mpsc::channel();
         let deadline = Arc::new(std::sync::Mutex::new(None));
-        let stats = Arc::new(LayerStats::default());
+        let stats = Arc::new(LayerStats {
+            layer: handoff.id(),
+            ..LayerStats::default()
+        });
         let spans = Arc::new(SpanTable::new());
         let mut out: Option<Box<dyn Write + Send>> = match self.output {
             Output::Stderr => Some(Box::new(io::stderr())),

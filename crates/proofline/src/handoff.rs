@@ -127,6 +127,11 @@ impl Handoff {
         })
     }
 
+    /// The layer's own number, no other layer's in the process.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// The longest line [`Handoff::push_text`] takes.
     pub fn text_capacity(&self) -> usize {
         self.text_capacity
@@ -311,7 +316,7 @@ mod tests {
             partition: Some(partition),
             ..SpanFields::default()
         };
-        Queued::span_edge(&f, EventKind::SynthStart, 0, None, false).expect("a job id")
+        Queued::span_edge(&f, EventKind::SynthStart, 0, None, false, 1).expect("a job id")
     }
 
     /// A drained entry's partition (`None` for a line), pushed on `seen`; the events it

@@ -35,25 +35,30 @@ const OFFSET_BITS: u32 = 40;
 const OFFSET_MASK: u64 = (1 << OFFSET_BITS) - 1;
 const LEAD_MAX_MS: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 
+/// A layer's number, a job id and a proof kind (see [`kind_sent`]).
+type Sent = (u64, Arc<Name>, Arc<Name>);
+
 thread_local! {
-    /// The job id and proof kind whose kind this thread's entries carried last (held, so
-    /// that their addresses are not reused while they are compared).
-    static KIND_SENT: std::cell::RefCell<Option<(Arc<Name>, Arc<Name>)>> =
+    /// The layer, job id and proof kind whose kind this thread's entries carried last (the
+    /// names held, so that their addresses are not reused while they are compared). The
+    /// layer's number is part of it: the entries of two layers on one thread go to two
+    /// engines, and each must be told.
+    static KIND_SENT: std::cell::RefCell<Option<Sent>> =
         const { std::cell::RefCell::new(None) };
 }
 
-/// Whether this thread's entries carried `kind` for `job` last (then this one need not);
-/// else it is recorded as carried now.
-fn kind_sent(job: &Arc<Name>, kind: &Arc<Name>) -> bool {
+/// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
+/// one need not); else it is recorded as carried now.
+fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
         .try_with(|sent| {
             let mut sent = sent.borrow_mut();
-            if let Some((j, k)) = &*sent {
-                if Arc::ptr_eq(j, job) && Arc::ptr_eq(k, kind) {
+            if let Some((l, j, k)) = &*sent {
+                if *l == layer && Arc::ptr_eq(j, job) && Arc::ptr_eq(k, kind) {
                     return true;
                 }
             }
-            *sent = Some((job.clone(), kind.clone()));
+            *sent = Some((layer, job.clone(), kind.clone()));
             false
         })
         .unwrap_or(false)
@@ -253,6 +258,7 @@ impl Queued {
     /// holds the two equal), without building the event first. `None` without a job id.
     ///
     /// Which fields the event carries is `EventKind::carries`' decision; this only packs them.
+    /// `layer` is the number of the layer whose entry it is (see [`kind_sent`]).
     #[inline(always)]
     pub fn span_edge(
         f: &SpanFields,
@@ -260,10 +266,11 @@ impl Queued {
         offset_ms: u64,
         ms: Option<u64>,
         then_queue: bool,
+        layer: u64,
     ) -> Option<Self> {
         let id = f.job_id.as_deref()?;
         Some(Queued::edge_of(
-            f, id, kind, offset_ms, ms, then_queue, false,
+            f, id, kind, offset_ms, ms, then_queue, false, layer,
         ))
     }
 
@@ -271,6 +278,7 @@ impl Queued {
     /// proof kind goes along whatever this thread sent last (an event rebuilt from this one
     /// prints it).
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)] // inlined into its two callers; a struct of them would be built for nothing
     fn edge_of(
         f: &SpanFields,
         id: &Name,
@@ -279,6 +287,7 @@ impl Queued {
         ms: Option<u64>,
         then_queue: bool,
         kind_printed: bool,
+        layer: u64,
     ) -> Self {
         let c = kind.carries();
         let whole = f.partition.is_none();
@@ -304,7 +313,7 @@ impl Queued {
         // one job share their job id and kind), unless its line prints it.
         if let Some(k) = &f.proof_kind {
             let printed = kind_printed || (c.proof_kind_if_whole && whole);
-            if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(j, k)) {
+            if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(layer, j, k)) {
                 ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
             }
         }
@@ -361,13 +370,22 @@ impl Queued {
     /// The one entry for a span's start and end events (see [`Queued::pair_of`]), and its
     /// lead event if [`Pair::with_lead`] took one.
     #[inline(always)]
-    pub fn span_pair(p: Pair<'_>, ms: Option<u64>, then_queue: bool) -> Self {
+    pub fn span_pair(p: Pair<'_>, ms: Option<u64>, then_queue: bool, layer: u64) -> Self {
         let f = p.fields;
         // a whole proof's SYNTH_START carried along prints its kind: it is rebuilt from the
         // end's, which must then hold it
         let prints = |k: EventKind| k.carries().proof_kind_if_whole && f.partition.is_none();
         let kind_printed = prints(p.start) || p.lead.is_some_and(|(k, _)| prints(k));
-        let mut q = Queued::edge_of(f, p.id, p.end.0, p.end.1, ms, then_queue, kind_printed);
+        let mut q = Queued::edge_of(
+            f,
+            p.id,
+            p.end.0,
+            p.end.1,
+            ms,
+            then_queue,
+            kind_printed,
+            layer,
+        );
         q.start = p.start.index() as u8 + 1;
         q.start_delta = p.delta;
         if let Some((kind, before)) = p.lead {
@@ -555,13 +573,14 @@ mod tests {
             proof_kind: Some(Arc::new(Name::new("porep-c2"))),
             request: None,
         };
-        let kind_of = |f: &SpanFields, kind: EventKind| {
-            Queued::span_edge(f, kind, 1, None, false)
+        let kind_in = |layer: u64, f: &SpanFields, kind: EventKind| {
+            Queued::span_edge(f, kind, 1, None, false, layer)
                 .unwrap()
                 .event()
                 .proof_kind
                 .map(str::to_owned)
         };
+        let kind_of = |f: &SpanFields, kind: EventKind| kind_in(1, f, kind);
         let (a, b) = (Arc::new(Name::new("a")), Arc::new(Name::new("b")));
         let fa = f(&a, Some(0));
         assert_eq!(
@@ -570,6 +589,13 @@ mod tests {
         );
         assert_eq!(kind_of(&fa, EventKind::GpuStart), None, "sent already");
         assert_eq!(kind_of(&fa, EventKind::GpuEnd), None);
+        // another layer's entries go to another engine: told once too
+        assert_eq!(
+            kind_in(2, &fa, EventKind::GpuEnd).as_deref(),
+            Some("porep-c2"),
+            "another layer"
+        );
+        assert_eq!(kind_in(2, &fa, EventKind::GpuEnd), None);
         let fb = f(&b, Some(0));
         assert_eq!(
             kind_of(&fb, EventKind::GpuStart).as_deref(),
@@ -635,7 +661,7 @@ mod tests {
             then_queue in any::<bool>(),
         ) {
             let kind = EventKind::ALL[k];
-            let q = Queued::span_edge(&f, kind, off, ms, then_queue);
+            let q = Queued::span_edge(&f, kind, off, ms, then_queue, 1);
             let ev = span_event(kind, &f, off, ms);
             prop_assert_eq!(q.as_ref().map(Queued::event), ev);
             if let Some(q) = q {
@@ -657,7 +683,7 @@ mod tests {
             let (start, end) = (EventKind::ALL[ks.0], EventKind::ALL[ks.1]);
             let start_off = end_off.saturating_sub(back);
             let pair = Queued::pair_of(&f, (start, start_off), (end, end_off))
-                .map(|p| Queued::span_pair(p, ms, then_queue));
+                .map(|p| Queued::span_pair(p, ms, then_queue, 1));
             match pair {
                 Some(q) => {
                     prop_assert_eq!(q.start_event(&q.event()), span_event(start, &f, start_off, None));
@@ -697,7 +723,7 @@ mod tests {
             };
             match pair.with_lead((lead, lead_off)) {
                 Some(with) => {
-                    let q = Queued::span_pair(with, Some(7), then_queue);
+                    let q = Queued::span_pair(with, Some(7), then_queue, 1);
                     let end_ev = q.event();
                     prop_assert_eq!(Some(end_ev.clone()), span_event(end, &f, end_off, Some(7)));
                     let start_ev = q.start_event(&end_ev);
@@ -717,7 +743,7 @@ mod tests {
                 ),
             }
             // without a lead, no lead comes back
-            let q = Queued::span_pair(pair, None, then_queue);
+            let q = Queued::span_pair(pair, None, then_queue, 1);
             let end_ev = q.event();
             let start_ev = q.start_event(&end_ev).expect("a start");
             prop_assert!(q.lead_event(&start_ev).is_none());
@@ -738,10 +764,10 @@ mod tests {
             ..f.clone()
         };
         // an edge of the job that carries its kind: the thread has sent it now
-        let first = Queued::span_edge(&part, EventKind::GpuQueue, 1, None, false).unwrap();
+        let first = Queued::span_edge(&part, EventKind::GpuQueue, 1, None, false, 1).unwrap();
         assert_eq!(first.event().proof_kind, Some("winning-post"));
         let pair = Queued::pair_of(&f, (EventKind::SynthStart, 5), (EventKind::SynthEnd, 9))
-            .map(|p| Queued::span_pair(p, Some(4), true))
+            .map(|p| Queued::span_pair(p, Some(4), true, 1))
             .unwrap();
         let end = pair.event();
         let start = pair.start_event(&end).unwrap();
@@ -754,7 +780,7 @@ mod tests {
         assert_eq!(start.proof_kind, Some("winning-post"));
         // a partition's start prints no kind: its end may go without (the thread sent it)
         let pair = Queued::pair_of(&part, (EventKind::SynthStart, 5), (EventKind::SynthEnd, 9))
-            .map(|p| Queued::span_pair(p, Some(4), true))
+            .map(|p| Queued::span_pair(p, Some(4), true, 1))
             .unwrap();
         assert_eq!(pair.event().proof_kind, None);
     }

@@ -93,3 +93,33 @@ fn n_spans_in_n_sets_of_events_out() {
     }
     assert_eq!(guard.stats().received, 3000);
 }
+
+/// Two layers in one subscriber (each with its own engine) each learn every job's proof kind:
+/// what one layer's entries carried is not taken as carried by the other's.
+#[test]
+fn two_layers_on_one_thread_each_learn_the_proof_kind() {
+    // (a worker that never looks at the span table: every event goes with its span's close,
+    // on the prover's thread)
+    let layer = || {
+        TimelineLayer::builder()
+            .engine_config(engine_cfg())
+            .poll_interval(Duration::from_secs(120))
+            .no_timeline()
+            .build()
+    };
+    let ((a, mut guard_a), (b, mut guard_b)) = (layer(), layer());
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(a).with(b));
+    tracing::dispatcher::with_default(&dispatch, || {
+        // a job id that says no kind of itself
+        for p in 0..3u32 {
+            info_span!("gpu_worker", worker_id = 0u32, gpu = 0u32, job_id = %"batch-7",
+                proof_kind = %"snap-prove", partition = ?Some(p))
+            .in_scope(|| {});
+        }
+    });
+    for guard in [&mut guard_a, &mut guard_b] {
+        let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+        let kinds: Vec<_> = report.jobs.iter().map(|j| j.proof_kind.clone()).collect();
+        assert_eq!(kinds, [Some("snap-prove".into())], "{:?}", report.jobs);
+    }
+}

@@ -40,7 +40,7 @@ pub(crate) fn edge(
     ms: Option<u64>,
     then_queue: bool,
 ) -> Option<Queued> {
-    let q = Queued::span_edge(f, kind, clock.offset_ms(at), ms, then_queue);
+    let q = Queued::span_edge(f, kind, clock.offset_ms(at), ms, then_queue, stats.layer);
     if q.is_none() {
         stats.missing_job_id.fetch_add(1, Ordering::Relaxed);
     }

@@ -266,7 +266,7 @@ impl TimelineLayer {
                     // built straight into the ring's slot: built first and then copied,
                     // the copy stalled on the entry's narrow stores (BENCHMARKS.md)
                     self.send_with(events + u64::from(then_queue), || {
-                        Queued::span_pair(pair, Some(ms), then_queue)
+                        Queued::span_pair(pair, Some(ms), then_queue, self.stats.layer)
                     });
                     return;
                 }
