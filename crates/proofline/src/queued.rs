@@ -64,6 +64,14 @@ fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
         .unwrap_or(false)
 }
 
+/// Forgets what [`kind_sent`] recorded: an entry that carried a kind was dropped (the ring
+/// full), so the next one of that job must carry it again.
+#[cold]
+#[inline(never)]
+pub(crate) fn forget_kind_sent() {
+    let _ = KIND_SENT.try_with(|sent| sent.borrow_mut().take());
+}
+
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
 /// (one entry instead of two for the common SYNTH_END + GPU_QUEUE pair).
 #[derive(Debug)]
@@ -275,8 +283,8 @@ impl Queued {
     }
 
     /// [`Queued::span_edge`] for the job id `id` (the one in `f`); with `kind_printed`, the
-    /// proof kind goes along whatever this thread sent last (an event rebuilt from this one
-    /// prints it).
+    /// proof kind goes along whatever this thread's entries for this layer carried last (an
+    /// event rebuilt from this one prints it).
     #[inline(always)]
     #[allow(clippy::too_many_arguments)] // inlined into its two callers; a struct of them would be built for nothing
     fn edge_of(
@@ -309,8 +317,9 @@ impl Queued {
         }
         // the engine takes the job's kind from any event; the line printed keeps it only
         // where cuzk prints one (`Carries::proof_kind_if_whole`). So an edge of the job
-        // whose kind this thread sent last goes without it (no box: a GPU worker's spans of
-        // one job share their job id and kind), unless its line prints it.
+        // whose kind this thread's entries for this layer carried last goes without it (no
+        // box: a GPU worker's spans of one job share their job id and kind), unless its line
+        // prints it.
         if let Some(k) = &f.proof_kind {
             let printed = kind_printed || (c.proof_kind_if_whole && whole);
             if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(layer, j, k)) {

@@ -194,3 +194,61 @@ fn logged_lines_from_many_threads_come_out_whole_or_counted() {
     );
     assert_eq!(s.malformed, 0, "{s:?}");
 }
+
+/// The entry that tells a job's proof kind is dropped (the queue full): the job's next
+/// entry tells it again, so the engine still learns it. (A thread's entries leave out the
+/// kind of a job whose kind they carried last; a dropped one must not count as carried.)
+#[test]
+fn a_dropped_entry_does_not_count_as_telling_the_proof_kind() {
+    let release = Arc::new(AtomicBool::new(false));
+    let (layer, mut guard) = TimelineLayer::builder()
+        .engine_config(engine_cfg())
+        .channel_capacity(4)
+        // the worker looks at the span table as it starts, then sleeps until woken: the
+        // queue fills, and every event goes with its span's close, on this thread
+        .poll_interval(Duration::from_secs(120))
+        .timeline_to_writer(Blocking(release.clone(), SharedBuf::default()))
+        .build();
+    let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    // a job id that says no kind of itself
+    let gpu_span = |p: u32| {
+        info_span!("gpu_worker", worker_id = 0u32, gpu = 0u32, job_id = %"batch-7",
+            proof_kind = %"snap-prove", partition = ?Some(p))
+    };
+    tracing::dispatcher::with_default(&dispatch, || {
+        for i in 0..64u32 {
+            info_span!("synthesize_partition", job_id = "porep-1-1", partition = i).in_scope(|| {});
+        }
+        let before = guard.stats().dropped;
+        assert!(before > 0, "the queue is full: {:?}", guard.stats());
+        // never entered: its one event (GPU_PICKUP, with the kind) is built first and then
+        // offered to the full queue
+        drop(gpu_span(0));
+        assert_eq!(guard.stats().dropped, before + 1, "{:?}", guard.stats());
+    });
+    release.store(true, Ordering::Release);
+    // every entry taken: the queue has room again
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = guard.stats();
+        if s.received + s.dropped == 64 * 3 + 1 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{s:?}");
+        guard.wake();
+        thread::sleep(Duration::from_millis(5));
+    }
+    tracing::dispatcher::with_default(&dispatch, || gpu_span(1).in_scope(|| {}));
+    let report = guard.shutdown(Duration::from_secs(30)).unwrap();
+    // (its one partition of an unknown count: incomplete at shutdown)
+    let job = report
+        .incomplete
+        .iter()
+        .find(|j| j.job_id.as_ref() == "batch-7");
+    assert_eq!(
+        job.map(|j| j.proof_kind.clone()),
+        Some(Some("snap-prove".into())),
+        "{:?}",
+        report.incomplete
+    );
+}

@@ -98,8 +98,8 @@ fn n_spans_in_n_sets_of_events_out() {
 /// what one layer's entries carried is not taken as carried by the other's.
 #[test]
 fn two_layers_on_one_thread_each_learn_the_proof_kind() {
-    // (a worker that never looks at the span table: every event goes with its span's close,
-    // on the prover's thread)
+    // (a worker that barely looks at the span table, once as it starts: every event goes
+    // with its span's close, on the prover's thread)
     let layer = || {
         TimelineLayer::builder()
             .engine_config(engine_cfg())

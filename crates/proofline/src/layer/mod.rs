@@ -137,6 +137,9 @@ impl TimelineLayer {
         let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
         if !pushed {
             dropped.fetch_add(n, Ordering::Relaxed);
+            // an entry built before its push (`send`) may have been the one to tell its
+            // job's kind: the next must tell it again
+            crate::queued::forget_kind_sent();
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 #[derive(Debug, Default)]
 pub(crate) struct LayerStats {
     /// The layer's number ([`crate::handoff::Handoff::id`]): whose entries a thread's
-    /// record of the proof kind it sent last is (see `queued::kind_sent`).
+    /// record of the proof kind they carried last is for (see `queued::kind_sent`).
     pub layer: u64,
     /// Events the worker took in: off the queue, or (first-enter events) from the span
     /// table. Counted by the worker, once per batch, so the prover's threads pay no shared
