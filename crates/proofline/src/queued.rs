@@ -38,13 +38,20 @@ const LEAD_MAX_MS: u64 = (1 << (64 - OFFSET_BITS)) - 1;
 /// A layer's number, a job id and a proof kind (see [`kind_sent`]).
 type Sent = (u64, Arc<Name>, Arc<Name>);
 
+/// How many layers' records ([`kind_sent`]) a thread keeps: each of two layers in one
+/// subscriber keeps its own, however their entries alternate (one record for both, each
+/// layer's entry would overwrite the other's, and every edge of both would box the kind); a
+/// third takes the place of the one told least recently.
+const KIND_SENT_LAYERS: usize = 2;
+
 thread_local! {
-    /// The layer, job id and proof kind whose kind this thread's entries carried last (the
-    /// names held, so that their addresses are not reused while they are compared). The
-    /// layer's number is part of it: the entries of two layers on one thread go to two
-    /// engines, and each must be told.
-    static KIND_SENT: std::cell::RefCell<Option<Sent>> =
-        const { std::cell::RefCell::new(None) };
+    /// For each of the last [`KIND_SENT_LAYERS`] layers this thread's entries went to, the
+    /// job id and proof kind whose kind they carried last (the names held, so that their
+    /// addresses are not reused while they are compared), the most recent layer first. Kept
+    /// per layer: the entries of two layers on one thread go to two engines, and each must
+    /// be told.
+    static KIND_SENT: std::cell::RefCell<[Option<Sent>; KIND_SENT_LAYERS]> =
+        const { std::cell::RefCell::new([const { None }; KIND_SENT_LAYERS]) };
 }
 
 /// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
@@ -53,23 +60,39 @@ fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
         .try_with(|sent| {
             let mut sent = sent.borrow_mut();
-            if let Some((l, j, k)) = &*sent {
+            // the layer's record first (or an empty place, or the place of the layer told
+            // least recently)
+            let at = (sent
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.0 == layer)))
+            .or_else(|| sent.iter().position(Option::is_none))
+            .unwrap_or(KIND_SENT_LAYERS - 1);
+            if at > 0 {
+                sent[..=at].rotate_right(1);
+            }
+            if let Some((l, j, k)) = &sent[0] {
                 if *l == layer && Arc::ptr_eq(j, job) && Arc::ptr_eq(k, kind) {
                     return true;
                 }
             }
-            *sent = Some((layer, job.clone(), kind.clone()));
+            sent[0] = Some((layer, job.clone(), kind.clone()));
             false
         })
         .unwrap_or(false)
 }
 
-/// Forgets what [`kind_sent`] recorded: an entry that carried a kind was dropped (the ring
-/// full), so the next one of that job must carry it again.
+/// Forgets what [`kind_sent`] recorded for layer `layer`: an entry that carried a kind was
+/// dropped (the ring full), so the next one of that job must carry it again.
 #[cold]
 #[inline(never)]
-pub(crate) fn forget_kind_sent() {
-    let _ = KIND_SENT.try_with(|sent| sent.borrow_mut().take());
+pub(crate) fn forget_kind_sent(layer: u64) {
+    let _ = KIND_SENT.try_with(|sent| {
+        for s in sent.borrow_mut().iter_mut() {
+            if s.as_ref().is_some_and(|s| s.0 == layer) {
+                *s = None;
+            }
+        }
+    });
 }
 
 /// One event on the layer's queue, and whether a GPU_QUEUE at the same instant follows it
@@ -605,6 +628,30 @@ mod tests {
             "another layer"
         );
         assert_eq!(kind_in(2, &fa, EventKind::GpuEnd), None);
+        // each of two layers keeps its record, however their entries alternate
+        for _ in 0..2 {
+            assert_eq!(kind_in(1, &fa, EventKind::GpuEnd), None, "first layer");
+            assert_eq!(kind_in(2, &fa, EventKind::GpuEnd), None, "second layer");
+        }
+        // a third takes the place of the one told least recently (the first)
+        assert_eq!(
+            kind_in(3, &fa, EventKind::GpuEnd).as_deref(),
+            Some("porep-c2")
+        );
+        assert_eq!(kind_in(2, &fa, EventKind::GpuEnd), None, "kept");
+        assert_eq!(
+            kind_in(1, &fa, EventKind::GpuEnd).as_deref(),
+            Some("porep-c2"),
+            "given up"
+        );
+        // a dropped entry of one layer (`forget_kind_sent`) leaves the other's record
+        forget_kind_sent(1);
+        assert_eq!(
+            kind_in(1, &fa, EventKind::GpuEnd).as_deref(),
+            Some("porep-c2"),
+            "forgotten"
+        );
+        assert_eq!(kind_in(2, &fa, EventKind::GpuEnd), None, "not forgotten");
         let fb = f(&b, Some(0));
         assert_eq!(
             kind_of(&fb, EventKind::GpuStart).as_deref(),

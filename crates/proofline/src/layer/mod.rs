@@ -139,7 +139,7 @@ impl TimelineLayer {
             dropped.fetch_add(n, Ordering::Relaxed);
             // an entry built before its push (`send`) may have been the one to tell its
             // job's kind: the next must tell it again
-            crate::queued::forget_kind_sent();
+            crate::queued::forget_kind_sent(self.stats.layer);
         }
     }
 
