@@ -55,7 +55,8 @@ thread_local! {
 }
 
 /// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
-/// one need not); else it is recorded as carried now.
+/// one need not); else it is recorded as carried now, as the entry is built: an entry then
+/// dropped (the queue full) must be followed by [`forget_kind_sent`].
 fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
         .try_with(|sent| {
@@ -81,8 +82,9 @@ fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
         .unwrap_or(false)
 }
 
-/// Forgets what [`kind_sent`] recorded for layer `layer`: an entry that carried a kind was
-/// dropped (the ring full), so the next one of that job must carry it again.
+/// Forgets what [`kind_sent`] recorded for layer `layer`: an entry of that layer was dropped
+/// (the ring full) and may have been the one that told its job's kind, so the next one must
+/// carry it again.
 #[cold]
 #[inline(never)]
 pub(crate) fn forget_kind_sent(layer: u64) {
@@ -344,7 +346,11 @@ impl Queued {
         // box: a GPU worker's spans of one job share their job id and kind), unless its line
         // prints it.
         if let Some(k) = &f.proof_kind {
-            let printed = kind_printed || (c.proof_kind_if_whole && whole);
+            // (a second request of a job id in flight is a job of its own to the engine,
+            // with the same interned id and kind: the record cannot tell the two apart, and
+            // such an entry has a box for its `request=` anyway)
+            let printed =
+                kind_printed || (c.proof_kind_if_whole && whole) || f.printed_request().is_some();
             if printed || !f.job_id.as_ref().is_some_and(|j| kind_sent(layer, j, k)) {
                 ext.get_or_insert_with(Box::default).proof_kind = Some(k.clone());
             }

@@ -262,3 +262,34 @@ fn a_late_line_of_an_ended_request_is_no_new_request() {
         r.events
     );
 }
+
+/// Two requests of one job id in flight, their spans made on one thread (an async prover's
+/// executor): the engine makes the second a job of its own, and each learns the request's
+/// proof kind (a thread's entries leave out a kind they carried last for the same job id,
+/// which must not count for the other request's job).
+#[test]
+fn two_requests_on_one_thread_each_learn_the_kind() {
+    let (layer, mut guard) = builder()
+        .poll_interval(Duration::from_secs(120))
+        .no_timeline()
+        .build();
+    let d = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
+    tracing::dispatcher::with_default(&d, || {
+        let r1 = info_span!("request", job_id = %JOB, proof_kind = %"snap-prove");
+        r1.in_scope(|| info_span!("witness", partition = 0u32).in_scope(|| {}));
+        let r2 = info_span!("request", job_id = %JOB, proof_kind = %"snap-prove");
+        r2.in_scope(|| info_span!("witness", partition = 0u32).in_scope(|| {}));
+        r2.in_scope(|| info_span!("witness", partition = 1u32).in_scope(|| {}));
+        r1.in_scope(|| info_span!("witness", partition = 1u32).in_scope(|| {}));
+        drop((r1, r2));
+    });
+    let report = guard.shutdown(Duration::from_secs(10)).unwrap();
+    let all: Vec<_> = (report.jobs.iter().chain(&report.incomplete))
+        .map(|j| (j.attempt, j.proof_kind.clone()))
+        .collect();
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(
+        all.iter().all(|j| j.1.as_deref() == Some("snap-prove")),
+        "{all:?}"
+    );
+}
