@@ -55,8 +55,10 @@ thread_local! {
 }
 
 /// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
-/// one need not); else it is recorded as carried now, as the entry is built: an entry then
-/// dropped (the queue full) must be followed by [`forget_kind_sent`].
+/// one need not); else it is recorded as carried now, as the entry is built. An entry built
+/// inside its ring's slot is built only when it is pushed; one built before its push and
+/// then dropped (the queue full) while it carried the kind must be followed by
+/// [`forget_kind_sent`].
 fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
         .try_with(|sent| {
@@ -82,9 +84,8 @@ fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
         .unwrap_or(false)
 }
 
-/// Forgets what [`kind_sent`] recorded for layer `layer`: an entry of that layer was dropped
-/// (the ring full) and may have been the one that told its job's kind, so the next one must
-/// carry it again.
+/// Forgets what [`kind_sent`] recorded for layer `layer`: an entry of that layer that
+/// carried its job's kind was dropped (the ring full), so the next one must carry it again.
 #[cold]
 #[inline(never)]
 pub(crate) fn forget_kind_sent(layer: u64) {
@@ -545,6 +546,13 @@ impl Queued {
     /// Whether a GPU_QUEUE follows the event.
     pub fn then_queue(&self) -> bool {
         self.flags & THEN_QUEUE != 0
+    }
+
+    /// Whether the entry carries its job's proof kind (and so, built before its push, may
+    /// have been recorded as telling it: see [`kind_sent`]).
+    #[inline(always)]
+    pub fn carries_proof_kind(&self) -> bool {
+        self.ext.as_ref().is_some_and(|e| e.proof_kind.is_some())
     }
 
     /// How many TIMELINE events the entry stands for.

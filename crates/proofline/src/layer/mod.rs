@@ -84,7 +84,13 @@ impl TimelineLayer {
     /// Hands the entry to the worker, or drops and counts it (the worker warns, once).
     #[inline(always)]
     fn send(&self, q: Queued) {
-        self.send_with(q.events(), move || q);
+        // built before its push: if it carried its job's kind, it may be the entry recorded
+        // as telling it (`queued::kind_sent`), and when it is dropped the next must tell it
+        // again (entries built in their slot are built only when pushed)
+        let tells_kind = q.carries_proof_kind();
+        if !self.push_or_count(&self.stats.dropped, q.events(), move || q) && tells_kind {
+            crate::queued::forget_kind_sent(self.stats.layer);
+        }
     }
 
     /// [`TimelineLayer::send`] for the entry (of `events` events) that `build` makes,
@@ -126,21 +132,19 @@ impl TimelineLayer {
     }
 
     /// Pushes what `build` makes, unless the worker has stopped or the ring is full: then
-    /// `n` is added to `dropped`.
+    /// `n` is added to `dropped`. Whether it was pushed.
     #[inline(always)]
     fn push_or_count(
         &self,
         dropped: &std::sync::atomic::AtomicU64,
         n: u64,
         build: impl FnOnce() -> Queued,
-    ) {
+    ) -> bool {
         let pushed = !self.closed.load(Ordering::Relaxed) && self.handoff.push_with(build);
         if !pushed {
             dropped.fetch_add(n, Ordering::Relaxed);
-            // an entry built before its push (`send`) may have been the one to tell its
-            // job's kind: the next must tell it again
-            crate::queued::forget_kind_sent(self.stats.layer);
         }
+        pushed
     }
 
     fn emit_mask(&self, mask: u8, f: &SpanFields, at: Raw, ms: Option<u64>) {
@@ -560,4 +564,68 @@ fn has_error_field(values: &impl RecordFields) -> bool {
     let mut f = Find(false);
     values.record(&mut f);
     f.0
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use proofline_core::EventKind;
+
+    use super::TimelineLayer;
+    use crate::fields::{Name, SpanFields};
+    use crate::queued::Queued;
+
+    /// A full queue drops a thread's entries. One that did not carry its job's proof kind
+    /// (the thread's entries told it already) leaves the record of it: the job's next entry
+    /// still goes without the kind (a dropped entry that told it clears the record:
+    /// `tests/backpressure.rs`).
+    #[test]
+    fn a_dropped_entry_without_the_kind_leaves_the_record() {
+        // the worker sleeps until woken: the queue of 4 fills
+        let (layer, mut guard) = TimelineLayer::builder()
+            .channel_capacity(4)
+            .poll_interval(Duration::from_secs(120))
+            .build();
+        let id = layer.stats.layer;
+        let f = SpanFields {
+            job_id: Some(Arc::new(Name::new("batch-7"))),
+            partition: Some(0),
+            worker: Some(0),
+            gpu: Some(0),
+            proof_kind: Some(Arc::new(Name::new("snap-prove"))),
+            request: None,
+        };
+        let edge = |kind| Queued::span_edge(&f, kind, 1, None, false, id).unwrap();
+        let first = edge(EventKind::GpuPickup);
+        assert!(first.carries_proof_kind());
+        layer.send(first);
+        let mut dropped = false;
+        for _ in 0..100_000 {
+            let q = edge(EventKind::GpuStart);
+            assert!(!q.carries_proof_kind(), "told already");
+            let before = layer
+                .stats
+                .dropped
+                .load(std::sync::atomic::Ordering::Relaxed);
+            layer.send(q);
+            if layer
+                .stats
+                .dropped
+                .load(std::sync::atomic::Ordering::Relaxed)
+                > before
+            {
+                dropped = true;
+                break;
+            }
+        }
+        assert!(dropped, "the queue never filled: {:?}", guard.stats());
+        assert!(
+            !edge(EventKind::GpuEnd).carries_proof_kind(),
+            "a dropped entry that did not tell the kind cleared the record"
+        );
+        drop(layer);
+        guard.shutdown(Duration::from_secs(30)).unwrap();
+    }
 }
