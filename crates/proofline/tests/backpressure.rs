@@ -195,19 +195,43 @@ fn logged_lines_from_many_threads_come_out_whole_or_counted() {
     assert_eq!(s.malformed, 0, "{s:?}");
 }
 
+/// A writer that blocks until released, and says when the worker is stuck in it.
+struct Stuck {
+    release: Arc<AtomicBool>,
+    entered: Arc<AtomicBool>,
+}
+
+impl Write for Stuck {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.entered.store(true, Ordering::Release);
+        while !self.release.load(Ordering::Acquire) {
+            thread::sleep(Duration::from_millis(1));
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// The entry that tells a job's proof kind is dropped (the queue full): the job's next
 /// entry tells it again, so the engine still learns it. (A thread's entries leave out the
 /// kind of a job whose kind they carried last; a dropped one must not count as carried.)
 #[test]
 fn a_dropped_entry_does_not_count_as_telling_the_proof_kind() {
     let release = Arc::new(AtomicBool::new(false));
+    let entered = Arc::new(AtomicBool::new(false));
     let (layer, mut guard) = TimelineLayer::builder()
         .engine_config(engine_cfg())
         .channel_capacity(4)
-        // the worker looks at the span table as it starts, then sleeps until woken: the
-        // queue fills, and every event goes with its span's close, on this thread
+        // the worker sleeps until woken; woken, it is stuck writing its first line, and
+        // takes nothing more: the queue fills, and every event goes with its span's close,
+        // on this thread
         .poll_interval(Duration::from_secs(120))
-        .timeline_to_writer(Blocking(release.clone(), SharedBuf::default()))
+        .timeline_to_writer(Stuck {
+            release: release.clone(),
+            entered: entered.clone(),
+        })
         .build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     // a job id that says no kind of itself
@@ -215,29 +239,51 @@ fn a_dropped_entry_does_not_count_as_telling_the_proof_kind() {
         info_span!("gpu_worker", worker_id = 0u32, gpu = 0u32, job_id = %"batch-7",
             proof_kind = %"snap-prove", partition = ?Some(p))
     };
+    let synth = |p: u32| {
+        info_span!("synthesize_partition", job_id = "porep-1-1", partition = p).in_scope(|| {})
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut spans = 0;
     tracing::dispatcher::with_default(&dispatch, || {
-        for i in 0..64u32 {
-            info_span!("synthesize_partition", job_id = "porep-1-1", partition = i).in_scope(|| {});
+        // until the worker is stuck in the writer (however late its thread started)
+        while !entered.load(Ordering::Acquire) {
+            assert!(std::time::Instant::now() < deadline, "{:?}", guard.stats());
+            synth(spans);
+            spans += 1;
+            guard.wake();
+            thread::sleep(Duration::from_millis(1));
+        }
+        // then up to a drop: the queue is full, and stays so
+        loop {
+            let before = guard.stats().dropped;
+            synth(spans);
+            spans += 1;
+            if guard.stats().dropped > before {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "{:?}", guard.stats());
         }
         let before = guard.stats().dropped;
-        assert!(before > 0, "the queue is full: {:?}", guard.stats());
         // never entered: its one event (GPU_PICKUP, with the kind) is built first and then
         // offered to the full queue
         drop(gpu_span(0));
         assert_eq!(guard.stats().dropped, before + 1, "{:?}", guard.stats());
     });
     release.store(true, Ordering::Release);
-    // every entry taken: the queue has room again
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    // every entry taken: the queue has room again (each synthesis span is three events)
     loop {
         let s = guard.stats();
-        if s.received + s.dropped == 64 * 3 + 1 {
+        if s.received + s.dropped == u64::from(spans) * 3 + 1 {
             break;
         }
         assert!(std::time::Instant::now() < deadline, "{s:?}");
         guard.wake();
         thread::sleep(Duration::from_millis(5));
     }
+    // a wake-up left over from the loop is spent before the next span, so that the worker
+    // does not take that span's start from the span table itself (it would tell the kind
+    // whatever this thread's record says)
+    thread::sleep(Duration::from_millis(50));
     tracing::dispatcher::with_default(&dispatch, || gpu_span(1).in_scope(|| {}));
     let report = guard.shutdown(Duration::from_secs(30)).unwrap();
     // (its one partition of an unknown count: incomplete at shutdown)
