@@ -57,7 +57,7 @@ thread_local! {
 /// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
 /// one need not); else it is recorded as carried now, as the entry is built. An entry built
 /// inside its ring's slot is built only when it is pushed; one built before its push and
-/// then dropped (the queue full) while it carried the kind must be followed by
+/// then dropped (the queue full, or the worker stopped) while it carried the kind must be followed by
 /// [`forget_kind_sent`].
 fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
@@ -85,7 +85,8 @@ fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
 }
 
 /// Forgets what [`kind_sent`] recorded for layer `layer`: an entry of that layer that
-/// carried its job's kind was dropped (the ring full), so the next one must carry it again.
+/// carried its job's kind was dropped (the ring full, or the worker stopped), so the next one
+/// must carry it again.
 #[cold]
 #[inline(never)]
 pub(crate) fn forget_kind_sent(layer: u64) {

@@ -94,7 +94,9 @@ impl TimelineLayer {
     }
 
     /// [`TimelineLayer::send`] for the entry (of `events` events) that `build` makes,
-    /// straight into the ring's slot; not built at all when it would be dropped.
+    /// straight into the ring's slot; not built at all when it would be dropped. `build`
+    /// must build the entry itself: an entry built before, carrying its job's kind, goes
+    /// through `send`, which forgets the thread's record of the kind when it is dropped.
     #[inline(always)]
     fn send_with(&self, events: u64, build: impl FnOnce() -> Queued) {
         self.push_or_count(&self.stats.dropped, events, build);
@@ -587,6 +589,7 @@ mod tests {
         let (layer, mut guard) = TimelineLayer::builder()
             .channel_capacity(4)
             .poll_interval(Duration::from_secs(120))
+            .no_timeline()
             .build();
         let id = layer.stats.layer;
         let f = SpanFields {
