@@ -57,8 +57,8 @@ thread_local! {
 /// Whether this thread's entries for layer `layer` carried `kind` for `job` last (then this
 /// one need not); else it is recorded as carried now, as the entry is built. An entry built
 /// inside its ring's slot is built only when it is pushed; one built before its push and
-/// then dropped (the queue full, or the worker stopped) while it carried the kind must be followed by
-/// [`forget_kind_sent`].
+/// then dropped (the queue full, or the worker stopped) while it carried the kind must be
+/// followed by [`forget_kind_sent`].
 fn kind_sent(layer: u64, job: &Arc<Name>, kind: &Arc<Name>) -> bool {
     KIND_SENT
         .try_with(|sent| {

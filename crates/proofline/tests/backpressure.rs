@@ -15,15 +15,31 @@ use tracing_subscriber::prelude::*;
 mod common;
 use common::*;
 
-/// A writer that blocks until released: the worker is stuck, the queue fills.
-struct Blocking(Arc<AtomicBool>, SharedBuf);
+/// A writer that blocks until released: the worker is stuck, the queue fills. It says when
+/// the worker entered it, and keeps what it was given.
+struct Blocking {
+    release: Arc<AtomicBool>,
+    entered: Arc<AtomicBool>,
+    out: SharedBuf,
+}
+
+impl Blocking {
+    fn new(release: &Arc<AtomicBool>, out: SharedBuf) -> Self {
+        Blocking {
+            release: release.clone(),
+            entered: Arc::default(),
+            out,
+        }
+    }
+}
 
 impl Write for Blocking {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        while !self.0.load(Ordering::Acquire) {
+        self.entered.store(true, Ordering::Release);
+        while !self.release.load(Ordering::Acquire) {
             thread::sleep(Duration::from_millis(1));
         }
-        self.1.write(buf)
+        self.out.write(buf)
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
@@ -36,7 +52,7 @@ fn a_full_queue_drops_and_counts_and_never_blocks_the_prover() {
     let buf = SharedBuf::default();
     let (layer, mut guard) = TimelineLayer::builder()
         .channel_capacity(4)
-        .timeline_to_writer(Blocking(release.clone(), buf.clone()))
+        .timeline_to_writer(Blocking::new(&release, buf.clone()))
         .build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     let (done_tx, done_rx) = mpsc::channel();
@@ -102,7 +118,7 @@ fn timing_lines_that_do_not_fit_are_dropped_and_counted() {
     let last = LastCounts::default();
     let (layer, mut guard) = TimelineLayer::builder()
         .channel_capacity(4)
-        .timeline_to_writer(Blocking(release.clone(), buf.clone()))
+        .timeline_to_writer(Blocking::new(&release, buf.clone()))
         .sink(last.clone())
         .build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
@@ -195,32 +211,14 @@ fn logged_lines_from_many_threads_come_out_whole_or_counted() {
     assert_eq!(s.malformed, 0, "{s:?}");
 }
 
-/// A writer that blocks until released, and says when the worker is stuck in it.
-struct Stuck {
-    release: Arc<AtomicBool>,
-    entered: Arc<AtomicBool>,
-}
-
-impl Write for Stuck {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.entered.store(true, Ordering::Release);
-        while !self.release.load(Ordering::Acquire) {
-            thread::sleep(Duration::from_millis(1));
-        }
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The entry that tells a job's proof kind is dropped (the queue full): the job's next
 /// entry tells it again, so the engine still learns it. (A thread's entries leave out the
 /// kind of a job whose kind they carried last; a dropped one must not count as carried.)
 #[test]
 fn a_dropped_entry_does_not_count_as_telling_the_proof_kind() {
     let release = Arc::new(AtomicBool::new(false));
-    let entered = Arc::new(AtomicBool::new(false));
+    let writer = Blocking::new(&release, SharedBuf::default());
+    let entered = writer.entered.clone();
     let (layer, mut guard) = TimelineLayer::builder()
         .engine_config(engine_cfg())
         .channel_capacity(4)
@@ -228,10 +226,7 @@ fn a_dropped_entry_does_not_count_as_telling_the_proof_kind() {
         // takes nothing more: the queue fills, and every event goes with its span's close,
         // on this thread
         .poll_interval(Duration::from_secs(120))
-        .timeline_to_writer(Stuck {
-            release: release.clone(),
-            entered: entered.clone(),
-        })
+        .timeline_to_writer(writer)
         .build();
     let dispatch = tracing::Dispatch::new(tracing_subscriber::registry().with(layer));
     // a job id that says no kind of itself

@@ -608,17 +608,9 @@ mod tests {
         for _ in 0..100_000 {
             let q = edge(EventKind::GpuStart);
             assert!(!q.carries_proof_kind(), "told already");
-            let before = layer
-                .stats
-                .dropped
-                .load(std::sync::atomic::Ordering::Relaxed);
+            let before = guard.stats().dropped;
             layer.send(q);
-            if layer
-                .stats
-                .dropped
-                .load(std::sync::atomic::Ordering::Relaxed)
-                > before
-            {
+            if guard.stats().dropped > before {
                 dropped = true;
                 break;
             }
