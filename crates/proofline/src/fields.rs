@@ -276,28 +276,85 @@ pub(crate) fn with_formatted<R>(args: fmt::Arguments<'_>, f: impl FnOnce(&str) -
     }
 }
 
+/// The longest span field value read on the stack (a job id, a proof kind, an index; a
+/// UUID's Debug form, quotes and all, is 38 bytes); a longer one is formatted again in the
+/// thread's buffer.
+const INLINE: usize = 64;
+
+/// A short formatted value, written on the stack: no thread-local buffer to find and borrow.
+/// (cuzk's `gpu_worker` span formats three fields, each a few bytes long.)
+struct Inline {
+    buf: [u8; INLINE],
+    len: usize,
+    /// The value did not fit.
+    over: bool,
+}
+
+impl fmt::Write for Inline {
+    #[inline]
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len + s.len();
+        match self.buf.get_mut(self.len..end) {
+            Some(to) => {
+                to.copy_from_slice(s.as_bytes());
+                self.len = end;
+                Ok(())
+            }
+            None => {
+                self.over = true;
+                Err(fmt::Error)
+            }
+        }
+    }
+}
+
+/// [`with_formatted`] for a value that is usually short, a span field's, read as bytes:
+/// formatted on the stack, and only when it does not fit there, formatted again in the
+/// thread's buffer. (Bytes, not `&str`: checking a few bytes for UTF-8 cost more than the
+/// thread's buffer saved; they came from whole `&str`s, and a name is made a `str` again only
+/// when it is new.)
+pub(crate) fn with_short_formatted<R>(
+    args: fmt::Arguments<'_>,
+    f: impl FnOnce(&[u8]) -> R,
+) -> Option<R> {
+    let mut inline = Inline {
+        buf: [0; INLINE],
+        len: 0,
+        over: false,
+    };
+    match inline.write_fmt(args) {
+        Ok(()) => Some(f(&inline.buf[..inline.len])),
+        Err(_) if inline.over => with_formatted(args, |s| f(s.as_bytes())),
+        Err(_) => None,
+    }
+}
+
 /// Parses `3`, `Some(3)`; `None` and anything else give `None`.
 pub(crate) fn parse_index(s: &str) -> Option<u32> {
+    parse_index_bytes(s.as_bytes())
+}
+
+/// [`parse_index`] of a value's bytes.
+fn parse_index_bytes(s: &[u8]) -> Option<u32> {
     let s = s
-        .strip_prefix("Some(")
-        .and_then(|s| s.strip_suffix(')'))
+        .strip_prefix(b"Some(")
+        .and_then(|s| s.strip_suffix(b")"))
         .unwrap_or(s);
     // (the usual value, a few digits, read without `trim` and `parse`)
-    let digits = s.as_bytes();
-    if (1..=9).contains(&digits.len()) && digits.iter().all(u8::is_ascii_digit) {
-        return Some(digits.iter().fold(0, |n, &d| n * 10 + u32::from(d - b'0')));
+    if (1..=9).contains(&s.len()) && s.iter().all(u8::is_ascii_digit) {
+        return Some(s.iter().fold(0, |n, &d| n * 10 + u32::from(d - b'0')));
     }
-    s.trim().parse().ok()
+    std::str::from_utf8(s).ok()?.trim().parse().ok()
 }
 
 /// Strips a Debug-formatted string's quotes (`"abc"` -> `abc`), and `Some("abc")`.
-fn unquote(s: &str) -> &str {
+fn unquote(s: &[u8]) -> &[u8] {
     let s = s
-        .strip_prefix("Some(")
-        .and_then(|s| s.strip_suffix(')'))
+        .strip_prefix(b"Some(")
+        .and_then(|s| s.strip_suffix(b")"))
         .unwrap_or(s);
-    s.strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
+    s.strip_prefix(b"\"")
+        .and_then(|s| s.strip_suffix(b"\""))
         .unwrap_or(s)
 }
 
@@ -312,19 +369,26 @@ thread_local! {
 
 /// A [`Name`] for `s`, shared with recent identical strings of this thread.
 pub(crate) fn intern(s: &str) -> Arc<Name> {
+    intern_bytes(s.as_bytes())
+}
+
+/// [`intern`] of a value's bytes: made a `str` only when they are new to this thread (bytes
+/// that are not UTF-8, which a value's formatting does not write, are read lossily).
+fn intern_bytes(s: &[u8]) -> Arc<Name> {
+    let new = || Arc::new(Name::new(&String::from_utf8_lossy(s)));
     RECENT
         .try_with(|cell| {
             let mut guard = cell.borrow_mut();
             let (next, slots) = &mut *guard;
-            if let Some(hit) = slots.iter().flatten().find(|a| a.as_str() == s) {
+            if let Some(hit) = slots.iter().flatten().find(|a| a.as_str().as_bytes() == s) {
                 return hit.clone();
             }
-            let a = Arc::new(Name::new(s));
+            let a = new();
             slots[*next] = Some(a.clone());
             *next = (*next + 1) % INTERN_SLOTS;
             a
         })
-        .unwrap_or_else(|_| Arc::new(Name::new(s)))
+        .unwrap_or_else(|_| new())
 }
 
 /// Visits a span's fields into [`SpanFields`].
@@ -343,23 +407,23 @@ impl FieldVisitor<'_> {
         }
     }
 
-    fn set_str(&mut self, slot: Slot, s: &str) {
+    fn set_str(&mut self, slot: Slot, s: &[u8]) {
         match slot {
             Slot::JobId => {
-                if !s.is_empty() && s != "None" {
-                    self.out.job_id = Some(intern(s));
+                if !s.is_empty() && s != b"None" {
+                    self.out.job_id = Some(intern_bytes(s));
                 }
             }
             Slot::ProofKind => {
-                if !s.is_empty() && s != "None" {
-                    self.out.proof_kind = Some(intern(s));
+                if !s.is_empty() && s != b"None" {
+                    self.out.proof_kind = Some(intern_bytes(s));
                 }
             }
             // an empty or unreadable value (`None`) leaves the field as it was: on a new
             // span, unset (and so inherited); on a later `record`, unchanged
-            Slot::Partition => self.out.partition = parse_index(s).or(self.out.partition),
-            Slot::Worker => self.out.worker = parse_index(s).or(self.out.worker),
-            Slot::Gpu => self.out.gpu = parse_index(s).or(self.out.gpu),
+            Slot::Partition => self.out.partition = parse_index_bytes(s).or(self.out.partition),
+            Slot::Worker => self.out.worker = parse_index_bytes(s).or(self.out.worker),
+            Slot::Gpu => self.out.gpu = parse_index_bytes(s).or(self.out.gpu),
         }
     }
 
@@ -370,7 +434,7 @@ impl FieldVisitor<'_> {
             Slot::Worker => self.out.worker = v32.or(self.out.worker),
             Slot::Gpu => self.out.gpu = v32.or(self.out.gpu),
             Slot::JobId | Slot::ProofKind => {
-                with_formatted(format_args!("{v}"), |s| self.set_str(slot, s));
+                with_short_formatted(format_args!("{v}"), |s| self.set_str(slot, s));
             }
         }
     }
@@ -388,7 +452,8 @@ impl Visit for FieldVisitor<'_> {
     }
 
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.slots(field).each(|slot| self.set_str(slot, value));
+        self.slots(field)
+            .each(|slot| self.set_str(slot, value.as_bytes()));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
@@ -396,7 +461,7 @@ impl Visit for FieldVisitor<'_> {
         if slots.is_empty() {
             return;
         }
-        with_formatted(format_args!("{value:?}"), |s| {
+        with_short_formatted(format_args!("{value:?}"), |s| {
             let s = unquote(s);
             slots.each(|slot| self.set_str(slot, s));
         });
@@ -422,8 +487,8 @@ mod tests {
         assert_eq!(parse_index("Some(0)"), Some(0));
         assert_eq!(parse_index("-1"), None);
         assert_eq!(parse_index(""), None);
-        assert_eq!(unquote("\"porep-1-2\""), "porep-1-2");
-        assert_eq!(unquote("Some(\"a\")"), "a");
+        assert_eq!(unquote(b"\"porep-1-2\""), b"porep-1-2");
+        assert_eq!(unquote(b"Some(\"a\")"), b"a");
     }
 
     /// A value is read as formatted: inside another value's formatting (a Debug impl that
@@ -464,9 +529,82 @@ mod tests {
         }
         assert_eq!(with_formatted(format_args!("{:?}", Fails), str::len), None);
         assert_eq!(
-            with_formatted(format_args!("{:?}", "job-1"), |s| unquote(s).to_owned()),
-            Some("job-1".to_owned())
+            with_formatted(format_args!("{:?}", "job-1"), |s| unquote(s.as_bytes())
+                .to_owned()),
+            Some(b"job-1".to_vec())
         );
+    }
+
+    /// A span field's value is read whole on the stack, or, longer than the stack's room,
+    /// whole from the thread's buffer; inside another value's formatting too; a value whose
+    /// formatting fails is no value.
+    #[test]
+    fn a_short_value_is_read_whole_at_any_length() {
+        let read = |args: fmt::Arguments<'_>| with_short_formatted(args, <[u8]>::to_vec);
+        assert_eq!(
+            read(format_args!("{:?}", Some(7))),
+            Some(b"Some(7)".to_vec())
+        );
+        for n in [INLINE - 1, INLINE, INLINE + 1, 3 * INLINE] {
+            let long = "y".repeat(n);
+            assert_eq!(
+                read(format_args!("{long}")),
+                Some(long.clone().into_bytes()),
+                "{n}"
+            );
+            // written in pieces, the last one over the edge
+            assert_eq!(
+                read(format_args!("{long:?}")),
+                Some(format!("\"{long}\"").into_bytes()),
+                "{n}"
+            );
+        }
+        struct Logs;
+        impl fmt::Display for Logs {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                let inner = with_short_formatted(format_args!("{:?}", Some(7)), <[u8]>::to_vec);
+                write!(f, "outer[{}]", String::from_utf8(inner.unwrap()).unwrap())
+            }
+        }
+        assert_eq!(
+            read(format_args!("{Logs}")),
+            Some(b"outer[Some(7)]".to_vec())
+        );
+        struct Fails;
+        impl fmt::Debug for Fails {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("half")?;
+                Err(fmt::Error)
+            }
+        }
+        assert_eq!(read(format_args!("{Fails:?}")), None);
+        // and a field of the visitor, read as bytes: a name, an index, `None`
+        let names = FieldNames::default();
+        let mut out = SpanFields::default();
+        let mut v = FieldVisitor {
+            names: &names,
+            slots: None,
+            out: &mut out,
+        };
+        struct Site;
+        impl tracing::callsite::Callsite for Site {
+            fn set_interest(&self, _: tracing::subscriber::Interest) {}
+            fn metadata(&self) -> &tracing::Metadata<'_> {
+                unreachable!("only its identity is used")
+            }
+        }
+        static SITE: Site = Site;
+        let set = tracing::field::FieldSet::new(
+            &["job_id", "partition", "proof_kind"],
+            tracing::callsite::Identifier(&SITE),
+        );
+        let field = |name| set.field(name).unwrap();
+        v.record_debug(&field("job_id"), &tracing::field::display("porep-1-2"));
+        v.record_debug(&field("partition"), &Some(12_u32));
+        v.record_debug(&field("proof_kind"), &None::<&str>);
+        assert_eq!(out.job_id(), Some("porep-1-2"));
+        assert_eq!(out.partition, Some(12));
+        assert_eq!(out.proof_kind, None);
     }
 
     /// A field's roles are visited each once, in their order, however many it fills.
