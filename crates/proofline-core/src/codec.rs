@@ -117,17 +117,40 @@ fn parse_general(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
 /// is scanned for its end.
 #[inline]
 fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
-    let mut b = line.as_bytes();
-    if let [rest @ .., b'\n'] = b {
-        b = rest;
-    }
-    if let [rest @ .., b'\r'] = b {
-        b = rest;
-    }
-    if !b.starts_with(MARKER.as_bytes()) {
+    // (a `\n` inside the line, which a line of a log does not hold, is left to the general
+    // parser)
+    canonical_at(line, 0)
+        .filter(|&(_, end)| end + 1 >= line.len())
+        .map(|(ev, _)| ev)
+}
+
+/// [`parse_canonical`] of the line that starts at `text[from..]`, in a block of lines: the
+/// event, and where its line's `\n` is. `None` for a line the fast path does not take, and
+/// for a last line with no `\n` (a cut line). The line's end is found by parsing it: a
+/// block's TIMELINE lines are not searched for their newline first (that search was a
+/// tenth of the reader's instructions on a log of TIMELINE lines).
+#[inline]
+pub(crate) fn parse_canonical_in(text: &str, from: usize) -> Option<(EventRef<'_>, usize)> {
+    canonical_at(text, from).filter(|&(_, end)| end < text.len())
+}
+
+/// The fast path from `text[from..]` to the end of its line: the `\n` (or `\r\n`) that ends
+/// it, or the end of `text`. Returns the event and the index of that `\n` (`text.len()`
+/// where `text` ended first).
+#[inline]
+fn canonical_at(text: &str, from: usize) -> Option<(EventRef<'_>, usize)> {
+    let b = text.as_bytes();
+    if !b.get(from..)?.starts_with(MARKER.as_bytes()) {
         return None;
     }
-    let mut i = MARKER.len();
+    // the end of the line when the item that ends at `i` is its last: its `\n`, past a `\r`
+    let line_end = |i: usize| match b.get(i) {
+        None => Some(i),
+        Some(b'\n') => Some(i),
+        Some(b'\r') if matches!(b.get(i + 1), None | Some(b'\n')) => Some(i + 1),
+        Some(_) => None,
+    };
+    let mut i = from + MARKER.len();
     let (offset_ms, after) = digits(b, i)?;
     if offset_ms > MAX_OFFSET_MS || b.get(after) != Some(&b',') {
         return None;
@@ -135,13 +158,13 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
     i = after + 1;
     let (kind, name_len) = canonical_name(&b[i..])?;
     i += name_len;
-    let job_len = find_byte::<b','>(b, i)? - i;
-    if job_len == 0 {
+    let job_end = find_either::<b',', b'\n'>(b, i)?;
+    if job_end == i || b[job_end] != b',' {
         return None;
     }
-    // Every index used to slice `line` is at an ASCII byte or its end: a char boundary.
-    let job_id = &line[i..i + job_len];
-    i += job_len + 1;
+    // Every index used to slice `text` is at an ASCII byte or its end: a char boundary.
+    let job_id = &text[i..job_end];
+    i = job_end + 1;
     let mut ev = TimelineEvent::new(offset_ms, kind, job_id);
     let mut seen = 0u8;
     let mut once = |bit: u8| {
@@ -149,7 +172,11 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
         seen |= bit;
         (!repeat).then_some(())
     };
-    while i < b.len() {
+    // (an event with no items: its job's comma ends the line)
+    if let Some(end) = line_end(i) {
+        return (!needs_worker(&ev)).then_some((ev, end));
+    }
+    loop {
         let item = &b[i..];
         if item.starts_with(b"partition=") {
             once(1)?;
@@ -179,9 +206,13 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
         } else if item.starts_with(b"kind=") {
             once(32)?;
             let from = i + 5;
-            let len = memchr::memchr(b',', &b[from..]).unwrap_or(b.len() - from);
-            ev.proof_kind = Some(&line[from..from + len]);
-            i = from + len;
+            let mut to = find_either::<b',', b'\n'>(b, from).unwrap_or(b.len());
+            // a last item's `\r` before its `\n` is not part of it
+            if b[from..to].ends_with(b"\r") && b.get(to) != Some(&b',') {
+                to -= 1;
+            }
+            ev.proof_kind = Some(&text[from..to]);
+            i = to;
         } else if item.starts_with(b"monolithic") {
             once(64)?;
             ev.monolithic = true;
@@ -194,15 +225,16 @@ fn parse_canonical(line: &str) -> Option<EventRef<'_>> {
         } else {
             return None;
         }
-        match b.get(i) {
-            None => break,
-            // (a trailing comma, an empty item, goes to the general parser)
-            Some(b',') if i + 1 < b.len() => i += 1,
-            Some(_) => return None,
+        if let Some(end) = line_end(i) {
+            // a GPU event with no worker is malformed: the general parser says so
+            return (!needs_worker(&ev)).then_some((ev, end));
         }
+        // (a trailing comma, an empty item, goes to the general parser)
+        if b[i] != b',' || line_end(i + 1).is_some() {
+            return None;
+        }
+        i += 1;
     }
-    // a GPU event with no worker is malformed: the general parser says so
-    (!needs_worker(&ev)).then_some(ev)
 }
 
 /// A GPU event that names no worker (nor GPU).
@@ -229,6 +261,29 @@ pub(crate) fn find_byte<const B: u8>(b: &[u8], from: usize) -> Option<usize> {
         i += 8;
     }
     b.get(i..)?.iter().position(|&c| c == B).map(|at| i + at)
+}
+
+/// The first `A` or `B` in `b` from `from`, eight bytes at a time (as [`find_byte`]).
+#[inline]
+pub(crate) fn find_either<const A: u8, const B: u8>(b: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let flags = |x: u64| x.wrapping_sub(ONES) & !x & (ONES << 7);
+    let mut i = from;
+    while let Some(chunk) = b.get(i..i + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let w = u64::from_le_bytes(word);
+        // the lowest byte flagged in either is a true one of that one
+        let found = flags(w ^ (ONES * u64::from(A))) | flags(w ^ (ONES * u64::from(B)));
+        if found != 0 {
+            return Some(i + (found.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)?
+        .iter()
+        .position(|&c| c == A || c == B)
+        .map(|at| i + at)
 }
 
 /// Parses the digits at `b[from..]` up to the next non-digit: 1 to 19 of them (so no
@@ -838,6 +893,17 @@ mod proptests {
             let line = format!("TIMELINE,{offset},{name},{job},{}{tail}", detail.join(","));
             if let Some(fast) = parse_canonical(&line) {
                 prop_assert_eq!(Ok(Some(fast)), parse_general(&line), "{:?}", line);
+            }
+            // and in a block, followed by another line: the same, up to its newline
+            let block = format!("{line}TIMELINE,1,GPU_END,j,worker=1\n");
+            let in_block = parse_canonical_in(&block, 0);
+            if tail.ends_with('\n') {
+                let end = line.len() - 1;
+                prop_assert_eq!(in_block, parse_canonical(&line).map(|ev| (ev, end)), "{:?}", line);
+            } else {
+                // the line runs on into the next: its end is not where the block's next
+                // line starts
+                prop_assert!(in_block.is_none_or(|(_, end)| end == block.len() - 1), "{:?}", line);
             }
         }
 

@@ -255,7 +255,21 @@ impl LineFeeder {
     /// [`LineFeeder::parse_lines`] for a block known to be UTF-8.
     fn parse_str_lines<'a>(&mut self, text: &'a str, mut on_event: impl FnMut(Parsed<'a>)) {
         let mut start = 0;
-        for end in memchr::memchr_iter(b'\n', text.as_bytes()) {
+        while start < text.len() {
+            // a TIMELINE line the fast path takes is parsed up to its newline, which it
+            // finds so: counted and taken as `take_line` would
+            if let Some((ev, end)) = crate::codec::parse_canonical_in(text, start) {
+                self.stats.lines += 1;
+                self.stats.timeline_lines += 1;
+                self.startup_over = true;
+                on_event(Parsed::Event(ev));
+                start = end + 1;
+                continue;
+            }
+            let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[start..]) else {
+                break;
+            };
+            let end = start + end;
             // `\n` is ASCII: both ends are char boundaries
             if let Ok(Some(ev)) = self.take_line(&text[start..=end]) {
                 on_event(ev);
@@ -1303,6 +1317,76 @@ mod oversized_tests {
 mod proptests {
     use super::*;
     use proptest::prelude::*;
+
+    /// What a block's parse gave, comparable: each event, timing line or start-up line, in
+    /// order, and the lines' counts.
+    fn parsed_of(block: &str, per_line: bool) -> (Vec<String>, LineStats, bool) {
+        let mut f = LineFeeder::new();
+        let mut got = Vec::new();
+        let mut keep = |p: Parsed<'_>| {
+            got.push(match p {
+                Parsed::Event(ev) => format!("event {:?}", ev.to_owned_event()),
+                Parsed::Timing(t) => format!("timing {t:?}"),
+                Parsed::StartupMap(m) => format!("startup {m:?}"),
+            })
+        };
+        if per_line {
+            // one line at a time, each found by its newline first
+            for line in block.split_inclusive('\n') {
+                if !line.ends_with('\n') {
+                    f.feed_cut_line(line.as_bytes());
+                } else if let Ok(Some(p)) = f.take_line(line) {
+                    keep(p);
+                }
+            }
+        } else {
+            f.parse_str_lines(block, keep);
+        }
+        (got, f.stats, f.startup_over)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4000))]
+        /// A block's TIMELINE lines, parsed up to the newline the parse finds, give what the
+        /// same lines give each found by its newline first: every event, timing line and
+        /// count, whatever the lines' endings (`\r\n`, a trailing comma, a cut last line)
+        /// and whatever lies around them.
+        #[test]
+        fn a_block_reads_as_its_lines_one_by_one(
+            lines in proptest::collection::vec(
+                (
+                    prop_oneof![
+                        Just("TIMELINE,5,GPU_END,j-1,worker=1,partition=3"),
+                        Just("TIMELINE,7,SYNTH_START,j-2,partition=0,kind=porep"),
+                        Just("TIMELINE,7,SYNTH_START,j-2,kind=porep,partition=0"),
+                        Just("TIMELINE,7,SYNTH_END,j-2,kind="),
+                        Just("TIMELINE,7,SYNTH_END,j-2,"),
+                        Just("TIMELINE,7,SYNTH_END,j-2"),
+                        Just("TIMELINE,8,GPU_START,j-3,worker=0,monolithic"),
+                        Just("TIMELINE,8,GPU_START,j-3,partition=1"),
+                        Just("TIMELINE,8,GPU_START,j-3,worker=0,partition=1,"),
+                        Just("TIMELINE,9,CHAN_SEND,j-4,partition=2"),
+                        Just("TIMELINE,,GPU_END,j,worker=1"),
+                        Just("TIMELINE,1"),
+                        Just("x TIMELINE,5,GPU_END,j-1,worker=1"),
+                        Just("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=1496"),
+                        Just("2026-12-01T03:00:00Z INFO cuzk: started"),
+                        Just(""),
+                    ],
+                    prop_oneof![
+                        Just("\n"), Just("\r\n"), Just("\r\r\n"), Just(",\n"), Just("\r"),
+                        Just(" \n"), Just("7\n"),
+                    ],
+                ),
+                0..8,
+            ),
+            cut in prop_oneof![Just(""), Just("TIMELINE,5,GPU_END,j-1,worker=1"), Just("TIMELINE,5")],
+        ) {
+            let mut block: String = lines.iter().map(|(l, end)| format!("{l}{end}")).collect();
+            block.push_str(cut);
+            prop_assert_eq!(parsed_of(&block, false), parsed_of(&block, true), "{:?}", block);
+        }
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(4000))]
