@@ -276,43 +276,60 @@ pub(crate) fn with_formatted<R>(args: fmt::Arguments<'_>, f: impl FnOnce(&str) -
     }
 }
 
-/// The longest span field value read on the stack (a job id, a proof kind, an index; a
-/// UUID's Debug form, quotes and all, is 38 bytes); a longer one is formatted again in the
-/// thread's buffer.
+/// The longest span field value kept on the stack (a job id, a proof kind, an index; a UUID
+/// is 36 bytes, 38 in a string's Debug quotes); a longer one goes on in a `Vec` of its own.
 const INLINE: usize = 64;
 
-/// A short formatted value, written on the stack: no thread-local buffer to find and borrow.
-/// (cuzk's `gpu_worker` span formats three fields, each a few bytes long.)
+/// A formatted value, written on the stack while it fits: no thread-local buffer to find and
+/// borrow. (cuzk's `gpu_worker` span formats three fields, each a few bytes long.) A value
+/// that outgrows it is moved to `spilled` and written on there: formatted once, whatever
+/// its length, so that a value whose formatting has effects (logs, counts, or can be
+/// formatted only once) is read as the old thread-buffer path read it.
 struct Inline {
     buf: [u8; INLINE],
     len: usize,
-    /// The value did not fit.
-    over: bool,
+    spilled: Option<Vec<u8>>,
 }
 
 impl fmt::Write for Inline {
     #[inline]
     fn write_str(&mut self, s: &str) -> fmt::Result {
+        // (once spilled, `len` is past `buf`: every write goes to `spill`)
         let end = self.len + s.len();
         match self.buf.get_mut(self.len..end) {
             Some(to) => {
                 to.copy_from_slice(s.as_bytes());
                 self.len = end;
-                Ok(())
             }
+            None => self.spill(s),
+        }
+        Ok(())
+    }
+}
+
+impl Inline {
+    /// Writes `s` on the heap: the value is moved there first, the first time.
+    #[cold]
+    #[inline(never)]
+    fn spill(&mut self, s: &str) {
+        match &mut self.spilled {
+            Some(v) => v.extend_from_slice(s.as_bytes()),
             None => {
-                self.over = true;
-                Err(fmt::Error)
+                let mut v = Vec::with_capacity(2 * (self.len + s.len()));
+                v.extend_from_slice(&self.buf[..self.len]);
+                v.extend_from_slice(s.as_bytes());
+                self.spilled = Some(v);
+                self.len = INLINE + 1;
             }
         }
     }
 }
 
 /// [`with_formatted`] for a value that is usually short, a span field's, read as bytes:
-/// formatted on the stack, and only when it does not fit there, formatted again in the
-/// thread's buffer. (Bytes, not `&str`: checking a few bytes for UTF-8 cost more than the
-/// thread's buffer saved; they came from whole `&str`s, and a name is made a `str` again only
-/// when it is new.)
+/// formatted on the stack, or, once it outgrows that, in a `Vec` of its own. (Bytes, not
+/// `&str`: checking a few bytes for UTF-8 cost more than the thread's buffer saved; they came
+/// from whole `&str`s, and a name is made a `str` again only when it is new.) `None` when
+/// the value's formatting fails.
 pub(crate) fn with_short_formatted<R>(
     args: fmt::Arguments<'_>,
     f: impl FnOnce(&[u8]) -> R,
@@ -320,13 +337,13 @@ pub(crate) fn with_short_formatted<R>(
     let mut inline = Inline {
         buf: [0; INLINE],
         len: 0,
-        over: false,
+        spilled: None,
     };
-    match inline.write_fmt(args) {
-        Ok(()) => Some(f(&inline.buf[..inline.len])),
-        Err(_) if inline.over => with_formatted(args, |s| f(s.as_bytes())),
-        Err(_) => None,
-    }
+    inline.write_fmt(args).ok()?;
+    Some(match &inline.spilled {
+        Some(v) => f(v),
+        None => f(&inline.buf[..inline.len]),
+    })
 }
 
 /// Parses `3`, `Some(3)`; `None` and anything else give `None`.
@@ -536,8 +553,8 @@ mod tests {
     }
 
     /// A span field's value is read whole on the stack, or, longer than the stack's room,
-    /// whole from the thread's buffer; inside another value's formatting too; a value whose
-    /// formatting fails is no value.
+    /// whole from a `Vec` it goes on in, formatted once; inside another value's formatting
+    /// too; a value whose formatting fails is no value.
     #[test]
     fn a_short_value_is_read_whole_at_any_length() {
         let read = |args: fmt::Arguments<'_>| with_short_formatted(args, <[u8]>::to_vec);
@@ -578,6 +595,39 @@ mod tests {
             }
         }
         assert_eq!(read(format_args!("{Fails:?}")), None);
+        // formatted once, whatever its length (a value's formatting may log, count, or be
+        // possible only once), its pieces after the edge kept, and whether or not the value
+        // passes on what the writer returns
+        struct Counted<'a> {
+            pieces: &'a [&'a str],
+            calls: &'a std::cell::Cell<u32>,
+        }
+        impl fmt::Display for Counted<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.calls.set(self.calls.get() + 1);
+                for p in self.pieces {
+                    let _ = f.write_str(p);
+                }
+                Ok(())
+            }
+        }
+        let long = "p".repeat(INLINE + 6);
+        for pieces in [
+            &["short"][..],
+            &[&long, "-tail"],
+            &["ab", &long, "-", "tail"],
+        ] {
+            let calls = std::cell::Cell::new(0);
+            let v = Counted {
+                pieces,
+                calls: &calls,
+            };
+            assert_eq!(
+                read(format_args!("{v}")),
+                Some(pieces.concat().into_bytes())
+            );
+            assert_eq!(calls.get(), 1, "{pieces:?}");
+        }
         // and a field of the visitor, read as bytes: a name, an index, `None`
         let names = FieldNames::default();
         let mut out = SpanFields::default();
