@@ -99,8 +99,9 @@ pub fn parse_line(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
     parse_general(line)
 }
 
-/// The general parser: every variant, and the error of a malformed line.
-fn parse_general(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
+/// The general parser: every variant, and the error of a malformed line. [`parse_line`] of a
+/// line the fast path has turned down already.
+pub(crate) fn parse_general(line: &str) -> Result<Option<EventRef<'_>>, ParseError> {
     let line = line.strip_suffix('\n').unwrap_or(line);
     let line = line.strip_suffix('\r').unwrap_or(line);
     match find_timeline(line) {

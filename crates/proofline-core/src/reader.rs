@@ -130,6 +130,18 @@ impl LineFeeder {
     /// error of a malformed one (counted, and kept if among the first few).
     #[inline]
     fn take_line<'a>(&mut self, text: &'a str) -> Result<Option<Parsed<'a>>, LineError> {
+        self.take_line_as(text, false)
+    }
+
+    /// [`LineFeeder::take_line`] of a line the fast path has turned down already
+    /// (`fast_path_tried`): its TIMELINE part goes straight to the general parser, not
+    /// through the fast path a second time.
+    #[inline(always)]
+    fn take_line_as<'a>(
+        &mut self,
+        text: &'a str,
+        fast_path_tried: bool,
+    ) -> Result<Option<Parsed<'a>>, LineError> {
         self.stats.lines += 1;
         // (a TIMELINE line first, most of a log, goes to its parser without another look)
         if !text.starts_with(MARKER) {
@@ -144,7 +156,12 @@ impl LineFeeder {
                 return self.timing(text, None);
             }
         }
-        match parse_line(text) {
+        let parsed = if fast_path_tried {
+            crate::codec::parse_general(text)
+        } else {
+            parse_line(text)
+        };
+        match parsed {
             Ok(None) => self.timing(text, parse_timing(text)),
             Ok(Some(ev)) => {
                 self.stats.timeline_lines += 1;
@@ -270,8 +287,9 @@ impl LineFeeder {
                 break;
             };
             let end = start + end;
-            // `\n` is ASCII: both ends are char boundaries
-            if let Ok(Some(ev)) = self.take_line(&text[start..=end]) {
+            // `\n` is ASCII: both ends are char boundaries; the fast path has turned the
+            // line down (or it is no TIMELINE line, which it turns down at its first byte)
+            if let Ok(Some(ev)) = self.take_line_as(&text[start..=end], true) {
                 on_event(ev);
             }
             start = end + 1;
