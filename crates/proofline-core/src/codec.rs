@@ -245,29 +245,18 @@ fn needs_worker(ev: &EventRef<'_>) -> bool {
 
 /// The first `B` in `b` from `from`, eight bytes at a time: for the short spans of a line
 /// (a timing line's key, 7 to 17 bytes: a byte at a time cost a third of reading the line;
-/// a job id, where `memchr`'s setup cost more than the search).
+/// a job id, where `memchr`'s setup cost more than the search). [`find_either`] of one byte
+/// (its second test is the first again, which the compiler folds).
 #[inline]
 pub(crate) fn find_byte<const B: u8>(b: &[u8], from: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let mut i = from;
-    while let Some(chunk) = b.get(i..i + 8) {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word) ^ (ONES * u64::from(B));
-        // a zero byte of `x` is a `B`; the lowest flagged byte is always a true one
-        let found = x.wrapping_sub(ONES) & !x & (ONES << 7);
-        if found != 0 {
-            return Some(i + (found.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    b.get(i..)?.iter().position(|&c| c == B).map(|at| i + at)
+    find_either::<B, B>(b, from)
 }
 
-/// The first `A` or `B` in `b` from `from`, eight bytes at a time (as [`find_byte`]).
+/// The first `A` or `B` in `b` from `from`, eight bytes at a time.
 #[inline]
 pub(crate) fn find_either<const A: u8, const B: u8>(b: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
+    // a zero byte of `x` is flagged; the lowest flagged byte is always a true zero
     let flags = |x: u64| x.wrapping_sub(ONES) & !x & (ONES << 7);
     let mut i = from;
     while let Some(chunk) = b.get(i..i + 8) {

@@ -163,16 +163,21 @@ impl LineFeeder {
         };
         match parsed {
             Ok(None) => self.timing(text, parse_timing(text)),
-            Ok(Some(ev)) => {
-                self.stats.timeline_lines += 1;
-                self.startup_over = true;
-                Ok(Some(Parsed::Event(ev)))
-            }
+            Ok(Some(ev)) => Ok(Some(self.event_line(ev))),
             Err(e) => {
                 self.stats.timeline_lines += 1;
                 Err(self.malformed(e.to_string()))
             }
         }
+    }
+
+    /// Counts a line (counted among the lines already) that held a TIMELINE event, and takes
+    /// the event: the lines after it are past cuzk's start-up.
+    #[inline(always)]
+    fn event_line<'a>(&mut self, ev: EventRef<'a>) -> Parsed<'a> {
+        self.stats.timeline_lines += 1;
+        self.startup_over = true;
+        Parsed::Event(ev)
     }
 
     /// Counts and takes a line that holds no TIMELINE event, as [`parse_timing`] read it:
@@ -277,9 +282,7 @@ impl LineFeeder {
             // finds so: counted and taken as `take_line` would
             if let Some((ev, end)) = crate::codec::parse_canonical_in(text, start) {
                 self.stats.lines += 1;
-                self.stats.timeline_lines += 1;
-                self.startup_over = true;
-                on_event(Parsed::Event(ev));
+                on_event(self.event_line(ev));
                 start = end + 1;
                 continue;
             }
