@@ -138,7 +138,7 @@ pub(crate) fn parse_canonical_in(text: &str, from: usize) -> Option<(EventRef<'_
 /// The fast path from `text[from..]` to the end of its line: the `\n` (or `\r\n`) that ends
 /// it, or the end of `text`. Returns the event and the index of that `\n` (`text.len()`
 /// where `text` ended first).
-#[inline]
+#[inline(always)]
 fn canonical_at(text: &str, from: usize) -> Option<(EventRef<'_>, usize)> {
     let b = text.as_bytes();
     if !b.get(from..)?.starts_with(MARKER.as_bytes()) {

@@ -56,6 +56,23 @@ impl Buckets {
         self.counts[i] += 1;
     }
 
+    /// Adds `o`'s counts to these.
+    fn absorb(&mut self, o: &Buckets) {
+        if self.counts.len() < o.counts.len() {
+            self.counts.resize(o.counts.len(), 0);
+        }
+        for (c, n) in self.counts.iter_mut().zip(&o.counts) {
+            *c += n;
+        }
+        self.total += o.total;
+    }
+
+    /// Empties the buckets, keeping their memory.
+    fn clear(&mut self) {
+        self.counts.fill(0);
+        self.total = 0;
+    }
+
     /// The highest value of the bucket where the `ceil(q x total)`-th value (at least the
     /// first) lies, as the crate's `value_at_quantile` gives it for q > 0.
     fn value_at_quantile(&self, q: f64) -> u64 {
@@ -116,6 +133,34 @@ impl Dist {
         self.sum += i128::from(v);
         self.min = self.min.min(v);
         self.max = self.max.max(v);
+    }
+
+    /// Takes in the values `o` recorded, as if each were recorded here (the same
+    /// quantiles, count, sum and bounds): for distributions kept apart and brought together
+    /// (a block's, recorded on the reader's thread).
+    pub fn absorb(&mut self, o: &Dist) {
+        if o.count == 0 {
+            return;
+        }
+        self.pos.absorb(&o.pos);
+        self.neg.absorb(&o.neg);
+        self.count += o.count;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+
+    /// Empties the distribution, keeping its memory for the next values.
+    pub fn clear(&mut self) {
+        if self.count == 0 {
+            return;
+        }
+        self.pos.clear();
+        self.neg.clear();
+        self.count = 0;
+        self.sum = 0;
+        self.min = i64::MAX;
+        self.max = i64::MIN;
     }
 
     /// Number of values recorded.
@@ -326,6 +371,40 @@ mod tests {
             proptest::prop_assert_eq!(d.quantile(q), reference(&values, q));
             for q in [0.5, 0.9, 0.99] {
                 proptest::prop_assert_eq!(d.quantile(q), reference(&values, q));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Values recorded in parts, each part into a distribution of its own (one reused
+        /// after `clear`), and absorbed give the distribution of all of them recorded in one.
+        #[test]
+        fn parts_absorbed_are_the_whole(
+            parts in proptest::collection::vec(
+                proptest::collection::vec(
+                    proptest::prop_oneof![
+                        -5_000i64..5_000,
+                        0i64..4_000_000,
+                        (i64::MIN / 4)..(i64::MAX / 4),
+                    ],
+                    0..40,
+                ),
+                0..6,
+            ),
+        ) {
+            let (mut whole, mut absorbed, mut part) = (Dist::new(), Dist::new(), Dist::new());
+            for values in &parts {
+                part.clear();
+                for &v in values {
+                    whole.record(v);
+                    part.record(v);
+                }
+                absorbed.absorb(&part);
+            }
+            proptest::prop_assert_eq!(absorbed.summary(), whole.summary());
+            proptest::prop_assert_eq!(absorbed.sum(), whole.sum());
+            for q in [0.01, 0.25, 0.5, 0.75, 0.99] {
+                proptest::prop_assert_eq!(absorbed.quantile(q), whole.quantile(q));
             }
         }
     }

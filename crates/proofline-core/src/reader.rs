@@ -5,11 +5,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use crate::codec::{MARKER, parse_line};
-use crate::engine::Engine;
+use crate::engine::{CallLine, Engine, KernelTally};
 use crate::event::{EventRef, Nums};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
-use crate::timing::{TimingLine, WorkerMap, parse_plain_timing, parse_timing};
+use crate::timing::{Timing, TimingLine, WorkerMap, parse_plain_timing, parse_timing};
 
 /// How many malformed lines are kept with their error (all are counted).
 pub const MAX_LINE_EXAMPLES: usize = 20;
@@ -56,6 +56,31 @@ impl Parsed<'_> {
             Parsed::Timing(t) => engine.ingest_timing_line(&t),
             Parsed::StartupMap(m) => engine.ingest_timing_line(&TimingLine::WorkerMap(m)),
         }
+    }
+}
+
+/// What takes the lines of a block as [`LineFeeder::parse_str_lines`] reads them.
+trait Taker<'a> {
+    /// Takes what a line holds.
+    fn take(&mut self, p: Parsed<'a>);
+
+    /// Takes the `CUZK_TIMING:` line at `from` in `text` (after its marker) when it is of
+    /// cuzk's usual form, read where the taker keeps its timing lines: the index of its `\n`,
+    /// or `None`, nothing taken, for another line (which then goes the usual way, through
+    /// [`Taker::take`]).
+    #[inline(always)]
+    fn take_cuzk_timing(&mut self, _text: &str, _from: usize) -> Option<usize> {
+        None
+    }
+}
+
+/// A closure as a [`Taker`].
+struct Each<F>(F);
+
+impl<'a, F: FnMut(Parsed<'a>)> Taker<'a> for Each<F> {
+    #[inline(always)]
+    fn take(&mut self, p: Parsed<'a>) {
+        (self.0)(p)
     }
 }
 
@@ -257,7 +282,7 @@ impl LineFeeder {
         mut on_event: impl FnMut(Parsed<'a>),
     ) -> Option<&'a str> {
         if let Ok(text) = std::str::from_utf8(block) {
-            self.parse_str_lines(text, on_event);
+            self.parse_str_lines(text, Each(on_event));
             return Some(text);
         }
         for line in block.split_inclusive(|&b| b == b'\n') {
@@ -275,16 +300,27 @@ impl LineFeeder {
     }
 
     /// [`LineFeeder::parse_lines`] for a block known to be UTF-8.
-    fn parse_str_lines<'a>(&mut self, text: &'a str, mut on_event: impl FnMut(Parsed<'a>)) {
+    fn parse_str_lines<'a>(&mut self, text: &'a str, mut on: impl Taker<'a>) {
+        use crate::timing::TIMING_MARKER;
         let mut start = 0;
         while start < text.len() {
             // a TIMELINE line the fast path takes is parsed up to its newline, which it
             // finds so: counted and taken as `take_line` would
             if let Some((ev, end)) = crate::codec::parse_canonical_in(text, start) {
                 self.stats.lines += 1;
-                on_event(self.event_line(ev));
+                on.take(self.event_line(ev));
                 start = end + 1;
                 continue;
+            }
+            // so is a timing line of cuzk's form, where the taker can read it in place
+            // (what `take_line` would do with it: a timing line, never a partial one)
+            if text.as_bytes()[start..].starts_with(TIMING_MARKER.as_bytes()) {
+                if let Some(end) = on.take_cuzk_timing(text, start + TIMING_MARKER.len()) {
+                    self.stats.lines += 1;
+                    self.stats.timing_lines += 1;
+                    start = end + 1;
+                    continue;
+                }
             }
             let Some(end) = memchr::memchr(b'\n', &text.as_bytes()[start..]) else {
                 break;
@@ -293,7 +329,7 @@ impl LineFeeder {
             // `\n` is ASCII: both ends are char boundaries; the fast path has turned the
             // line down (or it is no TIMELINE line, which it turns down at its first byte)
             if let Ok(Some(ev)) = self.take_line_as(&text[start..=end], true) {
-                on_event(ev);
+                on.take(ev);
             }
             start = end + 1;
         }
@@ -539,17 +575,16 @@ impl LineFeeder {
             });
         }
         self.add_block(&mut batch.stats);
+        engine.absorb_tally(&batch.tally);
         let mut timings = batch.timings.iter().peekable();
+        let mut calls = batch.calls.iter().enumerate().peekable();
         for (i, ev) in batch.events.iter().enumerate() {
             // timing lines in their place among the events
-            while let Some((_, t)) = timings.next_if(|(at, _)| *at <= i) {
-                engine.ingest_timing_line(t);
-            }
+            let i = u32::try_from(i).unwrap_or(u32::MAX);
+            Batch::timings_before(i, &mut timings, &mut calls, engine);
             ev.ingest(&batch.text, engine, sink);
         }
-        for (_, t) in timings {
-            engine.ingest_timing_line(t);
-        }
+        Batch::timings_before(u32::MAX, &mut timings, &mut calls, engine);
         if !batch.events.is_empty() {
             self.startup_over = true;
         }
@@ -737,8 +772,16 @@ fn read_batches(
 struct Batch {
     text: String,
     events: Vec<Wire>,
-    /// `CUZK_TIMING:` lines, each with the number of events before it in the block.
-    timings: Vec<(usize, TimingLine)>,
+    /// `CUZK_TIMING:` lines (but those of `calls` and `tally`), each with the number of
+    /// events and of `calls` before it in the block.
+    timings: Vec<(u32, u32, TimingLine)>,
+    /// Timing lines of cuzk's usual form (no key this version does not know, no value past
+    /// an hour) that have kernel time, each with the number of events before it: what
+    /// depends on their place (the GPU each is given to); the rest of them is in `tally`.
+    calls: Vec<(u32, CallLine)>,
+    /// What the timing lines of cuzk's usual form add up to (those with kernel time
+    /// included), whatever their place: added up on the thread that parsed the block.
+    tally: KernelTally,
     /// Which of `timings` are start-up lines taken because no TIMELINE line came before
     /// them in the block ([`Parsed::StartupMap`]).
     startup_maps: Vec<usize>,
@@ -761,12 +804,14 @@ impl Batch {
         };
         self.events.clear();
         self.timings.clear();
+        self.calls.clear();
+        self.tally.clear();
         self.startup_maps.clear();
         // (checked for UTF-8 once, as `parse_lines` would)
         match String::from_utf8(block) {
             Ok(text) => {
                 let base = text.as_ptr() as usize;
-                feeder.parse_str_lines(&text, |p| self.take(p, base));
+                feeder.parse_str_lines(&text, Fill { batch: self, base });
                 self.text = text;
             }
             Err(e) => {
@@ -794,13 +839,96 @@ impl Batch {
     fn take(&mut self, p: Parsed<'_>, base: usize) {
         match p {
             Parsed::Event(ev) => self.events.push(Wire::new(&ev, base)),
-            Parsed::Timing(t) => self.timings.push((self.events.len(), t)),
+            Parsed::Timing(t) => self.push_timing(t),
             Parsed::StartupMap(m) => {
                 self.startup_maps.push(self.timings.len());
-                let at = self.events.len();
-                self.timings.push((at, TimingLine::WorkerMap(m)));
+                self.push_timing(TimingLine::WorkerMap(m));
             }
         }
+    }
+
+    /// Keeps a timing line in its place, after the events and calls so far.
+    #[inline]
+    fn push_timing(&mut self, t: TimingLine) {
+        let (events, calls) = (count(self.events.len()), count(self.calls.len()));
+        self.timings.push((events, calls, t));
+    }
+
+    /// Gives the engine the timing lines of `timings` and `calls` that came before the
+    /// block's `i`-th event, in the order they came.
+    #[inline(always)]
+    fn timings_before<'t>(
+        i: u32,
+        timings: &mut std::iter::Peekable<std::slice::Iter<'t, (u32, u32, TimingLine)>>,
+        calls: &mut std::iter::Peekable<
+            std::iter::Enumerate<std::slice::Iter<'t, (u32, CallLine)>>,
+        >,
+        engine: &mut Engine,
+    ) {
+        loop {
+            let call = calls
+                .peek()
+                .filter(|(_, (at, _))| *at <= i)
+                .map(|(j, _)| *j);
+            match timings.peek() {
+                // a line of `timings` first when no call before it is left
+                Some((at, before, t)) if *at <= i && call.is_none_or(|j| *before as usize <= j) => {
+                    engine.ingest_timing_line(t);
+                    timings.next();
+                }
+                _ => match call {
+                    Some(_) => {
+                        if let Some((_, (_, c))) = calls.next() {
+                            engine.ingest_call_line(c);
+                        }
+                    }
+                    None => return,
+                },
+            }
+        }
+    }
+}
+
+/// A count of a block's events or lines, which no block takes past `u32`.
+#[inline(always)]
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// A batch being filled from the block at address `base`, as a [`Taker`].
+struct Fill<'b> {
+    batch: &'b mut Batch,
+    base: usize,
+}
+
+impl<'a> Taker<'a> for Fill<'_> {
+    #[inline(always)]
+    fn take(&mut self, p: Parsed<'a>) {
+        self.batch.take(p, self.base);
+    }
+
+    #[inline(always)]
+    fn take_cuzk_timing(&mut self, text: &str, from: usize) -> Option<usize> {
+        let mut t = Timing::default();
+        // (a line with no `\n` is a cut one, for the usual way to note)
+        let end = crate::timing::cuzk_pairs_in(text.as_bytes(), from, &mut t)
+            .filter(|&end| end < text.len())?;
+        let b = &mut *self.batch;
+        if t.is_plain() {
+            // added up here; only what depends on its place goes to the engine (read field
+            // by field: moved whole, a timing just written stalled on the stores that wrote
+            // it, a tenth of the reader's time on cuzk's log)
+            b.tally.lines += 1;
+            let parts = b.tally.add(&t);
+            match CallLine::new(t.gpu_tid, parts) {
+                Some(c) => b.calls.push((count(b.events.len()), c)),
+                // (a line of values of at most an hour fits one)
+                None => debug_assert!(parts.kernel.is_none(), "{t:?}"),
+            }
+        } else {
+            b.push_timing(TimingLine::Timing(t));
+        }
+        Some(end)
     }
 }
 
@@ -1337,6 +1465,7 @@ mod oversized_tests {
 #[cfg(test)]
 mod proptests {
     use super::*;
+    use crate::sink::NoUpdates;
     use proptest::prelude::*;
 
     /// What a block's parse gave, comparable: each event, timing line or start-up line, in
@@ -1361,7 +1490,7 @@ mod proptests {
                 }
             }
         } else {
-            f.parse_str_lines(block, keep);
+            f.parse_str_lines(block, Each(keep));
         }
         (got, f.stats, f.startup_over)
     }
@@ -1435,6 +1564,77 @@ mod proptests {
             if !marker {
                 prop_assert_eq!(parse_line(&line).ok(), Some(None), "{:?}", line);
                 prop_assert_eq!(parse_timing(&line), None, "{:?}", line);
+            }
+        }
+    }
+
+    /// A line of a log shaped like cuzk's GPU work: its TIMELINE intervals on two GPUs and
+    /// the timing lines of its calls, of cuzk's usual form or not (a key this version does
+    /// not know, a value past an hour, five keys, a value that is no number, a note).
+    fn gpu_line() -> impl Strategy<Value = String> {
+        let v = prop_oneof![4 => 0..5_000u64, 1 => Just(3_600_000u64), 1 => Just(3_600_001u64)];
+        prop_oneof![
+            2 => (0..4u32, 0..2u32, 0..3u32, any::<bool>()).prop_map(|(j, g, p, start)| {
+                let (edge, t) = if start { ("GPU_START", 10 * j) } else { ("GPU_END", 10 * j + 5) };
+                format!("TIMELINE,{t},{edge},j{j},gpu={g},partition={p}")
+            }),
+            4 => (0..2u32, v.clone(), v.clone()).prop_map(|(tid, a, b)| {
+                [
+                    format!("CUZK_TIMING: gpu_tid={tid} ntt_msm_h_ms={a}"),
+                    format!("CUZK_TIMING: gpu_tid={tid} batch_add_ms={a}"),
+                    format!("CUZK_TIMING: gpu_tid={tid} tail_msm_ms={a} gpu_total_ms={b}"),
+                    format!("CUZK_TIMING: gpu_tid={tid} barrier_wait_ms={a}"),
+                ][(a + b) as usize % 4].clone()
+            }),
+            2 => (v.clone(), v.clone()).prop_map(|(a, b)| {
+                [
+                    format!("CUZK_TIMING: mutex_held_ms={a} total_start_fn_ms={b}"),
+                    format!("CUZK_TIMING:  pre_lock_cpu_ms={a} mutex_wait_ms={b}\r"),
+                    format!("CUZK_TIMING: prep_msm_ms={a}"),
+                    format!("CUZK_TIMING: ntt_msm_h_ms={a} b_g2_msm_ms={b}"),
+                ][(a ^ b) as usize % 4].clone()
+            }),
+            1 => (0..2u32, v).prop_map(|(tid, a)| {
+                [
+                    format!("CUZK_TIMING: gpu_tid={tid} new_stage_ms={a} tail_msm_ms=1"),
+                    format!(
+                        "CUZK_TIMING: gpu_tid={tid} ntt_msm_h_ms={a} batch_add_ms=1 \
+                         tail_msm_ms=2 gpu_total_ms=3 barrier_wait_ms=4"
+                    ),
+                    format!("CUZK_TIMING: gpu_tid={tid} batch_add_ms={a}x"),
+                    "CUZK_TIMING: set pool release threshold".to_owned(),
+                    format!("2026-01-01 INFO CUZK_TIMING: gpu_tid={tid} tail_msm_ms={a}"),
+                ][a as usize % 5].clone()
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Timing lines added up on the thread that parses a block, and only what depends
+        /// on their place handed to the engine, give the report that each line handed over
+        /// whole gives, in blocks of any size, whoever parses them.
+        #[test]
+        fn timing_lines_added_up_by_block_report_as_line_by_line(
+            lines in proptest::collection::vec(gpu_line(), 1..120),
+            chunk in 64..2048usize,
+        ) {
+            let log = lines.join("\n") + "\n";
+            let report = |blocks: Option<Handoff>| {
+                let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+                match blocks {
+                    None => f.feed_all(&mut log.as_bytes(), &mut e, &mut NoUpdates, |_| {}).unwrap(),
+                    Some(handoff) => {
+                        f.feed_blocks(log.as_bytes(), &mut e, &mut NoUpdates, chunk, &mut || false, handoff)
+                            .unwrap();
+                    }
+                }
+                e.finish(&mut NoUpdates);
+                (serde_json::to_string(&e.report()).unwrap(), format!("{:?}", f.stats))
+            };
+            let want = report(None);
+            for handoff in [Handoff::Never, Handoff::Always] {
+                prop_assert_eq!(&report(Some(handoff)), &want, "{:?}", handoff);
             }
         }
     }

@@ -131,28 +131,37 @@ impl TimingKey {
 
     /// The key of a name cuzk prints.
     pub fn from_name(name: &str) -> Option<TimingKey> {
+        Self::from_bytes(name.as_bytes())
+    }
+
+    /// [`TimingKey::from_name`] of the name's bytes.
+    #[inline]
+    fn from_bytes(name: &[u8]) -> Option<TimingKey> {
         // a match the compiler turns into length and byte tests (a scan of the names
         // compared as strings was a visible share of analyze time on cuzk's logs)
         Some(match name {
-            "pre_lock_cpu_ms" => TimingKey::PreLockCpu,
-            "mutex_wait_ms" => TimingKey::MutexWait,
-            "ntt_msm_h_ms" => TimingKey::NttMsmH,
-            "barrier_wait_ms" => TimingKey::BarrierWait,
-            "batch_add_ms" => TimingKey::BatchAdd,
-            "tail_msm_ms" => TimingKey::TailMsm,
-            "gpu_total_ms" => TimingKey::GpuTotal,
-            "mutex_held_ms" => TimingKey::MutexHeld,
-            "total_start_fn_ms" => TimingKey::TotalStartFn,
-            "prep_msm_ms" => TimingKey::PrepMsm,
-            "b_g2_msm_ms" => TimingKey::BG2Msm,
-            "num_circuits" => TimingKey::NumCircuits,
-            "split_vectors_ms" => TimingKey::SplitVectors,
-            "setup_to_split_ms" => TimingKey::SetupToSplit,
-            "async_dealloc_ms" => TimingKey::AsyncDealloc,
+            b"pre_lock_cpu_ms" => TimingKey::PreLockCpu,
+            b"mutex_wait_ms" => TimingKey::MutexWait,
+            b"ntt_msm_h_ms" => TimingKey::NttMsmH,
+            b"barrier_wait_ms" => TimingKey::BarrierWait,
+            b"batch_add_ms" => TimingKey::BatchAdd,
+            b"tail_msm_ms" => TimingKey::TailMsm,
+            b"gpu_total_ms" => TimingKey::GpuTotal,
+            b"mutex_held_ms" => TimingKey::MutexHeld,
+            b"total_start_fn_ms" => TimingKey::TotalStartFn,
+            b"prep_msm_ms" => TimingKey::PrepMsm,
+            b"b_g2_msm_ms" => TimingKey::BG2Msm,
+            b"num_circuits" => TimingKey::NumCircuits,
+            b"split_vectors_ms" => TimingKey::SplitVectors,
+            b"setup_to_split_ms" => TimingKey::SetupToSplit,
+            b"async_dealloc_ms" => TimingKey::AsyncDealloc,
             _ => return None,
         })
     }
 }
+
+/// The longest name [`TimingKey::from_name`] knows (`total_start_fn_ms`).
+const LONGEST_KEY: usize = 17;
 
 /// Values a timing line holds inline (cuzk prints at most three keys on a line).
 const INLINE_VALUES: usize = 4;
@@ -290,6 +299,13 @@ impl Timing {
         }
     }
 
+    /// Whether the line holds nothing but known keys with values of at most
+    /// [`MAX_TIMING_MS`], the first few of them (the lines of cuzk's usual form).
+    #[inline]
+    pub(crate) fn is_plain(&self) -> bool {
+        self.extra.is_none() && !self.over_max
+    }
+
     /// Keys this version does not know, with their values.
     pub fn unknown(&self) -> &[(String, u64)] {
         self.extra.as_deref().map_or(&[], |e| &e.unknown)
@@ -425,42 +441,57 @@ pub fn parse_plain_timing(line: &str) -> Option<Result<TimingLine, String>> {
 /// its log).
 #[inline]
 fn cuzk_pairs(rest: &str) -> Option<Timing> {
-    let rest = rest.strip_suffix('\n').unwrap_or(rest);
-    let rest = rest.strip_suffix('\r').unwrap_or(rest);
-    let b = rest.as_bytes();
-    let n = b.len();
     let mut t = Timing::default();
-    let mut i = 0;
+    let end = cuzk_pairs_in(rest.as_bytes(), 0, &mut t)?;
+    // (one `\n` may end it)
+    (end + 1 >= rest.len()).then_some(t)
+}
+
+/// [`cuzk_pairs`] of the line starting at `from` in `b` (after its marker), read into `t`:
+/// a block's reader reads its lines so, each up to the newline this finds, and takes the
+/// values from `t` where they were written (returned by value and moved on, a timing just
+/// written stalled on the narrower stores that wrote it, at each move: a tenth of the
+/// reader's time on cuzk's log). Returns the index of the line's `\n` (of the `\n` of
+/// `\r\n`), or `b.len()` where `b` ended first; `None`, with `t` holding some of the pairs,
+/// when the line is not of cuzk's form.
+#[inline(always)]
+pub(crate) fn cuzk_pairs_in(b: &[u8], from: usize, t: &mut Timing) -> Option<usize> {
+    let n = b.len();
+    let mut i = from;
     let mut pairs = false;
-    loop {
+    let end = loop {
         let spaces = i;
         while i < n && b[i] == b' ' {
             i += 1;
         }
-        if i == n {
-            break;
+        match b.get(i) {
+            None => break n,
+            Some(b'\n') => break i,
+            Some(b'\r') if i + 1 == n => break n,
+            Some(b'\r') if b[i + 1] == b'\n' => break i + 1,
+            _ => {}
         }
-        if i == spaces && i > 0 {
+        // a pair after another needs a space before it (so does a value followed by
+        // anything but a space or the line's end)
+        if i == spaces && i > from {
             return None;
         }
         let k = i;
-        i = crate::codec::find_byte::<b'='>(b, k)?;
-        // (an `=` is a char boundary)
-        let key = &rest[k..i];
+        // (a key is one of a few names, none longer than LONGEST_KEY: the look for its `=`
+        // stops past that, not at the next line's)
+        let eq = crate::codec::find_byte::<b'='>(&b[..n.min(k + LONGEST_KEY + 1)], k)?;
+        let key = &b[k..eq];
         // (more than 19 digits are `str::parse`'s to decide)
         let v;
-        (v, i) = crate::codec::digits(b, i + 1)?;
-        if i < n && b[i] != b' ' {
-            return None;
-        }
-        if key == "gpu_tid" {
+        (v, i) = crate::codec::digits(b, eq + 1)?;
+        if key == b"gpu_tid" {
             t.gpu_tid = Some(u32::try_from(v).unwrap_or(u32::MAX));
         } else {
-            t.set(TimingKey::from_name(key)?, v);
+            t.set(TimingKey::from_bytes(key)?, v);
         }
         pairs = true;
-    }
-    pairs.then_some(t)
+    };
+    pairs.then_some(end)
 }
 
 /// The pairs of a `CUZK_TIMING:` line (after the marker, trimmed); with `NO_T`, `None` when a

@@ -21,7 +21,7 @@ pub const AT_FLOOR: f64 = 0.03;
 impl Engine {
     /// The GPU lock's held time and calls so far (`CUZK_TIMING`), if any.
     pub(super) fn lock_held(&self) -> Option<(u64, u64)> {
-        let d = &self.kernel.lock_held;
+        let d = &self.kernel.tally.lock_held;
         let calls = d.count();
         (calls > 0).then(|| (u64::try_from(d.sum().max(0)).unwrap_or(u64::MAX), calls))
     }

@@ -37,31 +37,20 @@ struct OpenThread {
     kernel: u64,
 }
 
-/// Totals over every timing line.
-#[derive(Debug, Default)]
-pub(super) struct KernelTotals {
+/// What timing lines add up to whatever their place among the TIMELINE lines: the
+/// totals a block's reader can add up on its own thread ([`KernelTally::add`]), for the
+/// engine to take in whole ([`KernelTotals::absorb`]). (On a log shaped like cuzk's, with
+/// more timing lines than TIMELINE lines, these were a tenth of the engine thread's work.)
+#[derive(Debug, Default, Clone)]
+pub(crate) struct KernelTally {
     /// Timing lines.
     pub lines: u64,
-    /// `CUZK_TIMING:` lines that are no timing.
-    pub notes: u64,
-    /// Unknown keys (the first few by name) and how often each came.
-    pub unknown: BTreeMap<String, u64>,
     /// GPU threads (`gpu_total_ms` lines).
     pub threads: u64,
     /// Kernel time, all lines.
     pub kernel_ms: u64,
-    /// Kernel time by attributed GPU.
-    pub kernel_by_gpu: BTreeMap<u32, u64>,
-    /// Lines with kernel time that no GPU could be given.
-    pub unattributed: u64,
     /// Lines with kernel time.
     pub kernel_lines: u64,
-    /// Kernel time per call, where its lines came one after the other.
-    pub per_call: Dist,
-    /// Calls whose lines interleaved with another's (counted in the totals only).
-    pub interleaved: u64,
-    /// The GPU thread in progress, by (GPU, thread index).
-    open: BTreeMap<(u32, u32), OpenThread>,
     /// `mutex_held_ms` per call (its count is the calls'; each `Dist` keeps an exact sum).
     pub lock_held: Dist,
     /// `mutex_wait_ms` per call.
@@ -73,6 +62,166 @@ pub(super) struct KernelTotals {
     /// `prep_msm_ms` and `b_g2_msm_ms` per call.
     pub prep_msm: Dist,
     pub b_g2_msm: Dist,
+}
+
+/// The values of a timing line that follow a GPU thread's call ([`KernelTotals::pair`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CallParts {
+    /// The line's kernel time (`ntt_msm_h_ms + batch_add_ms + tail_msm_ms`, those it has).
+    pub kernel: Option<u64>,
+    pub ntt_msm_h: Option<u64>,
+    pub batch_add: Option<u64>,
+    pub tail_msm: Option<u64>,
+}
+
+impl KernelTally {
+    /// Adds up the values of a timing line that is not over [`crate::timing::MAX_TIMING_MS`]
+    /// (not counting the line: [`KernelTally::lines`] is the caller's), and gives the
+    /// values that follow its call.
+    #[inline]
+    pub(crate) fn add(&mut self, t: &Timing) -> CallParts {
+        // one pass over the line's few values (a look-up of each key the totals know cost
+        // more than the line has)
+        let (mut parts, mut thread) = (CallParts::default(), false);
+        for (key, v) in t.iter() {
+            let dist = match key {
+                TimingKey::NttMsmH => {
+                    parts.ntt_msm_h = Some(v);
+                    parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
+                    continue;
+                }
+                TimingKey::BatchAdd => {
+                    parts.batch_add = Some(v);
+                    parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
+                    continue;
+                }
+                TimingKey::TailMsm => {
+                    parts.tail_msm = Some(v);
+                    parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
+                    continue;
+                }
+                TimingKey::MutexHeld => &mut self.lock_held,
+                TimingKey::MutexWait => &mut self.lock_wait,
+                TimingKey::PreLockCpu => &mut self.pre_lock_cpu,
+                TimingKey::BarrierWait => &mut self.barrier_wait,
+                TimingKey::PrepMsm => &mut self.prep_msm,
+                TimingKey::BG2Msm => &mut self.b_g2_msm,
+                TimingKey::GpuTotal => {
+                    thread = true;
+                    continue;
+                }
+                _ => continue,
+            };
+            dist.record(i64::try_from(v).unwrap_or(i64::MAX));
+        }
+        // a partial line's thread is not a whole one: it does not count in coverage
+        if thread && !t.is_partial() {
+            self.threads += 1;
+        }
+        if let Some(k) = parts.kernel {
+            self.kernel_lines += 1;
+            self.kernel_ms = self.kernel_ms.saturating_add(k);
+        }
+        parts
+    }
+
+    /// Empties the tally for the next block, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        let KernelTally {
+            lines,
+            threads,
+            kernel_ms,
+            kernel_lines,
+            lock_held,
+            lock_wait,
+            pre_lock_cpu,
+            barrier_wait,
+            prep_msm,
+            b_g2_msm,
+        } = self;
+        (*lines, *threads, *kernel_ms, *kernel_lines) = (0, 0, 0, 0);
+        for d in [
+            lock_held,
+            lock_wait,
+            pre_lock_cpu,
+            barrier_wait,
+            prep_msm,
+            b_g2_msm,
+        ] {
+            d.clear();
+        }
+    }
+}
+
+/// A timing line of cuzk's usual form that has kernel time, as a block's reader hands it
+/// to the engine: what follows its call ([`CallParts`]), 24 bytes where the line is 56. (Its
+/// other values the reader adds up itself, [`KernelTally`]; a line with no kernel time is
+/// not handed over at all: nothing of it depends on its place.)
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallLine {
+    gpu_tid: Option<u32>,
+    /// The values, [`CallLine::NONE`] where the line has none (each is at most
+    /// [`crate::timing::MAX_TIMING_MS`], the kernel time three of them).
+    kernel: u32,
+    ntt_msm_h: u32,
+    batch_add: u32,
+    tail_msm: u32,
+}
+
+impl CallLine {
+    const NONE: u32 = u32::MAX;
+
+    /// The line of a timing with these parts; `None` when it has no kernel time, or a value
+    /// past `u32`, which no line of values of at most [`crate::timing::MAX_TIMING_MS`] has
+    /// (a line over it the engine takes whole).
+    #[inline]
+    pub(crate) fn new(gpu_tid: Option<u32>, parts: CallParts) -> Option<CallLine> {
+        let v = |x: Option<u64>| match x {
+            None => Some(Self::NONE),
+            Some(v) => u32::try_from(v).ok().filter(|&v| v != Self::NONE),
+        };
+        parts.kernel?;
+        Some(CallLine {
+            gpu_tid,
+            kernel: v(parts.kernel)?,
+            ntt_msm_h: v(parts.ntt_msm_h)?,
+            batch_add: v(parts.batch_add)?,
+            tail_msm: v(parts.tail_msm)?,
+        })
+    }
+
+    /// Its parts.
+    #[inline]
+    fn parts(&self) -> CallParts {
+        let v = |x: u32| (x != Self::NONE).then_some(u64::from(x));
+        CallParts {
+            kernel: v(self.kernel),
+            ntt_msm_h: v(self.ntt_msm_h),
+            batch_add: v(self.batch_add),
+            tail_msm: v(self.tail_msm),
+        }
+    }
+}
+
+/// Totals over every timing line.
+#[derive(Debug, Default)]
+pub(super) struct KernelTotals {
+    /// What the lines add up to whatever their order.
+    pub tally: KernelTally,
+    /// `CUZK_TIMING:` lines that are no timing.
+    pub notes: u64,
+    /// Unknown keys (the first few by name) and how often each came.
+    pub unknown: BTreeMap<String, u64>,
+    /// Kernel time by attributed GPU.
+    pub kernel_by_gpu: BTreeMap<u32, u64>,
+    /// Lines with kernel time that no GPU could be given.
+    pub unattributed: u64,
+    /// Kernel time per call, where its lines came one after the other.
+    pub per_call: Dist,
+    /// Calls whose lines interleaved with another's (counted in the totals only).
+    pub interleaved: u64,
+    /// The GPU thread in progress, by (GPU, thread index).
+    open: BTreeMap<(u32, u32), OpenThread>,
     /// Timing lines ignored for a value over [`crate::timing::MAX_TIMING_MS`], and the first.
     pub absurd: u64,
     pub absurd_example: Option<String>,
@@ -89,7 +238,7 @@ impl KernelTotals {
     /// Takes in one timing line, given to `gpu` (or to none); returns the kernel time of
     /// the call it completes, when its lines were followed on one GPU.
     pub fn add(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
-        self.lines += 1;
+        self.tally.lines += 1;
         if let Some((key, v)) = t.over_max() {
             self.absurd += 1;
             if self.absurd_example.is_none() {
@@ -114,37 +263,21 @@ impl KernelTotals {
                 self.unknown.insert(k.clone(), 1);
             }
         }
-        // one pass over the line's few values (a look-up of each key the totals know cost
-        // more than the line has)
-        let (mut kernel, mut thread) = (None::<u64>, false);
-        for (key, v) in t.iter() {
-            if key.is_kernel() {
-                // the kernel time (`Timing::kernel_ms`)
-                kernel = Some(kernel.map_or(v, |k| k.saturating_add(v)));
-                continue;
-            }
-            let dist = match key {
-                TimingKey::MutexHeld => &mut self.lock_held,
-                TimingKey::MutexWait => &mut self.lock_wait,
-                TimingKey::PreLockCpu => &mut self.pre_lock_cpu,
-                TimingKey::BarrierWait => &mut self.barrier_wait,
-                TimingKey::PrepMsm => &mut self.prep_msm,
-                TimingKey::BG2Msm => &mut self.b_g2_msm,
-                TimingKey::GpuTotal => {
-                    thread = true;
-                    continue;
-                }
-                _ => continue,
-            };
-            dist.record(i64::try_from(v).unwrap_or(i64::MAX));
-        }
-        // a partial line's thread is not a whole one: it does not count in coverage
-        if thread && !t.is_partial() {
-            self.threads += 1;
-        }
-        if let Some(k) = kernel {
-            self.kernel_lines += 1;
-            self.kernel_ms = self.kernel_ms.saturating_add(k);
+        let parts = self.tally.add(t);
+        self.follow(t.gpu_tid, parts, gpu)
+    }
+
+    /// Takes in the values of a timing line that follow its call (the rest of the line
+    /// added up already), given to `gpu` (or to none); returns the kernel time of the call it
+    /// completes, as [`KernelTotals::add`].
+    #[inline]
+    pub(super) fn follow(
+        &mut self,
+        gpu_tid: Option<u32>,
+        parts: CallParts,
+        gpu: Option<u32>,
+    ) -> Option<u64> {
+        if let Some(k) = parts.kernel {
             match gpu {
                 Some(g) => {
                     let e = self.kernel_by_gpu.entry(g).or_default();
@@ -153,17 +286,32 @@ impl KernelTotals {
                 None => self.unattributed += 1,
             }
         }
-        self.pair(t, gpu)
+        self.pair(gpu_tid, parts, gpu)
+    }
+
+    /// Takes in what a block's lines added up to ([`KernelTally`]).
+    pub(super) fn absorb(&mut self, o: &KernelTally) {
+        let t = &mut self.tally;
+        t.lines += o.lines;
+        t.threads += o.threads;
+        t.kernel_ms = t.kernel_ms.saturating_add(o.kernel_ms);
+        t.kernel_lines += o.kernel_lines;
+        t.lock_held.absorb(&o.lock_held);
+        t.lock_wait.absorb(&o.lock_wait);
+        t.pre_lock_cpu.absorb(&o.pre_lock_cpu);
+        t.barrier_wait.absorb(&o.barrier_wait);
+        t.prep_msm.absorb(&o.prep_msm);
+        t.b_g2_msm.absorb(&o.b_g2_msm);
     }
 
     /// Follows a GPU thread's lines (ntt_msm_h first, tail_msm last) to its call's kernel
     /// time, when they come one after the other on one GPU.
-    fn pair(&mut self, t: &Timing, gpu: Option<u32>) -> Option<u64> {
-        let (Some(tid), Some(g)) = (t.gpu_tid, gpu) else {
+    fn pair(&mut self, gpu_tid: Option<u32>, parts: CallParts, gpu: Option<u32>) -> Option<u64> {
+        let (Some(tid), Some(g)) = (gpu_tid, gpu) else {
             return None;
         };
         let key = (g, tid);
-        if let Some(ntt) = t.get(TimingKey::NttMsmH) {
+        if let Some(ntt) = parts.ntt_msm_h {
             if self.open.len() >= MAX_OPEN_THREADS && !self.open.contains_key(&key) {
                 // threads that never finished (or a log inventing thread indexes)
                 self.interleaved += self.open.len() as u64;
@@ -176,10 +324,10 @@ impl KernelTotals {
             return None;
         }
         let open = self.open.get_mut(&key)?;
-        if let Some(v) = t.get(TimingKey::BatchAdd) {
+        if let Some(v) = parts.batch_add {
             open.kernel = open.kernel.saturating_add(v);
         }
-        let v = t.get(TimingKey::TailMsm)?;
+        let v = parts.tail_msm?;
         let kernel = open.kernel.saturating_add(v);
         self.open.remove(&key);
         self.per_call
@@ -205,12 +353,12 @@ impl KernelTotals {
     /// The totals so far, for live counters.
     pub fn live(&self) -> crate::sink::KernelLive {
         crate::sink::KernelLive {
-            calls: self.lock_held.count(),
-            kernel_ms: self.kernel_ms,
-            lock_held_ms: total(&self.lock_held),
-            lock_wait_ms: total(&self.lock_wait),
-            prep_msm_ms: total(&self.prep_msm),
-            b_g2_msm_ms: total(&self.b_g2_msm),
+            calls: self.tally.lock_held.count(),
+            kernel_ms: self.tally.kernel_ms,
+            lock_held_ms: total(&self.tally.lock_held),
+            lock_wait_ms: total(&self.tally.lock_wait),
+            prep_msm_ms: total(&self.tally.prep_msm),
+            b_g2_msm_ms: total(&self.tally.b_g2_msm),
         }
     }
 
@@ -223,24 +371,24 @@ impl KernelTotals {
         let ratio = super::ratio;
         // one GPU in the log: every line is its own
         let by_gpu: BTreeMap<u32, u64> = if gpus.len() == 1 {
-            BTreeMap::from([(gpus[0].0, self.kernel_ms)])
+            BTreeMap::from([(gpus[0].0, self.tally.kernel_ms)])
         } else {
             self.kernel_by_gpu.clone()
         };
         let attributed = gpus.len() == 1 || self.unattributed == 0;
         let attribution = if gpus.len() == 1 {
             "one GPU in the log: every line is its own".to_owned()
-        } else if self.kernel_lines == 0 {
+        } else if self.tally.kernel_lines == 0 {
             "no kernel line".to_owned()
         } else if attributed {
             format!(
                 "each of the {} kernel lines came while one GPU alone had an open interval",
-                self.kernel_lines
+                self.tally.kernel_lines
             )
         } else {
             format!(
                 "run-level figures only: {} of {} kernel lines came while no GPU or several had an open interval, and the lines name no GPU",
-                self.unattributed, self.kernel_lines
+                self.unattributed, self.tally.kernel_lines
             )
         };
         let per_gpu = if attributed {
@@ -259,28 +407,29 @@ impl KernelTotals {
             Vec::new()
         };
         KernelReport {
-            timing_lines: self.lines,
+            timing_lines: self.tally.lines,
             other_lines: self.notes,
             absurd_lines: self.absurd,
             absurd_example: self.absurd_example.clone(),
             unknown_keys: self.unknown.keys().cloned().collect(),
-            calls: self.lock_held.count(),
-            gpu_threads: self.threads,
-            kernel_ms: self.kernel_ms,
+            calls: self.tally.lock_held.count(),
+            gpu_threads: self.tally.threads,
+            kernel_ms: self.tally.kernel_ms,
             kernel_per_call: self.per_call.summary(),
             calls_interleaved: self.interleaved,
-            kernel_utilisation: ratio(self.kernel_ms, elapsed),
+            kernel_utilisation: ratio(self.tally.kernel_ms, elapsed),
             busy_ratio: ratio(busy, elapsed),
-            kernel_fill: ratio(self.kernel_ms, busy),
-            coverage: ratio(self.threads, intervals),
-            lock_held_ms: total(&self.lock_held),
-            lock_held_not_kernel_ms: total(&self.lock_held).saturating_sub(self.kernel_ms),
-            lock_held: self.lock_held.summary(),
-            lock_wait: self.lock_wait.summary(),
-            pre_lock_cpu: self.pre_lock_cpu.summary(),
-            barrier_wait: self.barrier_wait.summary(),
-            prep_msm: self.prep_msm.summary(),
-            b_g2_msm: self.b_g2_msm.summary(),
+            kernel_fill: ratio(self.tally.kernel_ms, busy),
+            coverage: ratio(self.tally.threads, intervals),
+            lock_held_ms: total(&self.tally.lock_held),
+            lock_held_not_kernel_ms: total(&self.tally.lock_held)
+                .saturating_sub(self.tally.kernel_ms),
+            lock_held: self.tally.lock_held.summary(),
+            lock_wait: self.tally.lock_wait.summary(),
+            pre_lock_cpu: self.tally.pre_lock_cpu.summary(),
+            barrier_wait: self.tally.barrier_wait.summary(),
+            prep_msm: self.tally.prep_msm.summary(),
+            b_g2_msm: self.tally.b_g2_msm.summary(),
             attributed,
             attribution,
             gpus: per_gpu,
@@ -455,12 +604,35 @@ impl Engine {
     /// GPU that alone has an open interval among the lines given so far (see the module
     /// docs). Timing lines do not move the engine's clock.
     pub fn ingest_timing(&mut self, t: &Timing) {
+        self.attribute_call(|kernel, gpu| kernel.add(t, gpu));
+    }
+
+    /// Takes in a timing line of cuzk's usual form as a block's reader handed it over: its
+    /// values added up there ([`KernelTotals::absorb`]), what follows its call here, in its
+    /// place among the TIMELINE lines.
+    #[inline]
+    pub(crate) fn ingest_call_line(&mut self, c: &CallLine) {
+        self.attribute_call(|kernel, gpu| kernel.follow(c.gpu_tid, c.parts(), gpu));
+    }
+
+    /// Takes in what a block's timing lines of cuzk's usual form added up to.
+    pub(crate) fn absorb_tally(&mut self, t: &KernelTally) {
+        self.kernel.absorb(t);
+    }
+
+    /// Gives a timing line to the GPU that alone has an interval open (or to none), through
+    /// `follow`; a call it completes gives that interval's partition its kernel time.
+    #[inline(always)]
+    fn attribute_call(
+        &mut self,
+        follow: impl FnOnce(&mut KernelTotals, Option<u32>) -> Option<u64>,
+    ) {
         // (with two GPUs or more open, as is usual on a busy prover, no list is looked at)
         let (gpu, only) = self
             .line_open
             .only()
             .map_or((None, &[][..]), |(g, v)| (Some(g), v));
-        let call = self.kernel.add(t, gpu);
+        let call = follow(&mut self.kernel, gpu);
         // a call whose GPU had one interval open: that partition's kernel time
         if let (Some(kernel), [key]) = (call, only) {
             if self.part_kernel.len() < MAX_PENDING_PARTITIONS {

@@ -38,6 +38,7 @@ mod verdict;
 pub use config::*;
 pub use device::{GAP_SIZE_CLASSES, gap_size_class};
 pub use kernel::KERNEL_COVERAGE_MIN;
+pub(crate) use kernel::{CallLine, KernelTally};
 pub use runs::{MIN_BEHIND_MS, RESTART_CONFIRMATIONS};
 pub use summary::LIVE_SPP_WINDOW;
 pub use verdict::GPU_BOUND_RATIO;

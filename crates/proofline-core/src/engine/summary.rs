@@ -284,7 +284,7 @@ impl Engine {
         }
         let steady_ratio = ratio(sbusy_all, selapsed_all);
         let busy_ratio = ratio(busy_all, elapsed_all);
-        let kernel = (self.kernel.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
+        let kernel = (self.kernel.tally.lines + self.kernel.notes + self.kernel.ntt_h_lines > 0)
             .then(|| self.kernel.report(&gpu_times));
         let kernel_over = kernel
             .as_ref()
