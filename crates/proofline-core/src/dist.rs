@@ -395,10 +395,14 @@ mod tests {
             let (mut whole, mut absorbed, mut part) = (Dist::new(), Dist::new(), Dist::new());
             for values in &parts {
                 part.clear();
+                let mut fresh = Dist::new();
                 for &v in values {
                     whole.record(v);
                     part.record(v);
+                    fresh.record(v);
                 }
+                // (a part cleared holds nothing of the values before)
+                proptest::prop_assert_eq!(part.summary(), fresh.summary());
                 absorbed.absorb(&part);
             }
             proptest::prop_assert_eq!(absorbed.summary(), whole.summary());

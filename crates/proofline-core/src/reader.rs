@@ -772,11 +772,12 @@ fn read_batches(
 struct Batch {
     text: String,
     events: Vec<Wire>,
-    /// `CUZK_TIMING:` lines (but those of `calls` and `tally`), each with the number of
-    /// events and of `calls` before it in the block.
+    /// The timing lines but those of `calls` and `tally` (`CUZK_TIMING:` lines of another
+    /// form, notes, `CUZK_NTT_H:` lines, start-up lines), each with the number of events and
+    /// of `calls` before it in the block.
     timings: Vec<(u32, u32, TimingLine)>,
-    /// Timing lines of cuzk's usual form (no key this version does not know, no value past
-    /// an hour) that have kernel time, each with the number of events before it: what
+    /// Timing lines of cuzk's usual form (known keys, at most four, no value past an hour)
+    /// that have kernel time, each with the number of events before it: what
     /// depends on their place (the GPU each is given to); the rest of them is in `tally`.
     calls: Vec<(u32, CallLine)>,
     /// What the timing lines of cuzk's usual form add up to (those with kernel time
@@ -1618,14 +1619,26 @@ mod proptests {
         fn timing_lines_added_up_by_block_report_as_line_by_line(
             lines in proptest::collection::vec(gpu_line(), 1..120),
             chunk in 64..2048usize,
+            cut in proptest::option::of(gpu_line()),
+            not_utf8 in proptest::option::of(0..120usize),
         ) {
-            let log = lines.join("\n") + "\n";
+            let mut log = (lines.join("\n") + "\n").into_bytes();
+            // a line that is not UTF-8 (its block is read line by line), and a last line cut
+            // before its newline (not used, wherever its block was parsed)
+            if let Some(at) = not_utf8 {
+                let at = log.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(at % lines.len());
+                if let Some((at, _)) = at {
+                    log.splice(at + 1..at + 1, *b"CUZK_TIMING: prep_msm_ms=\xff7\n");
+                }
+            }
+            log.extend_from_slice(cut.unwrap_or_default().as_bytes());
+            let log = &log[..];
             let report = |blocks: Option<Handoff>| {
                 let (mut f, mut e) = (LineFeeder::new(), Engine::default());
                 match blocks {
-                    None => f.feed_all(&mut log.as_bytes(), &mut e, &mut NoUpdates, |_| {}).unwrap(),
+                    None => f.feed_all(&mut &log[..], &mut e, &mut NoUpdates, |_| {}).unwrap(),
                     Some(handoff) => {
-                        f.feed_blocks(log.as_bytes(), &mut e, &mut NoUpdates, chunk, &mut || false, handoff)
+                        f.feed_blocks(log, &mut e, &mut NoUpdates, chunk, &mut || false, handoff)
                             .unwrap();
                     }
                 }

@@ -683,6 +683,16 @@ const MAX_NTT_H_STAGES: usize = 16;
 mod tests {
     use super::*;
 
+    /// No key is longer than the look for a key's `=` in cuzk's form goes.
+    #[test]
+    fn every_key_fits_the_form_s_look() {
+        for k in TimingKey::ALL {
+            assert!(k.name().len() <= LONGEST_KEY, "{}", k.name());
+            assert_eq!(TimingKey::from_name(k.name()), Some(k));
+        }
+        assert!(TimingKey::ALL.iter().any(|k| k.name().len() == LONGEST_KEY));
+    }
+
     #[test]
     fn cuzk_start_up_lines_map_workers_to_gpus() {
         let init = "2026-12-01T03:00:00.1Z  INFO cuzk_core::engine: initializing GPU workers \
