@@ -85,18 +85,14 @@ impl KernelTally {
         let (mut parts, mut thread) = (CallParts::default(), false);
         for (key, v) in t.iter() {
             let dist = match key {
-                TimingKey::NttMsmH => {
-                    parts.ntt_msm_h = Some(v);
-                    parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
-                    continue;
-                }
-                TimingKey::BatchAdd => {
-                    parts.batch_add = Some(v);
-                    parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
-                    continue;
-                }
-                TimingKey::TailMsm => {
-                    parts.tail_msm = Some(v);
+                TimingKey::NttMsmH | TimingKey::BatchAdd | TimingKey::TailMsm => {
+                    let part = match key {
+                        TimingKey::NttMsmH => &mut parts.ntt_msm_h,
+                        TimingKey::BatchAdd => &mut parts.batch_add,
+                        _ => &mut parts.tail_msm,
+                    };
+                    *part = Some(v);
+                    // the kernel time (`Timing::kernel_ms`)
                     parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
                     continue;
                 }
@@ -127,29 +123,45 @@ impl KernelTally {
 
     /// Empties the tally for the next block, keeping its memory.
     pub(crate) fn clear(&mut self) {
-        let KernelTally {
-            lines,
-            threads,
-            kernel_ms,
-            kernel_lines,
-            lock_held,
-            lock_wait,
-            pre_lock_cpu,
-            barrier_wait,
-            prep_msm,
-            b_g2_msm,
-        } = self;
-        (*lines, *threads, *kernel_ms, *kernel_lines) = (0, 0, 0, 0);
-        for d in [
-            lock_held,
-            lock_wait,
-            pre_lock_cpu,
-            barrier_wait,
-            prep_msm,
-            b_g2_msm,
-        ] {
+        (self.lines, self.threads, self.kernel_ms, self.kernel_lines) = (0, 0, 0, 0);
+        for d in self.dists_mut() {
             d.clear();
         }
+    }
+
+    /// Adds what another tally holds (a block's) to this one.
+    fn absorb(&mut self, o: &KernelTally) {
+        self.lines += o.lines;
+        self.threads += o.threads;
+        self.kernel_ms = self.kernel_ms.saturating_add(o.kernel_ms);
+        self.kernel_lines += o.kernel_lines;
+        for (d, od) in self.dists_mut().into_iter().zip(o.dists()) {
+            d.absorb(od);
+        }
+    }
+
+    /// The distributions, in one order.
+    fn dists(&self) -> [&Dist; 6] {
+        [
+            &self.lock_held,
+            &self.lock_wait,
+            &self.pre_lock_cpu,
+            &self.barrier_wait,
+            &self.prep_msm,
+            &self.b_g2_msm,
+        ]
+    }
+
+    /// [`KernelTally::dists`], to change.
+    fn dists_mut(&mut self) -> [&mut Dist; 6] {
+        [
+            &mut self.lock_held,
+            &mut self.lock_wait,
+            &mut self.pre_lock_cpu,
+            &mut self.barrier_wait,
+            &mut self.prep_msm,
+            &mut self.b_g2_msm,
+        ]
     }
 }
 
@@ -291,17 +303,7 @@ impl KernelTotals {
 
     /// Takes in what a block's lines added up to ([`KernelTally`]).
     pub(super) fn absorb(&mut self, o: &KernelTally) {
-        let t = &mut self.tally;
-        t.lines += o.lines;
-        t.threads += o.threads;
-        t.kernel_ms = t.kernel_ms.saturating_add(o.kernel_ms);
-        t.kernel_lines += o.kernel_lines;
-        t.lock_held.absorb(&o.lock_held);
-        t.lock_wait.absorb(&o.lock_wait);
-        t.pre_lock_cpu.absorb(&o.pre_lock_cpu);
-        t.barrier_wait.absorb(&o.barrier_wait);
-        t.prep_msm.absorb(&o.prep_msm);
-        t.b_g2_msm.absorb(&o.b_g2_msm);
+        self.tally.absorb(o);
     }
 
     /// Follows a GPU thread's lines (ntt_msm_h first, tail_msm last) to its call's kernel
@@ -702,6 +704,13 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use crate::codec::parse_line;
+
+    /// A call line handed between the threads is the 24 bytes its docs say.
+    #[test]
+    fn a_call_line_is_24_bytes() {
+        assert_eq!(std::mem::size_of::<super::CallLine>(), 24);
+    }
+
     use crate::engine::Engine;
     use crate::sink::NoUpdates;
     use crate::timing::parse_timing;
