@@ -65,9 +65,9 @@ trait Taker<'a> {
     fn take(&mut self, p: Parsed<'a>);
 
     /// Takes the `CUZK_TIMING:` line at `from` in `text` (after its marker) when it is of
-    /// cuzk's usual form, read where the taker keeps its timing lines: the index of its `\n`,
-    /// or `None`, nothing taken, for another line (which then goes the usual way, through
-    /// [`Taker::take`]).
+    /// cuzk's usual form, read by the taker itself (a block's adds its values up): the index
+    /// of its `\n`, or `None`, nothing taken, for another line (which then goes the usual
+    /// way, through [`Taker::take`]).
     #[inline(always)]
     fn take_cuzk_timing(&mut self, _text: &str, _from: usize) -> Option<usize> {
         None
@@ -312,7 +312,7 @@ impl LineFeeder {
                 start = end + 1;
                 continue;
             }
-            // so is a timing line of cuzk's form, where the taker can read it in place
+            // so is a timing line of cuzk's form, where the taker reads such lines itself
             // (what `take_line` would do with it: a timing line, never a partial one)
             if text.as_bytes()[start..].starts_with(TIMING_MARKER.as_bytes()) {
                 if let Some(end) = on.take_cuzk_timing(text, start + TIMING_MARKER.len()) {
