@@ -291,6 +291,28 @@ impl Rings {
         n
     }
 
+    /// Empties every ring, those opened since the last look too, handing nothing on: what a
+    /// thread pushed after the worker's last drain (it found the layer open just before the
+    /// shutdown, and pushed once the worker had looked). Returns what that stood for, as the
+    /// layer counts what it cannot hand over: TIMELINE events, and `CUZK_TIMING:` lines.
+    pub fn discard_left(&mut self, from: &Handoff) -> (u64, u64) {
+        self.adopt(from);
+        let (mut events, mut timing) = (0, 0);
+        self.drain(usize::MAX, |d| {
+            match d {
+                Drained::Entry(q) => match q.as_timing() {
+                    Some(crate::queued::TimingIn::Line(l)) if l.timeline => events += 1,
+                    Some(_) => timing += 1,
+                    None => events += q.events(),
+                },
+                Drained::Line(_, true) => events += 1,
+                Drained::Line(_, false) => timing += 1,
+            }
+            0
+        });
+        (events, timing)
+    }
+
     /// Whether every ring is empty.
     pub fn is_empty(&self) -> bool {
         self.rings.iter().all(|r| r.entries.is_empty())
@@ -391,6 +413,48 @@ mod tests {
             0,
             "the threads are gone and their rings drained"
         );
+    }
+
+    /// What is left in the rings when the worker stops, from a thread whose ring it has
+    /// adopted and from one it has not, is counted as the layer counts what it cannot hand
+    /// over: a span's entry as its events, a logged TIMELINE line as one event, a parsed or
+    /// logged `CUZK_TIMING:` line apart; and the rings are empty after.
+    #[test]
+    fn what_is_left_when_the_worker_stops_is_counted() {
+        use crate::layer::LoggedLine;
+        use crate::queued::TimingIn;
+        let h = Arc::new(Handoff::new(16));
+        let mut rings = Rings::default();
+        let push = |h: Arc<Handoff>| {
+            std::thread::spawn(move || {
+                assert!(h.push_with(|| entry(0)));
+                assert!(h.push_text(b"TIMELINE,1,SYNTH_START,porep-1,partition=1", true));
+                assert!(h.push_text(b"CUZK_TIMING: gpu_prove_ms=3", false));
+                assert!(h.push_with(|| Queued::timing(TimingIn::Parsed(
+                    proofline_core::timing::TimingLine::Note
+                ))));
+                let line = |timeline| LoggedLine {
+                    text: "a line too long for the ring".to_owned(),
+                    timeline,
+                };
+                assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(true)))));
+                assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(false)))));
+            })
+            .join()
+            .unwrap();
+        };
+        push(h.clone());
+        rings.adopt(&h);
+        // the second thread's ring opens after the worker's last look
+        push(h.clone());
+        let one_span_event = entry(0).events();
+        assert_eq!(
+            rings.discard_left(&h),
+            (2 * (one_span_event + 2), 2 * 3),
+            "(events, timing lines)"
+        );
+        assert!(rings.is_empty());
+        assert_eq!(rings.discard_left(&h), (0, 0));
     }
 
     /// A full ring refuses without building the entry: a dropped event costs no entry.

@@ -187,6 +187,13 @@ impl Worker {
         }
         self.engine.finish(self.driver.sinks());
         self.flush();
+        // what a thread pushed after the last drain is lost: counted as dropped, as what
+        // comes after the shutdown is (it was lost without a count)
+        let (events, timing) = self.rings.discard_left(&self.handoff);
+        self.stats.dropped.fetch_add(events, Ordering::Relaxed);
+        self.stats
+            .timing_dropped
+            .fetch_add(timing, Ordering::Relaxed);
         let deadline = self
             .deadline
             .lock()
