@@ -6,22 +6,36 @@
 # than on one side. Run it A against A first: the ratio's spread is how small a change it
 # can tell from nothing on this machine today.
 #
-# Usage: scripts/ab-commands.sh "COMMAND A" "COMMAND B" [PAIRS]   (default 21; bash, bc)
-#   e.g. scripts/ab-commands.sh "/tmp/old analyze big.log" "target/release/proofline analyze big.log" 41
+# Usage: scripts/ab-commands.sh "COMMAND A" "COMMAND B" [PAIRS]   (default 21; bash 4.3+, bc)
+#   e.g. scripts/ab-commands.sh "OLD/proofline analyze LOG" "target/release/proofline analyze LOG" 41
+# A command that exits with a status other than 0 stops it, with the command's last lines of
+# standard error: a failing command is not timed.
 set -euo pipefail
-a=$1 b=$2 pairs=${3:-21}
-once() { # "wall cpu" of one run, in seconds; output to a file (GNU grep stops early on /dev/null)
-  local TIMEFORMAT='%3R %3U %3S' out
-  out=$(mktemp)
-  { time bash -c "$1" >"$out" 2>/dev/null; } 2>&1 | awk '{print $1, $2 + $3}'
-  rm -f "$out"
+usage='usage: scripts/ab-commands.sh "COMMAND A" "COMMAND B" [PAIRS]'
+a=${1:?$usage} b=${2:?$usage} pairs=${3:-21}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+once() { # one run of $1: its wall and CPU time (user + system), in seconds, in w and c
+  # (its output to a file, not /dev/null: GNU grep stops at the first match on /dev/null)
+  local TIMEFORMAT='%3R %3U %3S' status=0
+  { time bash -c "$1" >"$tmp/out" 2>"$tmp/err"; } 2>"$tmp/time" || status=$?
+  if [ "$status" != 0 ]; then
+    echo "ab-commands: exit status $status from: $1" >&2
+    tail -5 "$tmp/err" >&2
+    exit 1
+  fi
+  read -r w c < <(awk '{print $1, $2 + $3}' "$tmp/time")
 }
-med() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+# (of an even count, the mean of the two middle values)
+med() {
+  printf '%s\n' "$@" | sort -g |
+    awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 lo() { printf '%s\n' "$@" | sort -g | head -1; }
 hi() { printf '%s\n' "$@" | sort -g | tail -1; }
+runa() { once "$a"; wa+=("$w"); ca+=("$c"); }
+runb() { once "$b"; wb+=("$w"); cb+=("$c"); }
 wa=() wb=() ca=() cb=() r=()
-runa() { read -r w c < <(once "$a"); wa+=("$w"); ca+=("$c"); }
-runb() { read -r w c < <(once "$b"); wb+=("$w"); cb+=("$c"); }
 runa; runb; wa=() wb=() ca=() cb=() # one untimed run of each: binaries and input in the cache
 for i in $(seq "$pairs"); do
   # the side that goes first changes each pair: going second is not always the same side's

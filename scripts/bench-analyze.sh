@@ -57,7 +57,10 @@ once() {
 }
 rss() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1; }
 calc() { echo "$1" | bc -l; }
-median() { printf '%s\n' "$@" | sort -g | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+median() { # (of an even count, the mean of the two middle values)
+  printf '%s\n' "$@" | sort -g |
+    awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
 pair_lines=()
 
 printf '%-7s %7s %9s %9s %7s %9s %6s %7s %8s %11s\n' \
@@ -66,7 +69,7 @@ for f in $logs; do
   p="$work/$f.log"
   mb=$(calc "$(stat -L -c %s "$p") / 1048576")
   cat "$p" >/dev/null # warm the page cache for both
-  # the two commands take turns, 7 runs each, best of each: a slow spell of this shared
+  # the two commands take turns, RUNS runs each, best of each: a slow spell of this shared
   # machine then falls on both rather than on one
   a=999999 ac=0 g=999999 pairs=()
   for _ in $(seq "$runs"); do

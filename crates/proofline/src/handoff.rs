@@ -418,27 +418,46 @@ mod tests {
     /// What is left in the rings when the worker stops, from a thread whose ring it has
     /// adopted and from one it has not, is counted as the layer counts what it cannot hand
     /// over: a span's entry as its events, a logged TIMELINE line as one event, a parsed or
-    /// logged `CUZK_TIMING:` line apart; and the rings are empty after.
+    /// logged `CUZK_TIMING:` line apart; and the rings are empty after. (Each kind comes in
+    /// a number of its own, so that no two miscounts can make up for each other.)
     #[test]
     fn what_is_left_when_the_worker_stops_is_counted() {
         use crate::layer::LoggedLine;
         use crate::queued::TimingIn;
-        let h = Arc::new(Handoff::new(16));
+        let two_events = || {
+            let f = SpanFields {
+                job_id: Some(Arc::new(crate::fields::Name::new("porep-1"))),
+                partition: Some(1),
+                ..SpanFields::default()
+            };
+            // a SYNTH_END with the GPU_QUEUE that follows it
+            Queued::span_edge(&f, EventKind::SynthEnd, 0, None, true, 1).expect("a job id")
+        };
+        assert_eq!(two_events().events(), 2);
+        let h = Arc::new(Handoff::new(32));
         let mut rings = Rings::default();
         let push = |h: Arc<Handoff>| {
             std::thread::spawn(move || {
-                assert!(h.push_with(|| entry(0)));
-                assert!(h.push_text(b"TIMELINE,1,SYNTH_START,porep-1,partition=1", true));
+                assert!(h.push_with(two_events));
+                for _ in 0..3 {
+                    assert!(h.push_text(b"TIMELINE,1,SYNTH_START,porep-1,partition=1", true));
+                }
                 assert!(h.push_text(b"CUZK_TIMING: gpu_prove_ms=3", false));
-                assert!(h.push_with(|| Queued::timing(TimingIn::Parsed(
-                    proofline_core::timing::TimingLine::Note
-                ))));
+                for _ in 0..4 {
+                    assert!(h.push_with(|| Queued::timing(TimingIn::Parsed(
+                        proofline_core::timing::TimingLine::Note
+                    ))));
+                }
                 let line = |timeline| LoggedLine {
                     text: "a line too long for the ring".to_owned(),
                     timeline,
                 };
-                assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(true)))));
-                assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(false)))));
+                for _ in 0..5 {
+                    assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(true)))));
+                }
+                for _ in 0..7 {
+                    assert!(h.push_with(|| Queued::timing(TimingIn::Line(line(false)))));
+                }
             })
             .join()
             .unwrap();
@@ -447,10 +466,9 @@ mod tests {
         rings.adopt(&h);
         // the second thread's ring opens after the worker's last look
         push(h.clone());
-        let one_span_event = entry(0).events();
         assert_eq!(
             rings.discard_left(&h),
-            (2 * (one_span_event + 2), 2 * 3),
+            (2 * (2 + 3 + 5), 2 * (1 + 4 + 7)),
             "(events, timing lines)"
         );
         assert!(rings.is_empty());

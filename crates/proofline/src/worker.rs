@@ -194,6 +194,7 @@ impl Worker {
         self.stats
             .timing_dropped
             .fetch_add(timing, Ordering::Relaxed);
+        self.warn_once();
         let deadline = self
             .deadline
             .lock()
