@@ -7,7 +7,8 @@
 # can tell from nothing on this machine today.
 #
 # Usage: scripts/ab-commands.sh "COMMAND A" "COMMAND B" [PAIRS]   (default 21; bash 4.3+, bc)
-#   e.g. scripts/ab-commands.sh "OLD/proofline analyze LOG" "target/release/proofline analyze LOG" 41
+#   e.g. scripts/ab-commands.sh "OLD/proofline analyze LOG" \
+#          "target/release/proofline analyze LOG" 41
 # A command that exits with a status other than 0 stops it, with the command's last lines of
 # standard error: a failing command is not timed.
 set -euo pipefail
@@ -26,13 +27,8 @@ once() { # one run of $1: its wall and CPU time (user + system), in seconds, in 
   fi
   read -r w c < <(awk '{print $1, $2 + $3}' "$tmp/time")
 }
-# (of an even count, the mean of the two middle values)
-med() {
-  printf '%s\n' "$@" | sort -g |
-    awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
-lo() { printf '%s\n' "$@" | sort -g | head -1; }
-hi() { printf '%s\n' "$@" | sort -g | tail -1; }
+# shellcheck source=scripts/stats.sh
+. "$(dirname "$0")/stats.sh"
 runa() { once "$a"; wa+=("$w"); ca+=("$c"); }
 runb() { once "$b"; wb+=("$w"); cb+=("$c"); }
 wa=() wb=() ca=() cb=() r=()
@@ -42,6 +38,8 @@ for i in $(seq "$pairs"); do
   if [ $((i % 2)) = 1 ]; then runa; runb; else runb; runa; fi
   r+=("$(echo "${wb[-1]} / ${wa[-1]}" | bc -l)")
 done
-printf 'A  wall median %.3f s  fastest %.3f s  cpu median %.3f s\n' "$(med "${wa[@]}")" "$(lo "${wa[@]}")" "$(med "${ca[@]}")"
-printf 'B  wall median %.3f s  fastest %.3f s  cpu median %.3f s\n' "$(med "${wb[@]}")" "$(lo "${wb[@]}")" "$(med "${cb[@]}")"
-printf 'B/A  %.3f (%.3f..%.3f) over %d pairs\n' "$(med "${r[@]}")" "$(lo "${r[@]}")" "$(hi "${r[@]}")" "$pairs"
+printf 'A  wall median %.3f s  fastest %.3f s  cpu median %.3f s\n' \
+  "$(median "${wa[@]}")" "$(lowest "${wa[@]}")" "$(median "${ca[@]}")"
+printf 'B  wall median %.3f s  fastest %.3f s  cpu median %.3f s\n' \
+  "$(median "${wb[@]}")" "$(lowest "${wb[@]}")" "$(median "${cb[@]}")"
+echo "B/A  $(ratio_summary "${r[@]}") over $pairs pairs"

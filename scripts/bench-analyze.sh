@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Times `proofline analyze` against `grep -c '^TIMELINE'` on the same generated logs, in one
 # run (taking turns, best of 7 each by default), and reports throughput, the ratio to grep,
-# and peak memory (max RSS). The logs: a ~100 MB and a ~1 GB log of TIMELINE lines alone; a ~200 MB
-# one shaped like cuzk's (4 GPUs, every proof kind, CUZK_TIMING lines, 50 ms of disorder),
-# and the same with what a daemon's log has around them (~390 MB: tracing's own line beside
-# each TIMELINE line, a tenth of the lines after a log prefix), as scripts/bench-ab.sh makes
-# them.
+# and peak memory (max RSS). The logs: a ~100 MB and a ~1 GB log of TIMELINE lines alone; a
+# ~200 MB one shaped like cuzk's (4 GPUs, every proof kind, CUZK_TIMING lines, 50 ms of
+# disorder), and the same with what a daemon's log has around them (~390 MB: tracing's own
+# line beside each TIMELINE line, a tenth of the lines after a log prefix), as
+# scripts/bench-ab.sh makes them.
 #
 # Beside the wall time it gives analyze's CPU time (user + system) in its fastest run, and
 # what that CPU time says:
@@ -15,10 +15,10 @@
 #   cpu@2.5  the CPU time a run at 2.5x grep's wall would have, at this run's use of the
 #            cores (2.5 x grep's wall x cores): what analyze's CPU time must come down to.
 #
-# After the table it gives the ratio taken within each pair of runs (analyze's, then grep's,
-# one after the other): its median and range. The table's ratio is of each side's best run,
-# which may come from different spells of the machine; the pairs' median is the steadier
-# figure on a machine whose speed moves.
+# After the table it gives the ratio taken within each pair of runs (analyze's and grep's,
+# one after the other, the one that goes first changing each pair): its median and range.
+# The table's ratio is of each side's best run, which may come from different spells of the
+# machine; the pairs' median is the steadier figure on a machine whose speed moves.
 #
 # Usage: [RUNS=N] scripts/bench-analyze.sh [workdir] [logs]   (needs bash, /usr/bin/time, bc)
 #   logs: default "100mb 1gb cuzk daemon"; RUNS: runs of each command per log (default 7)
@@ -57,10 +57,8 @@ once() {
 }
 rss() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -1; }
 calc() { echo "$1" | bc -l; }
-median() { # (of an even count, the mean of the two middle values)
-  printf '%s\n' "$@" | sort -g |
-    awk '{v[NR] = $1} END {print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
+# shellcheck source=scripts/stats.sh
+. scripts/stats.sh
 pair_lines=()
 
 printf '%-7s %7s %9s %9s %7s %9s %6s %7s %8s %11s\n' \
@@ -71,11 +69,13 @@ for f in $logs; do
   cat "$p" >/dev/null # warm the page cache for both
   # the two commands take turns, RUNS runs each, best of each: a slow spell of this shared
   # machine then falls on both rather than on one
+  # (which of the two goes first changes each pair: going second is not always analyze's)
   a=999999 ac=0 g=999999 pairs=()
-  for _ in $(seq "$runs"); do
+  for i in $(seq "$runs"); do
+    [ $((i % 2)) = 0 ] && read -r wg _ < <(once grep -c '^TIMELINE' "$p")
     read -r w c < <(once "$bin" analyze "$p")
+    [ $((i % 2)) = 1 ] && read -r wg _ < <(once grep -c '^TIMELINE' "$p")
     if [ "$(calc "$w < $a")" = 1 ]; then a=$w ac=$c; fi
-    read -r wg _ < <(once grep -c '^TIMELINE' "$p")
     if [ "$(calc "$wg < $g")" = 1 ]; then g=$wg; fi
     pairs+=("$(calc "$w / $wg")")
   done
@@ -83,9 +83,8 @@ for f in $logs; do
   printf '%-7s %7.1f %9.3f %9.3f %7.2f %11.3f %6.2f %7.2f %8.3f %11.1f\n' "$f" "$mb" "$a" "$g" \
     "$(calc "$a / $g")" "$ac" "$cores" "$(calc "$ac / 2 / $g")" "$(calc "2.5 * $g * $cores")" \
     "$(calc "$mb / $a")"
-  pair_lines+=("$(printf '%-7s %.2f (%.2f..%.2f) over %d pairs' "$f" "$(median "${pairs[@]}")" \
-    "$(printf '%s\n' "${pairs[@]}" | sort -g | head -1)" \
-    "$(printf '%s\n' "${pairs[@]}" | sort -g | tail -1)" "$runs")")
+  pair_lines+=("$(printf '%-7s %s over %d pairs' "$f" "$(ratio_summary "${pairs[@]}")" \
+    "$runs")")
 done
 echo
 echo "ratio to grep within each pair of runs: median (range)"
