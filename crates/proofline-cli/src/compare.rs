@@ -302,22 +302,41 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         std::process::exit(FAIL_IF_STATUS);
     }
     // A gate that could not look is no pass: a condition on a figure that was not called
-    // (for `any`: no figure called; an empty or unreadable B read as no jobs) is an error.
+    // (for `any`: no figure called; an empty or unreadable B read as no jobs) is an error. So
+    // is `any` where a figure is on one side only: a run that finished no proof has no
+    // seconds per proof, and the figures it still has (the queue of its unfinished jobs)
+    // are no gate on what it lost.
     let unchecked: Vec<String> = args
         .fail_if
         .iter()
-        .filter(|f| {
-            c.figures
-                .iter()
-                .filter(|x| f.covers(x))
-                .all(|x| x.change == Change::NotCalled)
+        .filter_map(|f| {
+            let covered = || c.figures.iter().filter(|x| f.covers(x));
+            if covered().all(|x| x.change == Change::NotCalled) {
+                return Some(format!(
+                    "--fail-if {}: nothing to check, no figure it names was called",
+                    f.spec
+                ));
+            }
+            let lacking: Vec<String> = covered()
+                .filter(|x| x.a.is_some() != x.b.is_some())
+                .map(|x| {
+                    let side = if x.a.is_none() { &names[0] } else { &names[1] };
+                    format!("{} ({side} has none)", x.name)
+                })
+                .collect();
+            (!lacking.is_empty()).then(|| {
+                format!(
+                    "--fail-if {}: not every figure could be checked, {}",
+                    f.spec,
+                    lacking.join(", ")
+                )
+            })
         })
-        .map(|f| format!("--fail-if {}", f.spec))
         .collect();
     if !unchecked.is_empty() {
         bail!(
-            "{}: nothing to check, no figure it names was called (a figure is called only with a noise band: both sides need it, from enough jobs, and cold_start_ms has none; {} has {} complete job(s), {} has {})",
-            unchecked.join(", "),
+            "{} (a figure is called only with a noise band: both sides need it, from enough jobs, and cold_start_ms has none; {} has {} complete job(s), {} has {})",
+            unchecked.join("; "),
             names[0],
             a.report.summary.jobs_complete,
             names[1],

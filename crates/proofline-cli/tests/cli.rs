@@ -1056,6 +1056,26 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         );
     }
 
+    // nor is `any` where B finished no proof: its queue, read from its unfinished jobs,
+    // was called better, and no figure worse, yet its seconds per proof could not be looked at
+    let cut = dir.join("cut.log");
+    let text = std::fs::read_to_string(&a).unwrap();
+    let head: String = text.lines().take(60).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&cut, head).unwrap();
+    let o = proofline()
+        .args(["compare", "--fail-if", "worse:any"])
+        .arg(&a)
+        .arg(&cut)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--fail-if worse:any: not every figure could be checked, seconds_per_proof (")
+            && err.contains("cut.log has none"),
+        "{err}"
+    );
+
     let o = proofline()
         .args(["compare", "--fail-if", "worse:speed"])
         .arg(&a)
