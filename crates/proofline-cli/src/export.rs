@@ -170,9 +170,7 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
         );
     };
     let rfc = |flag: &str, v: &str| {
-        parse_rfc3339(v).with_context(|| {
-            format!("{flag} `{v}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
-        })
+        parse_rfc3339(v).map_err(|why| anyhow::anyhow!("{flag} `{v}` is {why}"))
     };
     let epoch_ms = rfc("--epoch", epoch)?;
     let until_ms = args

@@ -72,9 +72,8 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
         );
     }
     let epoch = match &args.epoch {
-        Some(e) => crate::rfc3339::parse_rfc3339(e).with_context(|| {
-            format!("--epoch `{e}` is not an RFC 3339 time such as 2026-11-30T01:31:00Z")
-        })?,
+        Some(e) => crate::rfc3339::parse_rfc3339(e)
+            .map_err(|why| anyhow::anyhow!("--epoch `{e}` is {why}"))?,
         // the journal places each run itself (the sink is told before the run's first trace)
         None if args.input.is_none() => proofline_core::ids::unix_ms(std::time::SystemTime::now()),
         None if args.input.as_deref() == Some(std::path::Path::new("-")) => {

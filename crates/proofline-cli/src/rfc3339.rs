@@ -1,59 +1,16 @@
 //! RFC 3339 timestamps, as `--epoch` takes them.
 
-/// Parses an RFC 3339 timestamp (`2026-11-30T01:31:00Z`, `...T01:31:00.250+01:00`) to Unix ms.
-pub(crate) fn parse_rfc3339(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let b = s.as_bytes();
-    if b.len() < 20
-        || b[4] != b'-'
-        || b[7] != b'-'
-        || !matches!(b[10], b'T' | b't' | b' ')
-        || b[13] != b':'
-        || b[16] != b':'
-    {
-        return None;
-    }
-    let num = |r: std::ops::Range<usize>| s.get(r)?.parse::<i64>().ok();
-    let (y, mo, d, h, mi, sec) = (
-        num(0..4)?,
-        num(5..7)?,
-        num(8..10)?,
-        num(11..13)?,
-        num(14..16)?,
-        num(17..19)?,
-    );
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 60 {
-        return None;
-    }
-    let mut rest = &s[19..];
-    let mut ms = 0i64;
-    if let Some(frac) = rest.strip_prefix('.') {
-        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
-        if digits == 0 {
-            return None;
-        }
-        let f = &frac[..digits];
-        ms = format!("{:0<3}", &f[..f.len().min(3)]).parse().ok()?;
-        rest = &frac[digits..];
-    }
-    let offset_min = match rest {
-        "Z" | "z" => 0,
-        r if r.len() == 6 && (r.starts_with('+') || r.starts_with('-')) && &r[3..4] == ":" => {
-            let sign = if r.starts_with('-') { -1 } else { 1 };
-            sign * (r[1..3].parse::<i64>().ok()? * 60 + r[4..6].parse::<i64>().ok()?)
-        }
-        _ => return None,
-    };
-    // days from civil (Howard Hinnant)
-    let y2 = if mo <= 2 { y - 1 } else { y };
-    let era = if y2 >= 0 { y2 } else { y2 - 399 } / 400;
-    let yoe = y2 - era * 400;
-    let mp = (mo + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let total = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
-    u64::try_from(total * 1000 + ms).ok()
+/// Parses an RFC 3339 timestamp (`2026-11-30T01:31:00Z`, `...T01:31:00.250+01:00`) to Unix
+/// ms, or says what is wrong with it: no such time (a 30th of February, an offset past
+/// 23:59), or one before 1970.
+pub(crate) fn parse_rfc3339(s: &str) -> Result<u64, String> {
+    use time::format_description::well_known::Rfc3339;
+    let t = time::OffsetDateTime::parse(s.trim(), &Rfc3339).map_err(|e| match e {
+        time::error::Parse::TryFromParsed(e) => format!("no such time ({e})"),
+        e => format!("not an RFC 3339 time such as 2026-11-30T01:31:00Z ({e})"),
+    })?;
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
+        .map_err(|_| "before 1970-01-01T00:00:00Z, which no log's time can be".to_owned())
 }
 
 /// Unix ms as an RFC 3339 timestamp in UTC, to the millisecond (`2026-12-01T03:00:00.250Z`).
@@ -97,27 +54,55 @@ mod tests {
 
     #[test]
     fn rfc3339() {
-        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339("2026-11-30T01:31:00Z"),
-            Some(1_796_002_260_000)
-        );
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:00Z"), Ok(0));
+        assert_eq!(parse_rfc3339("2026-11-30T01:31:00Z"), Ok(1_796_002_260_000));
         assert_eq!(
             parse_rfc3339("2026-11-30T02:31:00.25+01:00"),
-            Some(1_796_002_260_250)
+            Ok(1_796_002_260_250)
         );
         assert_eq!(
             parse_rfc3339("2024-02-29T12:00:00-05:30"),
-            Some(1_709_227_800_000)
+            Ok(1_709_227_800_000)
+        );
+        // (past the millisecond is dropped)
+        assert_eq!(
+            parse_rfc3339("2026-11-30T01:31:00.2509Z"),
+            Ok(1_796_002_260_250)
         );
         for bad in [
             "2026-11-30",
-            "2026-13-01T00:00:00Z",
             "2026-11-30T01:31:00",
             "yesterday",
             "2026-11-30T01:31:00.Z",
+            // a multi-byte character where the offset's digits go (it panicked)
+            "2026-01-01T00:00:00+0\u{e9}00",
+            "2026-01-01T00:00:00+\u{e9}:00",
+            // an offset past 23:59
+            "2026-01-01T00:00:00+25:00",
         ] {
-            assert_eq!(parse_rfc3339(bad), None, "{bad}");
+            let e = parse_rfc3339(bad).unwrap_err();
+            assert!(e.starts_with("not an RFC 3339 time"), "{bad}: {e}");
         }
+        // times that are written right and do not exist
+        for bad in [
+            "2026-02-30T00:00:00Z",
+            "2026-13-01T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+        ] {
+            let e = parse_rfc3339(bad).unwrap_err();
+            assert!(e.starts_with("no such time ("), "{bad}: {e}");
+        }
+        assert!(
+            parse_rfc3339("2026-02-30T00:00:00Z")
+                .unwrap_err()
+                .contains("day must be in the range 1..=28")
+        );
+        assert!(
+            parse_rfc3339("2026-01-01T00:00:00+25:00")
+                .unwrap_err()
+                .contains("offset hour")
+        );
+        let e = parse_rfc3339("1960-01-01T00:00:00Z").unwrap_err();
+        assert!(e.starts_with("before 1970"), "{e}");
     }
 }

@@ -1518,6 +1518,28 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
             &["export", "--format", "openmetrics", "--epoch", "yesterday"][..],
             "--epoch `yesterday` is not an RFC 3339 time",
         ),
+        // (a multi-byte character in the offset panicked; a 30th of February was the 2nd of
+        // March)
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-01-01T00:00:00+0\u{e9}00",
+            ][..],
+            "is not an RFC 3339 time such as 2026-11-30T01:31:00Z (the 'offset hour'",
+        ),
+        (
+            &[
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-02-30T00:00:00Z",
+            ][..],
+            "--epoch `2026-02-30T00:00:00Z` is no such time (day must be in the range 1..=28",
+        ),
     ] {
         let out = proofline().args(args).arg(&log).output().unwrap();
         assert!(!out.status.success());
