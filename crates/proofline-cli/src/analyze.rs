@@ -37,8 +37,10 @@ pub(crate) struct AnalyzeArgs {
     format: Format,
     /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
     /// the length limit, a last TIMELINE line without its newline, an event rejected as
-    /// impossible (an absurd partition, worker or GPU index or offset), a CUZK_TIMING line
-    /// ignored for a value over an hour (they are always reported).
+    /// impossible (an absurd partition, worker or GPU index or offset), a conflicting record
+    /// (a second, different one of an event already recorded), a stray line far out of
+    /// order, a CUZK_TIMING line ignored for a value over an hour (they are always
+    /// reported). Exact duplicates are not counted: the event they repeat was used.
     #[arg(long)]
     strict: bool,
     /// The prover's words for a job and its parts in the text report (`batch,segment`:
@@ -172,6 +174,28 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             first
                 .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
                 .unwrap_or_default()
+        ));
+    }
+    if events.conflicts > 0 {
+        // (a conflict's example says what the second record was: "..., first kept" or
+        // "... after the job had ended, ignored")
+        let first = events
+            .conflict_examples
+            .iter()
+            .find(|e| e.ends_with("first kept") || e.ends_with("ended, ignored"));
+        unused.push(format!(
+            "{} conflicting TIMELINE record(s), not used{}",
+            events.conflicts,
+            first
+                .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
+                .unwrap_or_default()
+        ));
+    }
+    let stray = events.stray_late + events.stray_early;
+    if stray > 0 {
+        unused.push(format!(
+            "{stray} stray TIMELINE line(s) far out of order, not used (--reorder-window-ms is {} ms)",
+            args.engine.reorder_window_ms
         ));
     }
     if let Some(k) = run.report.kernel.as_ref().filter(|k| k.absurd_lines > 0) {

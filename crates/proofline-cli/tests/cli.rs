@@ -211,6 +211,44 @@ fn malformed_lines_are_reported_by_number_and_strict_fails() {
         err.contains("warning: 2 TIMELINE event(s) rejected"),
         "{err}"
     );
+
+    // a conflicting record and a stray line are lines not used too (both exited 0 under
+    // --strict); the text report counts them with the rest in one heading
+    for (name, extra, says) in [
+        (
+            "conflict.log",
+            "TIMELINE,27590,SYNTH_END,porep-1000-0,partition=8,synth_ms=1\n",
+            "1 conflicting TIMELINE record(s), not used, e.g. porep-1000-0 partition 8: second SYNTH_END",
+        ),
+        (
+            "stray.log",
+            "TIMELINE,5,GPU_START,porep-1000-9,worker=1\n",
+            "1 stray TIMELINE line(s) far out of order, not used (--reorder-window-ms is 5000 ms)",
+        ),
+    ] {
+        let log = tmp(name);
+        generate(&["--jobs", "2"], &log);
+        let text = std::fs::read_to_string(&log).unwrap();
+        // after the 31st line, where the run is well under way
+        let at = text.match_indices('\n').nth(30).unwrap().0 + 1;
+        std::fs::write(&log, format!("{}{extra}{}", &text[..at], &text[at..])).unwrap();
+        let strict = proofline()
+            .args(["analyze", "--strict"])
+            .arg(&log)
+            .output()
+            .unwrap();
+        let err = String::from_utf8(strict.stderr).unwrap();
+        assert_eq!(strict.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(says) && err.contains("--strict"),
+            "{name}: {err}"
+        );
+        let report = String::from_utf8(strict.stdout).unwrap();
+        assert!(
+            report.contains("Events not used, or in doubt (1 in all; the first 1):"),
+            "{name}: {report}"
+        );
+    }
 }
 
 #[test]

@@ -659,8 +659,8 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     if !e.conflict_examples.is_empty() {
         let _ = writeln!(
             o,
-            "\nConflicting records ({} in all; the first {}):",
-            e.conflicts + e.rejected,
+            "\nEvents not used, or in doubt ({} in all; the first {}):",
+            e.conflicts + e.rejected + e.stray_late + e.stray_early + e.gpu_stuck,
             e.conflict_examples.len()
         );
         for c in &e.conflict_examples {
