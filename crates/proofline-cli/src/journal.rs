@@ -23,23 +23,41 @@ use crate::input::LogRun;
 
 /// Where the journal is read from (any one of these makes a command read the journal).
 #[derive(Debug, Clone, Default, clap::Args)]
+#[command(group = clap::ArgGroup::new("journal_source").multiple(true))]
 pub(crate) struct JournalArgs {
     /// Read the journal (the system's, or --journal-file/--journal-dir) for this systemd
     /// unit's entries, e.g. cuzk.service, instead of a log file.
-    #[arg(long, value_name = "UNIT")]
+    #[arg(long, value_name = "UNIT", group = "journal_source")]
     pub(crate) journal_unit: Option<String>,
     /// Read this journal file (repeatable), e.g. a copied system.journal.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", group = "journal_source")]
     pub(crate) journal_file: Vec<PathBuf>,
     /// Read the journal files in this directory.
-    #[arg(long, value_name = "DIR", conflicts_with = "journal_file")]
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "journal_file",
+        group = "journal_source"
+    )]
     pub(crate) journal_dir: Option<PathBuf>,
-    /// With the journal: its entries from this time on, as journalctl takes it
+    /// With the journal (--journal-unit, --journal-file or --journal-dir; a log file has no
+    /// times to choose by): its entries from this time on, as journalctl takes it
     /// ("2026-12-01 03:00:00", "yesterday", "-2h").
-    #[arg(long, value_name = "TIME")]
+    // (a value may start with `-`: `--since -2h`)
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "journal_source",
+        allow_hyphen_values = true
+    )]
     pub(crate) since: Option<String>,
     /// With the journal: its entries up to this time.
-    #[arg(long, value_name = "TIME")]
+    #[arg(
+        long,
+        value_name = "TIME",
+        requires = "journal_source",
+        allow_hyphen_values = true
+    )]
     pub(crate) until: Option<String>,
 }
 

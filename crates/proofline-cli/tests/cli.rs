@@ -262,6 +262,41 @@ fn a_missing_file_is_a_clear_error() {
     assert!(err.contains("cannot open /nonexistent/cuzk.log"), "{err}");
 }
 
+/// `--since` and `--until` choose a journal's entries: given with a log file, which has no
+/// times to choose by, they are a usage error naming the journal's flags (the whole file was
+/// read, the window silently dropped); a value may start with `-`, as the help's `-2h` does
+/// (it was taken for a flag).
+#[test]
+fn a_time_window_needs_the_journal_and_may_start_with_a_minus() {
+    let log = tmp("window.log");
+    generate(&["--jobs", "2"], &log);
+    for cmd in ["analyze", "chart", "export", "whatif", "replay"] {
+        for flag in ["--since=-2h", "--until=-1h"] {
+            let out = proofline().args([cmd, flag]).arg(&log).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd} {flag}: {err}");
+            assert!(
+                err.contains("--journal-unit <UNIT>|--journal-file <FILE>|--journal-dir <DIR>"),
+                "{cmd} {flag}: {err}"
+            );
+        }
+    }
+    // taken as the window's value: what fails is reading a journal that is not there
+    let out = proofline()
+        .args([
+            "analyze",
+            "--journal-file",
+            "/nonexistent/system.journal",
+            "--since",
+            "-2h",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("unexpected argument"), "{err}");
+}
+
 #[test]
 fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
     let out = tmp("demo");
