@@ -333,8 +333,10 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
             (None, None) => "the collector did not take them".to_owned(),
         };
         run.result()?;
+        // (the time is how long replay ran, not a limit: a collector that refuses at once
+        // read as "within 0.0 s")
         bail!(
-            "{} of {traces} traces not delivered within {:.1} s: {cause}",
+            "{} of {traces} traces not delivered: {cause} (replay ran {:.1} s)",
             traces - delivered,
             elapsed.as_secs_f64()
         );
