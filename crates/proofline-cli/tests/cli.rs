@@ -42,6 +42,37 @@ fn analyze_text_names_the_verdict_and_the_tables() {
         assert!(text.contains(section), "missing {section}");
     }
     assert!(text.matches("porep-1000-").count() >= 5);
+
+    // rows past --max-rows are in no format's rows (it said "see --format json or csv",
+    // whose JSON is cut too); with none kept, the section still says how many were left out
+    for (rows, sectors, transitions) in [
+        (
+            "2",
+            "  ... and 3 row(s) not kept (--max-rows)",
+            "  ... and 2 row(s) not kept",
+        ),
+        (
+            "0",
+            "  ... 5 row(s) not kept (--max-rows)",
+            "  ... 4 row(s) not kept",
+        ),
+    ] {
+        let out = proofline()
+            .args(["analyze", "--max-rows", rows])
+            .arg(&log)
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let after = |heading: &str| text.split(heading).nth(1).unwrap_or_default().to_owned();
+        assert!(
+            after("Sectors (complete").contains(sectors),
+            "--max-rows {rows}: {text}"
+        );
+        assert!(
+            after("Transitions (").contains(transitions),
+            "--max-rows {rows}: {text}"
+        );
+    }
 }
 
 #[test]

@@ -503,23 +503,23 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     }
     kernel_section(&mut o, r.kernel.as_ref(), r.events.duplicates);
 
-    if !r.jobs.is_empty() {
+    // (rows past the report's limit are in no format's rows, JSON's included; a section
+    // whose rows were all left out still says how many)
+    if !r.jobs.is_empty() || r.jobs_omitted > 0 {
         let _ = writeln!(
             o,
             "\n{} (complete, in completion order)",
             crate::nouns::capitalized(nouns.jobs())
         );
-        job_table(&r.jobs, false).render(&mut o);
+        if !r.jobs.is_empty() {
+            job_table(&r.jobs, false).render(&mut o);
+        }
         if r.jobs_omitted > 0 {
-            let _ = writeln!(
-                o,
-                "  ... and {} more (see --format json or csv)",
-                r.jobs_omitted
-            );
+            let _ = writeln!(o, "  {}", omitted(r.jobs_omitted, !r.jobs.is_empty()));
         }
     }
 
-    if !r.transitions.is_empty() {
+    if !r.transitions.is_empty() || r.transitions_omitted > 0 {
         let _ = writeln!(o, "\nTransitions (consecutive jobs per GPU, ms)");
         let mut t = Table::new(&[
             "gpu",
@@ -531,6 +531,9 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             "synth lead",
         ]);
         t.reserve(r.transitions.len());
+        if r.transitions.is_empty() {
+            let _ = writeln!(o, "  {}", omitted(r.transitions_omitted, false));
+        }
         for x in &r.transitions {
             t.cell_count(u64::from(x.gpu), None);
             t.cell_str(&x.from_job);
@@ -541,9 +544,11 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             t.cell_int(x.synthesis_lead_ms);
             t.end_row();
         }
-        t.render(&mut o);
-        if r.transitions_omitted > 0 {
-            let _ = writeln!(o, "  ... and {} more", r.transitions_omitted);
+        if !r.transitions.is_empty() {
+            t.render(&mut o);
+        }
+        if r.transitions_omitted > 0 && !r.transitions.is_empty() {
+            let _ = writeln!(o, "  {}", omitted(r.transitions_omitted, true));
         }
     }
 
@@ -641,9 +646,19 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     }
     t.render(&mut o);
 
-    if !r.incomplete.is_empty() {
+    let incomplete_omitted = s.jobs_incomplete.saturating_sub(r.incomplete.len() as u64);
+    if !r.incomplete.is_empty() || incomplete_omitted > 0 {
         let _ = writeln!(o, "\nIncomplete jobs");
-        job_table(&r.incomplete, true).render(&mut o);
+        if !r.incomplete.is_empty() {
+            job_table(&r.incomplete, true).render(&mut o);
+        }
+        if incomplete_omitted > 0 {
+            let _ = writeln!(
+                o,
+                "  {}",
+                omitted(incomplete_omitted, !r.incomplete.is_empty())
+            );
+        }
     }
     if l.malformed > 0 {
         let _ = writeln!(
@@ -668,6 +683,15 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
         }
     }
     o
+}
+
+/// What a table left out: rows past the report's limit (`--max-rows`), which no format's
+/// rows hold (the aggregates above count them).
+fn omitted(n: u64, more: bool) -> String {
+    format!(
+        "... {}{n} row(s) not kept (--max-rows): the figures above count them",
+        if more { "and " } else { "" }
+    )
 }
 
 /// The kernel time section: what `CUZK_TIMING:` lines say, or that there were none.
