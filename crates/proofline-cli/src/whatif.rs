@@ -77,6 +77,24 @@ fn positive(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
+    if let Some(sw) = &args.sweep {
+        // the sweep sets its setting in every row: the flag of the same setting would be
+        // overridden in the rows and still head the answer
+        let given = match sw.param {
+            whatif::Param::SynthesisWorkers => args.synthesis_workers.is_some(),
+            whatif::Param::Gpus => args.gpus.is_some(),
+            whatif::Param::GpuWorkersPerDevice => args.workers_per_gpu.is_some(),
+            whatif::Param::GpuSpeed => args.gpu_speed.is_some(),
+            whatif::Param::SynthesisSpeed => args.synthesis_speed.is_some(),
+            whatif::Param::MaxAhead => args.max_ahead.is_some(),
+        };
+        if given {
+            let name = sw.param.name();
+            bail!(
+                "--sweep {name}=... varies {name} row by row, and --{name} sets it too: give one of the two"
+            );
+        }
+    }
     let cfg = args.engine.config();
     let mut collector = Collector::default();
     let sink = |u| proofline_core::UpdateSink::update(&mut collector, u);

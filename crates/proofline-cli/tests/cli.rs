@@ -1034,6 +1034,18 @@ fn whatif_predicts_and_sweeps_from_a_log() {
         err.contains("`cores` is no parameter") && err.contains("synthesis-workers"),
         "{err}"
     );
+    // a sweep of a setting its own flag sets too: refused (the flag headed the answer while
+    // the rows swept over it)
+    for (sweep, flag) in [("gpus=1..4", "--gpus"), ("gpu-speed=1,2", "--gpu-speed")] {
+        let err = refused(&["--sweep", sweep, flag, "3"], &log);
+        let name = &flag[2..];
+        assert!(
+            err.contains(&format!(
+                "--sweep {name}=... varies {name} row by row, and {flag} sets it too"
+            )),
+            "{err}"
+        );
+    }
     // more GPU workers than the engine follows: refused, not predicted short
     let err = refused(&["--gpus", "1024", "--gpu-workers-per-device", "5"], &log);
     assert!(
