@@ -72,6 +72,7 @@ impl AnalyzeArgs {
 }
 
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
+    args.journal.check_window(args.input.as_deref())?;
     let stdout = io::stdout();
     // a report of a long log is megabytes (JSON: 10 MB for 30 000 jobs), written in small
     // pieces: in 256 KiB writes, not 8 KiB ones

@@ -90,6 +90,7 @@ pub(crate) struct ExportArgs {
 }
 
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
+    args.journal.check_window(args.input.as_deref())?;
     if args.format == ExportFormat::Openmetrics {
         return run_openmetrics(args);
     }

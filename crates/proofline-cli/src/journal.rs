@@ -23,42 +23,52 @@ use crate::input::LogRun;
 
 /// Where the journal is read from (any one of these makes a command read the journal).
 #[derive(Debug, Clone, Default, clap::Args)]
-#[command(group = clap::ArgGroup::new("journal_source").multiple(true))]
 pub(crate) struct JournalArgs {
     /// Read the journal (the system's, or --journal-file/--journal-dir) for this systemd
     /// unit's entries, e.g. cuzk.service, instead of a log file.
-    #[arg(long, value_name = "UNIT", group = "journal_source")]
+    #[arg(long, value_name = "UNIT")]
     pub(crate) journal_unit: Option<String>,
     /// Read this journal file (repeatable), e.g. a copied system.journal.
-    #[arg(long, value_name = "FILE", group = "journal_source")]
+    #[arg(long, value_name = "FILE")]
     pub(crate) journal_file: Vec<PathBuf>,
     /// Read the journal files in this directory.
-    #[arg(
-        long,
-        value_name = "DIR",
-        conflicts_with = "journal_file",
-        group = "journal_source"
-    )]
+    #[arg(long, value_name = "DIR", conflicts_with = "journal_file")]
     pub(crate) journal_dir: Option<PathBuf>,
     /// With the journal (--journal-unit, --journal-file or --journal-dir; a log file has no
     /// times to choose by): its entries from this time on, as journalctl takes it
     /// ("2026-12-01 03:00:00", "yesterday", "-2h").
-    // (a value may start with `-`: `--since -2h`)
-    #[arg(
-        long,
-        value_name = "TIME",
-        requires = "journal_source",
-        allow_hyphen_values = true
-    )]
+    // (a value may start with `-`, as `-2h` does; one starting with `--` is a flag forgotten
+    // a value before it)
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = time_arg)]
     pub(crate) since: Option<String>,
     /// With the journal: its entries up to this time.
-    #[arg(
-        long,
-        value_name = "TIME",
-        requires = "journal_source",
-        allow_hyphen_values = true
-    )]
+    #[arg(long, value_name = "TIME", allow_hyphen_values = true, value_parser = time_arg)]
     pub(crate) until: Option<String>,
+}
+
+/// A `--since`/`--until` value: anything journalctl takes, but not a flag.
+fn time_arg(s: &str) -> Result<String, String> {
+    if s.starts_with("--") {
+        return Err(format!(
+            "`{s}` is a flag, not a time: give a time such as \"yesterday\" or -2h"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+impl JournalArgs {
+    /// An error when a time window is given with a log file (`input`): a file has no times
+    /// to choose its lines by, and reading it whole would answer another question.
+    pub(crate) fn check_window(&self, input: Option<&std::path::Path>) -> Result<()> {
+        let window = self.since.is_some() || self.until.is_some();
+        if let Some(file) = input.filter(|_| window) {
+            bail!(
+                "--since and --until choose a journal's entries (--journal-unit, --journal-file or --journal-dir): {} is a log file, which has no times to choose its lines by",
+                file.display()
+            );
+        }
+        Ok(())
+    }
 }
 
 impl JournalArgs {

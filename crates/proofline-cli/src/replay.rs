@@ -64,6 +64,7 @@ fn parse_protocol(s: &str) -> Result<proofline_otlp::Transport, String> {
 const STOP_DELIVERY: Duration = Duration::from_secs(5);
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
+    args.journal.check_window(args.input.as_deref())?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.timeout_s);
     if args.endpoint.is_none() && proofline_otlp::endpoint_from_env().is_none() {

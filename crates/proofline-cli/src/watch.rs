@@ -606,7 +606,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
     }
     if args.journal.since.is_some() || args.journal.until.is_some() {
         anyhow::bail!(
-            "--since and --until choose history to read (analyze, whatif): watch follows what comes (--from-start for everything there is)"
+            "--since and --until choose a journal's history to read (analyze, chart, export, replay, whatif): watch follows what comes (--from-start for everything there is)"
         );
     }
     let mut exporters = Exporters::start(

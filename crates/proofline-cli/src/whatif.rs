@@ -77,6 +77,7 @@ fn positive(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
+    args.journal.check_window(args.input.as_deref())?;
     if let Some(sw) = &args.sweep {
         // the sweep sets its setting in every row: the flag of the same setting would be
         // overridden in the rows and still head the answer

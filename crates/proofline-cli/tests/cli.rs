@@ -294,20 +294,26 @@ fn a_missing_file_is_a_clear_error() {
 }
 
 /// `--since` and `--until` choose a journal's entries: given with a log file, which has no
-/// times to choose by, they are a usage error naming the journal's flags (the whole file was
+/// times to choose by, they are an error naming the journal's flags (the whole file was
 /// read, the window silently dropped); a value may start with `-`, as the help's `-2h` does
-/// (it was taken for a flag).
+/// (it was taken for a flag), but not `--`.
 #[test]
 fn a_time_window_needs_the_journal_and_may_start_with_a_minus() {
     let log = tmp("window.log");
     generate(&["--jobs", "2"], &log);
     for cmd in ["analyze", "chart", "export", "whatif", "replay"] {
         for flag in ["--since=-2h", "--until=-1h"] {
-            let out = proofline().args([cmd, flag]).arg(&log).output().unwrap();
+            let mut c = proofline();
+            c.args([cmd, flag]);
+            if cmd == "replay" {
+                c.args(["--endpoint", "http://127.0.0.1:9"]);
+            }
+            let out = c.arg(&log).output().unwrap();
             let err = String::from_utf8_lossy(&out.stderr);
-            assert_eq!(out.status.code(), Some(2), "{cmd} {flag}: {err}");
+            assert_eq!(out.status.code(), Some(1), "{cmd} {flag}: {err}");
             assert!(
-                err.contains("--journal-unit <UNIT>|--journal-file <FILE>|--journal-dir <DIR>"),
+                err.contains("--since and --until choose a journal's entries (--journal-unit, --journal-file or --journal-dir): ")
+                    && err.contains("window.log is a log file"),
                 "{cmd} {flag}: {err}"
             );
         }
@@ -326,6 +332,20 @@ fn a_time_window_needs_the_journal_and_may_start_with_a_minus() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("unexpected argument"), "{err}");
+    // but a flag where the time goes is a usage error, not a time
+    let out = proofline()
+        .args([
+            "analyze",
+            "--since",
+            "--strict",
+            "--journal-unit",
+            "cuzk.service",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("`--strict` is a flag, not a time"), "{err}");
 }
 
 #[test]

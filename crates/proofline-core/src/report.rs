@@ -472,8 +472,9 @@ pub struct EventStats {
     /// (`EngineConfig::max_jobs_in_flight`): the oldest went to make room.
     #[serde(default)]
     pub evicted_over_cap: u64,
-    /// Events that came for a job after it was evicted for silence: the job timeout was
-    /// shorter than a silence of a job that was alive (taken as a new attempt, or ignored).
+    /// Events that came for a job after it was evicted, for silence (the job timeout was
+    /// shorter than a silence of a job that was alive) or over the cap on jobs in flight:
+    /// taken as a new attempt, or ignored.
     #[serde(default)]
     pub after_eviction: u64,
     /// GPU intervals found stuck: open past `max(stuck_min_ms, stuck_factor x the longest

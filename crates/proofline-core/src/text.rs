@@ -393,9 +393,15 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
         );
     }
     if e.after_eviction > 0 {
+        // (evicted over the cap or for silence: with the cap reached, it is the likelier)
+        let why = if e.evicted_over_cap > 0 {
+            "evicted: the cap on jobs in flight (--max-jobs-in-flight) is below the jobs this log has in flight at once, or the job timeout (--job-timeout-s, 1800 s by default) is shorter than its jobs are quiet"
+        } else {
+            "evicted for silence: the job timeout (--job-timeout-s, 1800 s by default) is shorter than this log's jobs are quiet"
+        };
         let _ = writeln!(
             o,
-            "Warning: {} events came for jobs after they were evicted for silence: the job timeout (--job-timeout-s, 1800 s by default) is shorter than this log's jobs are quiet; the figures split those jobs in attempts",
+            "Warning: {} events came for jobs after they were {why}; the figures split those jobs in attempts",
             e.after_eviction
         );
     }

@@ -129,7 +129,7 @@ pub(super) fn verdict(ev: Evidence) -> Verdict {
         (Some(r), _) if !synthesis_seen => (
             Bound::Unknown,
             format!(
-                "No verdict: the GPUs were busy {} of {span}, and no synthesis was observed (no SYNTH_START/SYNTH_END: the synthesis spans filtered out or not mapped, or the log lacks them), so what kept them idle cannot be told{kernel_txt}.",
+                "No verdict: the GPUs were busy {} of {span}, and no synthesis was observed (no partition's SYNTH_START and SYNTH_END up to its GPU_END, nor a printed synth_ms: the synthesis spans filtered out or not mapped, the log lacks them, or its jobs were evicted before a partition's GPU work ended), so what kept them idle cannot be told{kernel_txt}.",
                 pct(r)
             ),
         ),
