@@ -1192,25 +1192,45 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         );
     }
 
-    // nor is `any` where B finished no proof: its queue, read from its unfinished jobs,
-    // was called better, and no figure worse, yet its seconds per proof could not be looked at
-    let cut = dir.join("cut.log");
-    let text = std::fs::read_to_string(&a).unwrap();
-    let head: String = text.lines().take(60).map(|l| format!("{l}\n")).collect();
-    std::fs::write(&cut, head).unwrap();
+    // nor is `any` where B finished no proof, or too few for a band: its seconds per proof,
+    // the headline, was not called, while figures it still had were (it exited 0)
+    for (name, lines) in [("cut.log", 60), ("short.log", 400)] {
+        let cut = dir.join(name);
+        let text = std::fs::read_to_string(&a).unwrap();
+        let head: String = text.lines().take(lines).map(|l| format!("{l}\n")).collect();
+        std::fs::write(&cut, head).unwrap();
+        let o = proofline()
+            .args(["compare", "--fail-if", "worse:any"])
+            .arg(&a)
+            .arg(&cut)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains("--fail-if worse:any: seconds_per_proof, the figure any run is judged by first, was not called"),
+            "{name}: {err}"
+        );
+    }
+    // and a figure on one side only is no bar to `any`: B's build prints no CUZK_TIMING
+    // lines, so it has no kernel figures, and nothing else changed
+    let plain = dir.join("plain.log");
+    generate(&["--jobs", "16", "--seed", "1"], &plain);
     let o = proofline()
-        .args(["compare", "--fail-if", "worse:any"])
+        .args(["compare", "--fail-if", "worse:any", "--format", "json"])
         .arg(&a)
-        .arg(&cut)
+        .arg(&plain)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(
-        err.contains("--fail-if worse:any: not every figure could be checked, seconds_per_proof (")
-            && err.contains("cut.log has none"),
-        "{err}"
-    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let kernel = c["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "kernel_per_call_ms")
+        .unwrap();
+    assert!(kernel["a"].is_number() && kernel["b"].is_null(), "{kernel}");
 
     let o = proofline()
         .args(["compare", "--fail-if", "worse:speed"])
