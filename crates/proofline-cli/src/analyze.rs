@@ -38,8 +38,9 @@ pub(crate) struct AnalyzeArgs {
     /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
     /// the length limit, a last TIMELINE line without its newline, an event rejected as
     /// impossible (an absurd partition, worker or GPU index or offset), a conflicting record
-    /// (a second, different one of an event already recorded), a stray line far out of
-    /// order, a CUZK_TIMING line ignored for a value over an hour (they are always
+    /// (a second, different one of an event already recorded, or an event of a job that had
+    /// ended: a resubmitted job's second attempt under the same id included), a stray line
+    /// far out of order, a CUZK_TIMING line ignored for a value over an hour (they are always
     /// reported). Exact duplicates are not counted: the event they repeat was used.
     #[arg(long)]
     strict: bool,
@@ -192,11 +193,18 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
                 .unwrap_or_default()
         ));
     }
-    let stray = events.stray_late + events.stray_early;
-    if stray > 0 {
+    // (a line far behind is stray past the reorder window; one far ahead, past the gap
+    // that reads as a restart)
+    if events.stray_late > 0 {
         unused.push(format!(
-            "{stray} stray TIMELINE line(s) far out of order, not used (--reorder-window-ms is {} ms)",
-            args.engine.reorder_window_ms
+            "{} stray TIMELINE line(s) far behind the newest, not used (--reorder-window-ms is {} ms)",
+            events.stray_late, args.engine.reorder_window_ms
+        ));
+    }
+    if events.stray_early > 0 {
+        unused.push(format!(
+            "{} stray TIMELINE line(s) far ahead of the newest, not used (--restart-after-s is {} s)",
+            events.stray_early, args.engine.restart_after_s
         ));
     }
     if let Some(k) = run.report.kernel.as_ref().filter(|k| k.absurd_lines > 0) {

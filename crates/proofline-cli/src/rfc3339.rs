@@ -1,15 +1,16 @@
 //! RFC 3339 timestamps, as `--epoch` takes them.
 
 /// Parses an RFC 3339 timestamp (`2026-11-30T01:31:00Z`, `...T01:31:00.250+01:00`) to Unix
-/// ms, or says what is wrong with it: no such time (a 30th of February, an offset past
-/// 23:59), or one before 1970.
+/// ms, or says what is wrong with it: not written so (an offset hour past 23 included, with
+/// the field the `time` crate names), no such time (a 30th of February), or one before 1970.
 pub(crate) fn parse_rfc3339(s: &str) -> Result<u64, String> {
     use time::format_description::well_known::Rfc3339;
     let t = time::OffsetDateTime::parse(s.trim(), &Rfc3339).map_err(|e| match e {
         time::error::Parse::TryFromParsed(e) => format!("no such time ({e})"),
         e => format!("not an RFC 3339 time such as 2026-11-30T01:31:00Z ({e})"),
     })?;
-    u64::try_from(t.unix_timestamp_nanos() / 1_000_000)
+    // (rounded down: a time in the last millisecond of 1969 is before 1970 too)
+    u64::try_from(t.unix_timestamp_nanos().div_euclid(1_000_000))
         .map_err(|_| "before 1970-01-01T00:00:00Z, which no log's time can be".to_owned())
 }
 
@@ -102,7 +103,9 @@ mod tests {
                 .unwrap_err()
                 .contains("offset hour")
         );
-        let e = parse_rfc3339("1960-01-01T00:00:00Z").unwrap_err();
-        assert!(e.starts_with("before 1970"), "{e}");
+        for early in ["1960-01-01T00:00:00Z", "1969-12-31T23:59:59.9999Z"] {
+            let e = parse_rfc3339(early).unwrap_err();
+            assert!(e.starts_with("before 1970"), "{early}: {e}");
+        }
     }
 }

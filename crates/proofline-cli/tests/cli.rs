@@ -48,12 +48,12 @@ fn analyze_text_names_the_verdict_and_the_tables() {
     for (rows, sectors, transitions) in [
         (
             "2",
-            "  ... and 3 row(s) not kept (--max-rows)",
+            "  ... and 3 row(s) not kept (the report's row limit, --max-rows)",
             "  ... and 2 row(s) not kept",
         ),
         (
             "0",
-            "  ... 5 row(s) not kept (--max-rows)",
+            "  ... 5 row(s) not kept (the report's row limit, --max-rows)",
             "  ... 4 row(s) not kept",
         ),
     ] {
@@ -254,7 +254,7 @@ fn malformed_lines_are_reported_by_number_and_strict_fails() {
         (
             "stray.log",
             "TIMELINE,5,GPU_START,porep-1000-9,worker=1\n",
-            "1 stray TIMELINE line(s) far out of order, not used (--reorder-window-ms is 5000 ms)",
+            "1 stray TIMELINE line(s) far behind the newest, not used (--reorder-window-ms is 5000 ms)",
         ),
     ] {
         let log = tmp(name);

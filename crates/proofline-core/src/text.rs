@@ -695,7 +695,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
 /// rows hold (the aggregates above count them).
 fn omitted(n: u64, more: bool) -> String {
     format!(
-        "... {}{n} row(s) not kept (--max-rows): the figures above count them",
+        "... {}{n} row(s) not kept (the report's row limit, --max-rows): the figures above count them",
         if more { "and " } else { "" }
     )
 }
