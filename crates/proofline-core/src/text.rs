@@ -821,6 +821,42 @@ fn secs3(ms: Option<i64>) -> String {
 mod tests {
     use super::*;
 
+    /// Events for a job after its eviction are blamed on the cap on jobs in flight when it
+    /// evicted jobs (they were blamed on the job timeout alone), on the timeout otherwise.
+    #[test]
+    fn events_after_an_eviction_name_the_cap_when_it_evicted() {
+        // the second job evicts the first at once (the cap), or the first is silent past the
+        // timeout; then a line of the first comes
+        for (cfg, end, says) in [
+            (
+                crate::EngineConfig::default().max_jobs_in_flight(1),
+                2,
+                "after they were evicted: the cap on jobs in flight (--max-jobs-in-flight)",
+            ),
+            (
+                crate::EngineConfig::default().job_timeout_ms(10_000),
+                60_000,
+                "after they were evicted for silence: the job timeout",
+            ),
+        ] {
+            let lines = [
+                "TIMELINE,0,SYNTH_START,a,partition=0".to_owned(),
+                "TIMELINE,1,SYNTH_START,b,partition=0".to_owned(),
+                format!("TIMELINE,{end},SYNTH_END,a,partition=0,synth_ms={end}"),
+            ];
+            let mut e = crate::Engine::new(cfg);
+            for l in &lines {
+                let ev = crate::parse_line(l).unwrap().unwrap();
+                e.ingest(&ev, &mut crate::sink::NoUpdates);
+            }
+            e.finish(&mut crate::sink::NoUpdates);
+            let r = e.report();
+            assert!(r.events.after_eviction > 0, "{:?}", r.events);
+            let text = render(&r);
+            assert!(text.contains(says), "{text}");
+        }
+    }
+
     #[test]
     fn seconds_read_as_the_float_formatting_writes_them() {
         let float = |v: u64| format!("{:.1}", v as f64 / 1000.0);
