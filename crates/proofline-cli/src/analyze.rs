@@ -164,33 +164,29 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         ));
     }
     let events = &run.report.events;
-    if events.rejected > 0 {
-        // (the rejections' examples are among the conflicts': each ends so)
-        let first = events
+    // a count's first example, found by how its kind of message ends (the examples of
+    // rejections, conflicts, stray lines and stuck intervals share one list)
+    let e_g = |ends: &[&str]| {
+        events
             .conflict_examples
             .iter()
-            .find(|e| e.ends_with("event ignored"));
+            .find(|e| ends.iter().any(|end| e.ends_with(end)))
+            .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
+            .unwrap_or_default()
+    };
+    if events.rejected > 0 {
         unused.push(format!(
             "{} TIMELINE event(s) rejected as impossible{}",
             events.rejected,
-            first
-                .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
-                .unwrap_or_default()
+            e_g(&["event ignored"])
         ));
     }
     if events.conflicts > 0 {
-        // (a conflict's example says what the second record was: "..., first kept" or
-        // "... after the job had ended, ignored")
-        let first = events
-            .conflict_examples
-            .iter()
-            .find(|e| e.ends_with("first kept") || e.ends_with("ended, ignored"));
+        // ("..., first kept" or "... after the job had ended, ignored")
         unused.push(format!(
             "{} conflicting TIMELINE record(s), not used{}",
             events.conflicts,
-            first
-                .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
-                .unwrap_or_default()
+            e_g(&["first kept", "ended, ignored"])
         ));
     }
     // (a line far behind is stray past the reorder window; one far ahead, past the gap

@@ -311,8 +311,12 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
         .fail_if
         .iter()
         .filter_map(|f| {
-            let covered = || c.figures.iter().filter(|x| f.covers(x));
-            if covered().all(|x| x.change == Change::NotCalled) {
+            if c
+                .figures
+                .iter()
+                .filter(|x| f.covers(x))
+                .all(|x| x.change == Change::NotCalled)
+            {
                 return Some(format!(
                     "--fail-if {}: nothing to check, no figure it names was called",
                     f.spec

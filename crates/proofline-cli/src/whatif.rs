@@ -78,23 +78,21 @@ fn positive(s: &str) -> Result<f64, String> {
 
 pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
-    if let Some(sw) = &args.sweep {
-        // the sweep sets its setting in every row: the flag of the same setting would be
-        // overridden in the rows and still head the answer
-        let given = match sw.param {
-            whatif::Param::SynthesisWorkers => args.synthesis_workers.is_some(),
-            whatif::Param::Gpus => args.gpus.is_some(),
-            whatif::Param::GpuWorkersPerDevice => args.workers_per_gpu.is_some(),
-            whatif::Param::GpuSpeed => args.gpu_speed.is_some(),
-            whatif::Param::SynthesisSpeed => args.synthesis_speed.is_some(),
-            whatif::Param::MaxAhead => args.max_ahead.is_some(),
-        };
-        if given {
-            let name = sw.param.name();
-            bail!(
-                "--sweep {name}=... varies {name} row by row, and --{name} sets it too: give one of the two"
-            );
-        }
+    let changes = Changes {
+        synthesis_workers: args.synthesis_workers,
+        gpus: args.gpus,
+        gpu_workers_per_device: args.workers_per_gpu,
+        gpu_speed: args.gpu_speed,
+        synthesis_speed: args.synthesis_speed,
+        max_ahead: args.max_ahead,
+    };
+    // the sweep sets its setting in every row: the flag of the same setting would be
+    // overridden in the rows and still head the answer
+    if let Some(sw) = args.sweep.as_ref().filter(|sw| changes.is_set(sw.param)) {
+        let name = sw.param.name();
+        bail!(
+            "--sweep {name}=... varies {name} row by row, and --{name} sets it too: give one of the two"
+        );
     }
     let cfg = args.engine.config();
     let mut collector = Collector::default();
@@ -114,14 +112,6 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     let learned = collector
         .learn(&log.report)
         .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
-    let changes = Changes {
-        synthesis_workers: args.synthesis_workers,
-        gpus: args.gpus,
-        gpu_workers_per_device: args.workers_per_gpu,
-        gpu_speed: args.gpu_speed,
-        synthesis_speed: args.synthesis_speed,
-        max_ahead: args.max_ahead,
-    };
     whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
         .map_err(anyhow::Error::msg)?;
     let answer = whatif::answer(&learned, &log.report, &changes, args.sweep.as_ref(), &cfg);

@@ -537,9 +537,6 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             "synth lead",
         ]);
         t.reserve(r.transitions.len());
-        if r.transitions.is_empty() {
-            let _ = writeln!(o, "  {}", omitted(r.transitions_omitted, false));
-        }
         for x in &r.transitions {
             t.cell_count(u64::from(x.gpu), None);
             t.cell_str(&x.from_job);
@@ -553,8 +550,12 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
         if !r.transitions.is_empty() {
             t.render(&mut o);
         }
-        if r.transitions_omitted > 0 && !r.transitions.is_empty() {
-            let _ = writeln!(o, "  {}", omitted(r.transitions_omitted, true));
+        if r.transitions_omitted > 0 {
+            let _ = writeln!(
+                o,
+                "  {}",
+                omitted(r.transitions_omitted, !r.transitions.is_empty())
+            );
         }
     }
 

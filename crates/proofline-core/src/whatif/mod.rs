@@ -149,6 +149,18 @@ impl Changes {
         q
     }
 
+    /// Whether one parameter is set.
+    pub fn is_set(&self, param: Param) -> bool {
+        match param {
+            Param::SynthesisWorkers => self.synthesis_workers.is_some(),
+            Param::Gpus => self.gpus.is_some(),
+            Param::GpuWorkersPerDevice => self.gpu_workers_per_device.is_some(),
+            Param::GpuSpeed => self.gpu_speed.is_some(),
+            Param::SynthesisSpeed => self.synthesis_speed.is_some(),
+            Param::MaxAhead => self.max_ahead.is_some(),
+        }
+    }
+
     /// Sets one parameter to `v`.
     pub fn set(&mut self, param: Param, v: f64) {
         let n = || v.round().clamp(1.0, f64::from(u32::MAX)) as u32;
@@ -526,6 +538,18 @@ mod tests {
         ] {
             let e = bad.parse::<Sweep>().unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+
+    /// `is_set` reads the field `set` writes, for every parameter.
+    #[test]
+    fn a_parameter_set_reads_as_set_and_no_other() {
+        for (_, p) in Param::ALL {
+            let mut c = Changes::default();
+            c.set(p, 2.0);
+            for (_, q) in Param::ALL {
+                assert_eq!(c.is_set(q), p == q, "{p:?} set, {q:?} read");
+            }
         }
     }
 
