@@ -125,6 +125,16 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             "proofline: warning: {} is empty: there is nothing to analyze",
             args.source()
         );
+    } else if lines.timeline_lines == 0 && lines.oversized > 0 && run.error.is_none() {
+        // (no line was read: those over the limit may have been TIMELINE lines)
+        eprintln!(
+            "proofline: warning: {} has no TIMELINE line proofline could read: {} of its {} line(s) are over {} bytes and were skipped unread{}",
+            args.source(),
+            lines.oversized,
+            lines.lines,
+            proofline_core::reader::MAX_LINE_BYTES,
+            first_at(lines.first_oversized)
+        );
     } else if lines.timeline_lines == 0 && run.error.is_none() {
         // (a binary file, or another program's log: a report of nothing, said)
         eprintln!(
@@ -152,9 +162,10 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     }
     if lines.oversized > 0 {
         unused.push(format!(
-            "{} line(s) over {} bytes, skipped",
+            "{} line(s) over {} bytes, skipped{}",
             lines.oversized,
-            proofline_core::reader::MAX_LINE_BYTES
+            proofline_core::reader::MAX_LINE_BYTES,
+            first_at(lines.first_oversized)
         ));
     }
     if lines.truncated_last_line {
@@ -205,8 +216,9 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     }
     if let Some(k) = run.report.kernel.as_ref().filter(|k| k.absurd_lines > 0) {
         unused.push(format!(
-            "{} CUZK_TIMING line(s) ignored for a value over an hour, e.g. {}",
+            "{} CUZK_TIMING line(s) ignored for a value over an hour{}: {}",
             k.absurd_lines,
+            first_at(lines.first_absurd_timing),
             proofline_core::text::printable(k.absurd_example.as_deref().unwrap_or("-"))
         ));
     }
@@ -221,6 +233,12 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         }
     }
     run.result()
+}
+
+/// ", first at line N" of a count whose first line is known.
+fn first_at(line: Option<u64>) -> String {
+    line.map(|n| format!(", first at line {n}"))
+        .unwrap_or_default()
 }
 
 /// A CSV error as the I/O error it holds, if it holds one (so that a closed pipe is seen

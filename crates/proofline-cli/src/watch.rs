@@ -755,6 +755,7 @@ fn follow_file(
                     }
                     Got::Skipped => {
                         feeder.stats.oversized += 1;
+                        feeder.stats.first_oversized.get_or_insert(number);
                         if bad_lines.allow() {
                             eprintln!(
                                 "proofline watch: {path}:{number}: longer than {} MiB, skipped to its end (counted in proofline_malformed_lines_total)",

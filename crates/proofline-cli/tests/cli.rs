@@ -877,6 +877,53 @@ fn a_log_compressed_other_than_with_gzip_is_named_with_the_way_out() {
     );
 }
 
+/// A line over the length limit is named by its number, in the report and beside JSON; a
+/// log whose only lines are over it is not said to hold no TIMELINE line, as if it were
+/// another program's (the skipped lines may be TIMELINE lines).
+#[test]
+fn a_line_over_the_limit_is_named_by_its_number() {
+    let log = tmp("over-long.log");
+    generate(&["--jobs", "2"], &log);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    let long = format!(
+        "TIMELINE,1,SYNTH_START,j,partition=0,{}\n",
+        "x".repeat(2 << 20)
+    );
+    // the fourth line
+    let third = text.match_indices('\n').nth(2).unwrap().0;
+    text.insert_str(third + 1, &long);
+    std::fs::write(&log, &text).unwrap();
+    let text_run = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(text_run.status.success());
+    let report = String::from_utf8(text_run.stdout).unwrap();
+    assert!(
+        report.contains("1 longer than 1 MiB (skipped, the first at line 4)"),
+        "{report}"
+    );
+    let json = proofline()
+        .args(["analyze", "--format", "json"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(json.stderr).unwrap();
+    assert!(
+        err.contains("1 line(s) over 1048576 bytes, skipped, first at line 4"),
+        "{err}"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["lines"]["first_oversized"], 4);
+
+    std::fs::write(&log, &long).unwrap();
+    let alone = proofline().arg("analyze").arg(&log).output().unwrap();
+    assert!(alone.status.success());
+    let err = String::from_utf8(alone.stderr).unwrap();
+    assert!(
+        err.contains("has no TIMELINE line proofline could read: 1 of its 1 line(s) are over 1048576 bytes and were skipped unread, first at line 1"),
+        "{err}"
+    );
+    assert!(!err.contains("is it the prover's log?"), "{err}");
+}
+
 /// A job timeout below what the log shows normal is said (it turned 8 sectors into 73
 /// evicted jobs without a word); the JSON counts the events that came after evictions.
 #[test]

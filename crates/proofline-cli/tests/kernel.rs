@@ -336,6 +336,7 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     let log = generate("absurd.log", &["--jobs", "2", "--cuzk-timing"]);
     let clean = analyze(&log);
     let mut text = std::fs::read_to_string(&log).unwrap();
+    let first = text.lines().count() + 1;
     text.push_str("CUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1\n");
     for _ in 0..3 {
         text.push_str("CUZK_TIMING: gpu_tid=0 ntt_msm_h_ms=18446744073709551615 batch_add_ms=9\n");
@@ -346,6 +347,10 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     let r = analyze(&absurd);
     let (k, c) = (&r["kernel"], &clean["kernel"]);
     assert_eq!(k["absurd_lines"], 7, "{k}");
+    assert_eq!(
+        r["lines"]["first_absurd_timing"], first,
+        "named by its number"
+    );
     assert_eq!(
         k["absurd_example"],
         "mutex_held_ms=37423742 (over an hour for one GPU call) in a line of gpu_tid 0"
@@ -371,6 +376,12 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
         out.contains("note: 7 timing line(s) ignored, each with a value over an hour"),
         "{out}"
     );
+    assert!(
+        out.contains(&format!(
+            "the first at line {first}: mutex_held_ms=37423742 (over an hour"
+        )),
+        "{out}"
+    );
     let o = proofline()
         .args(["analyze", "--strict"])
         .arg(&absurd)
@@ -379,9 +390,9 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     assert_eq!(o.status.code(), Some(1));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains(
-            "7 CUZK_TIMING line(s) ignored for a value over an hour, e.g. mutex_held_ms=37423742"
-        ),
+        err.contains(&format!(
+            "7 CUZK_TIMING line(s) ignored for a value over an hour, first at line {first}: mutex_held_ms=37423742"
+        )),
         "{err}"
     );
 }

@@ -66,10 +66,11 @@ trait Taker<'a> {
 
     /// Takes the `CUZK_TIMING:` line at `from` in `text` (after its marker) when it is of
     /// cuzk's usual form, read by the taker itself (a block's adds its values up): the index
-    /// of its `\n`, or `None`, nothing taken, for another line (which then goes the usual
-    /// way, through [`Taker::take`]).
+    /// of its `\n` and whether a value of it is over an hour (the line is not used), or
+    /// `None`, nothing taken, for another line (which then goes the usual way, through
+    /// [`Taker::take`]).
     #[inline(always)]
-    fn take_cuzk_timing(&mut self, _text: &str, _from: usize) -> Option<usize> {
+    fn take_cuzk_timing(&mut self, _text: &str, _from: usize) -> Option<(usize, bool)> {
         None
     }
 }
@@ -230,6 +231,9 @@ impl LineFeeder {
                     if timing.is_partial() {
                         let _ = self.malformed(timing.bad_pairs());
                     }
+                    if timing.over_max().is_some() {
+                        self.absurd_timing();
+                    }
                 }
                 Ok(Some(Parsed::Timing(t)))
             }
@@ -252,10 +256,20 @@ impl LineFeeder {
         e
     }
 
+    /// Notes the number of a timing line (counted among the lines already) with a value
+    /// over an hour, if it is the first.
+    #[cold]
+    fn absurd_timing(&mut self) {
+        self.stats
+            .first_absurd_timing
+            .get_or_insert(self.stats.lines);
+    }
+
     /// Counts a line longer than [`MAX_LINE_BYTES`], skipped unread.
     pub fn oversized_line(&mut self) {
         self.stats.lines += 1;
         self.stats.oversized += 1;
+        self.stats.first_oversized.get_or_insert(self.stats.lines);
     }
 
     /// Notes an unterminated last line, which is not used.
@@ -315,9 +329,13 @@ impl LineFeeder {
             // so is a timing line of cuzk's form, where the taker reads such lines itself
             // (what `take_line` would do with it: a timing line, never a partial one)
             if text.as_bytes()[start..].starts_with(TIMING_MARKER.as_bytes()) {
-                if let Some(end) = on.take_cuzk_timing(text, start + TIMING_MARKER.len()) {
+                if let Some((end, absurd)) = on.take_cuzk_timing(text, start + TIMING_MARKER.len())
+                {
                     self.stats.lines += 1;
                     self.stats.timing_lines += 1;
+                    if absurd {
+                        self.absurd_timing();
+                    }
                     start = end + 1;
                     continue;
                 }
@@ -604,6 +622,8 @@ impl LineFeeder {
             malformed_examples,
             truncated_last_line,
             oversized,
+            first_oversized,
+            first_absurd_timing,
             from_input: _,
             read_error: _,
         } = block;
@@ -612,6 +632,12 @@ impl LineFeeder {
         s.timing_lines += *timing_lines;
         s.malformed += *malformed;
         s.oversized += *oversized;
+        if let Some(n) = first_oversized.filter(|_| s.first_oversized.is_none()) {
+            s.first_oversized = Some(before + n);
+        }
+        if let Some(n) = first_absurd_timing.filter(|_| s.first_absurd_timing.is_none()) {
+            s.first_absurd_timing = Some(before + n);
+        }
         s.truncated_last_line |= *truncated_last_line;
         for mut e in malformed_examples.drain(..) {
             if s.malformed_examples.len() < MAX_LINE_EXAMPLES {
@@ -741,6 +767,8 @@ fn read_batches(
         batch.stats = LineStats {
             lines: skipped,
             oversized: skipped,
+            // (those skipped come before the block's lines: the first is its line 1)
+            first_oversized: (skipped > 0).then_some(1),
             ..LineStats::default()
         };
         let hand_over = match shared.handoff {
@@ -909,12 +937,13 @@ impl<'a> Taker<'a> for Fill<'_> {
     }
 
     #[inline(always)]
-    fn take_cuzk_timing(&mut self, text: &str, from: usize) -> Option<usize> {
+    fn take_cuzk_timing(&mut self, text: &str, from: usize) -> Option<(usize, bool)> {
         let mut t = Timing::default();
         // (a line with no `\n` is a cut one, for the usual way to note)
         let end = crate::timing::cuzk_pairs_in(text.as_bytes(), from, &mut t)
             .filter(|&end| end < text.len())?;
         let b = &mut *self.batch;
+        let mut absurd = false;
         if t.is_plain() {
             // added up here; only what depends on its place goes to the engine (read field
             // by field: moved whole, a timing just written stalled on the stores that wrote
@@ -927,9 +956,10 @@ impl<'a> Taker<'a> for Fill<'_> {
                 None => debug_assert!(parts.kernel.is_none(), "{t:?}"),
             }
         } else {
+            absurd = t.over_max().is_some();
             b.push_timing(TimingLine::Timing(t));
         }
-        Some(end)
+        Some((end, absurd))
     }
 }
 
@@ -1283,18 +1313,22 @@ mod oversized_tests {
     use super::*;
     use crate::sink::NoUpdates;
 
-    /// A log whose middle line is 3 MiB with no newline for a while: both readers skip it,
-    /// count it, number the lines after it right, and use them.
+    /// A log whose second line is 3 MiB with no newline for a while, and whose last is 2
+    /// MiB: both readers skip them, count them, name the first, number the lines after it
+    /// right, and use them.
     fn log() -> Vec<u8> {
         let mut log = b"TIMELINE,0,SYNTH_START,a,partition=0\n".to_vec();
         log.extend(std::iter::repeat_n(b'x', 3 << 20));
         log.extend_from_slice(b"\nTIMELINE,5,SYNTH_END,a,partition=0,synth_ms=5\nbad TIMELINE,x\n");
+        log.extend(std::iter::repeat_n(b'y', 2 << 20));
+        log.push(b'\n');
         log
     }
 
     fn check(f: &LineFeeder, engine: &mut Engine) {
         engine.finish(&mut NoUpdates);
-        assert_eq!((f.stats.lines, f.stats.oversized), (4, 1));
+        assert_eq!((f.stats.lines, f.stats.oversized), (5, 2));
+        assert_eq!(f.stats.first_oversized, Some(2), "the first is named");
         assert_eq!(
             f.stats.malformed_examples[0].line, 4,
             "numbers count the skipped line"
@@ -1325,6 +1359,38 @@ mod oversized_tests {
             )
             .unwrap();
             check(&f, &mut e);
+        }
+    }
+
+    /// The first timing line with a value over an hour is named by its number, whichever
+    /// way the log is read.
+    #[test]
+    fn the_first_timing_line_over_an_hour_is_numbered() {
+        let log = b"TIMELINE,0,SYNTH_START,a,partition=0\n\
+            CUZK_TIMING: gpu_tid=0 batch_add_ms=5\n\
+            CUZK_TIMING: gpu_tid=0 batch_add_ms=3600001\n\
+            CUZK_TIMING: prep_msm_ms=3600002\n";
+        let mut f = LineFeeder::new();
+        f.feed_all(
+            &mut &log[..],
+            &mut Engine::default(),
+            &mut NoUpdates,
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(f.stats.first_absurd_timing, Some(3));
+        for handoff in [Handoff::Never, Handoff::Always] {
+            let mut f = LineFeeder::new();
+            f.feed_blocks(
+                &log[..],
+                &mut Engine::default(),
+                &mut NoUpdates,
+                64,
+                &mut || false,
+                handoff,
+            )
+            .unwrap();
+            assert_eq!(f.stats.first_absurd_timing, Some(3), "{handoff:?}");
         }
     }
 

@@ -518,6 +518,13 @@ pub struct LineStats {
     /// held whole in memory, not parsed.
     #[serde(default)]
     pub oversized: u64,
+    /// The number (1-based) of the first of the `oversized` lines.
+    #[serde(default)]
+    pub first_oversized: Option<u64>,
+    /// The number of the first `CUZK_TIMING:` line not used for a value over an hour
+    /// (`kernel.absurd_lines` counts them).
+    #[serde(default)]
+    pub first_absurd_timing: Option<u64>,
     /// The report is of an input read (a file or a stream), not of a live process: with
     /// no lines, the input was empty.
     #[serde(default)]

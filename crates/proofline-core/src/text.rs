@@ -346,9 +346,12 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             l.malformed,
             if l.oversized > 0 {
                 format!(
-                    ", {} longer than {} MiB (skipped)",
+                    ", {} longer than {} MiB (skipped{})",
                     l.oversized,
-                    crate::reader::MAX_LINE_BYTES >> 20
+                    crate::reader::MAX_LINE_BYTES >> 20,
+                    l.first_oversized
+                        .map(|n| format!(", the first at line {n}"))
+                        .unwrap_or_default()
                 )
             } else {
                 String::new()
@@ -507,7 +510,12 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     if !r.gpu_mapping.is_empty() {
         let _ = writeln!(o, "  {}", r.gpu_mapping);
     }
-    kernel_section(&mut o, r.kernel.as_ref(), r.events.duplicates);
+    kernel_section(
+        &mut o,
+        r.kernel.as_ref(),
+        r.events.duplicates,
+        r.lines.first_absurd_timing,
+    );
 
     // (rows past the report's limit are in no format's rows, JSON's included; a section
     // whose rows were all left out still says how many)
@@ -702,7 +710,12 @@ fn omitted(n: u64, more: bool) -> String {
 }
 
 /// The kernel time section: what `CUZK_TIMING:` lines say, or that there were none.
-fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>, duplicates: u64) {
+fn kernel_section(
+    o: &mut String,
+    k: Option<&crate::report::KernelReport>,
+    duplicates: u64,
+    first_absurd: Option<u64>,
+) {
     let Some(k) = k else {
         let _ = writeln!(
             o,
@@ -726,8 +739,12 @@ fn kernel_section(o: &mut String, k: Option<&crate::report::KernelReport>, dupli
     if k.absurd_lines > 0 {
         let _ = writeln!(
             o,
-            "  note: {} timing line(s) ignored, each with a value over an hour (corrupt, or not cuzk's), e.g. {}",
+            "  note: {} timing line(s) ignored, each with a value over an hour (corrupt, or not cuzk's), {}{}",
             k.absurd_lines,
+            first_absurd.map_or_else(
+                || "e.g. ".to_owned(),
+                |n| format!("the first at line {n}: ")
+            ),
             printable(k.absurd_example.as_deref().unwrap_or("-"))
         );
     }
