@@ -66,8 +66,8 @@ impl AnalyzeArgs {
     /// Reads the input through the engine.
     fn read(&self, sink: impl UpdateSink, stop: &mut dyn FnMut() -> bool) -> Result<LogRun> {
         match &self.input {
-            Some(p) => run_log_until(p, self.engine.config(), sink, stop),
-            None => run_journal(&self.journal, self.engine.config(), sink),
+            Some(p) => run_log_until(p, self.engine.config()?, sink, stop),
+            None => run_journal(&self.journal, self.engine.config()?, sink),
         }
     }
 }

@@ -55,7 +55,7 @@ pub(crate) fn run(args: &ChartArgs) -> Result<()> {
     let out = OutputFile::create(source.path(), &args.output, FORMATS)?;
     let (t, run) = timeline::Timeline::from_log(
         source,
-        args.engine.config(),
+        args.engine.config()?,
         args.from_s.saturating_mul(1000),
         args.max_partitions,
     )?;

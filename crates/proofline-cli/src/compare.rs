@@ -170,7 +170,7 @@ fn journal_of(path: &Path) -> Option<JournalArgs> {
 
 fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
     if let Some(j) = journal_of(path) {
-        let run = run_journal(&j, args.engine.config(), NoUpdates)?;
+        let run = run_journal(&j, args.engine.config()?, NoUpdates)?;
         if let Some(e) = run.error {
             return Err(e.context(format!("{} ended early", j.describe())));
         }
@@ -218,7 +218,7 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
     if draw {
         let (t, run) = Timeline::from_log(
             crate::input::Source::Log(path),
-            args.engine.config(),
+            args.engine.config()?,
             0,
             DEFAULT_MAX_PARTITIONS,
         )?;
@@ -232,7 +232,7 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
             from_json: false,
         });
     }
-    let run = run_log(path, args.engine.config(), NoUpdates)?;
+    let run = run_log(path, args.engine.config()?, NoUpdates)?;
     if let Some(e) = run.error {
         return Err(e.context(format!("{} ended early", path.display())));
     }

@@ -117,7 +117,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         Some(t) => Box::new(io::BufWriter::with_capacity(1 << 16, t.file()?)),
         None => Box::new(io::BufWriter::with_capacity(1 << 16, io::stdout().lock())),
     };
-    let cfg = args.engine.config();
+    let cfg = args.engine.config()?;
     let failed = Rc::new(Cell::new(false));
     let mut w = Perfetto::new(
         out,
@@ -226,7 +226,7 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
         .map_or(instance, |(_, v)| v.clone());
     let done = gather(&Plan {
         input,
-        cfg: args.engine.config(),
+        cfg: args.engine.config()?,
         epoch_ms,
         step_ms: args.step_s * 1000,
         until_ms,

@@ -79,7 +79,18 @@ pub(crate) struct EngineArgs {
 }
 
 impl EngineArgs {
-    pub(crate) fn config(&self) -> EngineConfig {
+    /// The engine's configuration; an error when a prefix is given twice to
+    /// `--partitions-for` or `--proof-kind-for` (which of two values was meant is not
+    /// guessed: the last one won, unsaid).
+    pub(crate) fn config(&self) -> Result<EngineConfig> {
+        once_each(
+            "--partitions-for",
+            self.partitions_for.iter().map(|(p, _)| p),
+        )?;
+        once_each(
+            "--proof-kind-for",
+            self.proof_kind_for.iter().map(|(p, _)| p),
+        )?;
         let mut cfg = EngineConfig::default()
             .expected_partitions(self.partitions)
             .reorder_window_ms(self.reorder_window_ms)
@@ -100,8 +111,22 @@ impl EngineArgs {
         for (prefix, kind) in &self.proof_kind_for {
             cfg = cfg.proof_kind_for(prefix.clone(), kind.clone());
         }
-        cfg
+        Ok(cfg)
     }
+}
+
+/// An error naming `flag` when one of its prefixes is given twice.
+fn once_each<'a>(flag: &str, prefixes: impl Iterator<Item = &'a String>) -> Result<()> {
+    let mut seen = std::collections::HashSet::new();
+    for p in prefixes {
+        if !seen.insert(p) {
+            anyhow::bail!(
+                "{flag} {}=... is given twice: a prefix has one value",
+                proofline_core::text::printable(p)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Opens a log: `-` is stdin; gzip is detected by its magic bytes.

@@ -171,7 +171,7 @@ pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     let reserve = Duration::from_secs(args.timeout_s / 4).min(Duration::from_secs(5));
     let read_until = deadline - reserve;
     let run = source.read(
-        args.engine.config(),
+        args.engine.config()?,
         Counted {
             sink: &mut sink,
             on_update: |u: &Update| {

@@ -625,7 +625,7 @@ pub fn watch(args: &WatchArgs) -> Result<()> {
         RunInfo::new(args.instance.as_str(), unix_ms()),
         poll,
     );
-    let mut engine = Engine::new(args.engine.config());
+    let mut engine = Engine::new(args.engine.config()?);
     let mut feeder = LineFeeder::new();
     // SIGTERM/SIGINT: stop following, deliver what the sinks hold, exit 0 (a service)
     let signals = crate::signals::Stop::install()?;

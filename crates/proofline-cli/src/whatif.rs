@@ -94,7 +94,7 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
             "--sweep {name}=... varies {name} row by row, and --{name} sets it too: give one of the two"
         );
     }
-    let cfg = args.engine.config();
+    let cfg = args.engine.config()?;
     let mut collector = Collector::default();
     let sink = |u| proofline_core::UpdateSink::update(&mut collector, u);
     let (log, source) = match &args.input {

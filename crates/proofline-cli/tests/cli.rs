@@ -794,6 +794,34 @@ fn small_operator_mistakes_are_said_plainly() {
     let _watch = common::Proc(child);
     let line = common::wait_line(&rx, "metrics on");
     assert!(line.contains("http://127.0.0.1:"), "{line}");
+
+    // a prefix given twice is an error (the last value won, unsaid); two prefixes are not
+    let log = dir.join("two.log");
+    generate(&["--jobs", "2"], &log);
+    for (flag, a, b) in [
+        ("--partitions-for", "porep-=3", "porep-=5"),
+        ("--proof-kind-for", "batch-=a", "batch-=b"),
+    ] {
+        let o = proofline()
+            .args(["analyze", flag, a, flag, b])
+            .arg(&log)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        let prefix = a.split('=').next().unwrap();
+        assert!(
+            err.contains(&format!("{flag} {prefix}=... is given twice")),
+            "{err}"
+        );
+    }
+    let o = proofline()
+        .args(["analyze", "--partitions-for", "porep-=10"])
+        .args(["--partitions-for", "porep-1=10"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// A Docker json-file log (`docker logs` writes each line as a JSON object) holds no TIMELINE
