@@ -72,17 +72,62 @@ impl SimArgs {
         cfg.seed = self.seed;
         cfg.timings.kernel_ms = self.kernel_ms as f64;
         cfg.timings.synth_ms = self.synth_ms as f64;
+        // A fault that names no job, GPU or worker of the run, or that cannot happen, is
+        // refused: accepted, it changed nothing and said nothing.
+        let jobs = cfg.jobs.len();
+        let job = |flag: &str, j: usize| {
+            anyhow::ensure!(
+                j < jobs,
+                "{flag}: job {j} is not one of the run's {jobs} jobs (0..={})",
+                jobs - 1
+            );
+            Ok(())
+        };
         if let Some(s) = &self.stall {
-            cfg.faults.stall_before_job = Some(parse_pair(s, "--stall")?);
+            let (j, ms) = parse_pair(s, "--stall")?;
+            job("--stall", j)?;
+            anyhow::ensure!(
+                (1..=86_400_000).contains(&ms),
+                "--stall: {ms} ms is out of range 1..=86400000 (a day)"
+            );
+            cfg.faults.stall_before_job = Some((j, ms));
         }
         if let Some(s) = &self.slow_gpu {
-            cfg.faults.slow_gpu = Some(parse_pair(s, "--slow-gpu")?);
+            let (g, factor): (u32, f64) = parse_pair(s, "--slow-gpu")?;
+            anyhow::ensure!(
+                g < cfg.gpus,
+                "--slow-gpu: GPU {g} is not one of the run's {} GPUs (0..={})",
+                cfg.gpus,
+                cfg.gpus - 1
+            );
+            anyhow::ensure!(
+                factor > 0.0 && factor <= 1000.0,
+                "--slow-gpu: a factor of {factor} is out of range: above 0, at most 1000"
+            );
+            cfg.faults.slow_gpu = Some((g, factor));
         }
         if let Some(s) = &self.never_finish {
-            cfg.faults.never_finish = Some(parse_pair(s, "--never-finish")?);
+            let (j, p): (usize, u32) = parse_pair(s, "--never-finish")?;
+            job("--never-finish", j)?;
+            let kind = cfg.jobs[j].kind;
+            // (a job proved whole is its partition 0)
+            let parts = kind.partitions().unwrap_or(1);
+            anyhow::ensure!(
+                p < parts,
+                "--never-finish: job {j} ({kind}) has {parts} partition(s) (0..={}), not {p}",
+                parts - 1
+            );
+            cfg.faults.never_finish = Some((j, p));
         }
         if let Some(s) = &self.panic_worker {
-            cfg.faults.panic_worker = Some(parse_pair(s, "--panic-worker")?);
+            let (w, n): (u32, u32) = parse_pair(s, "--panic-worker")?;
+            let workers = cfg.gpus * cfg.workers_per_gpu;
+            anyhow::ensure!(
+                w < workers,
+                "--panic-worker: worker {w} is not one of the run's {workers} GPU workers (0..={})",
+                workers - 1
+            );
+            cfg.faults.panic_worker = Some((w, n));
         }
         cfg.timing.emit = self.cuzk_timing;
         cfg.timing.cpu_in_lock_ms = self.cpu_in_lock_ms as f64;

@@ -455,6 +455,72 @@ fn bad_fault_flags_say_what_is_wrong() {
         err.contains("--stall: `two` is not a valid number"),
         "{err}"
     );
+    // a fault of no job, GPU or worker of the run, or one that cannot happen, is refused
+    // (each was accepted and changed nothing)
+    let out = tmp("no-such-fault.log");
+    for (args, said) in [
+        (
+            &["--stall", "8:1000"][..],
+            "--stall: job 8 is not one of the run's 8 jobs (0..=7)",
+        ),
+        (
+            &["--stall", "1:0"],
+            "--stall: 0 ms is out of range 1..=86400000",
+        ),
+        (
+            &["--slow-gpu", "1:2"],
+            "--slow-gpu: GPU 1 is not one of the run's 1 GPUs (0..=0)",
+        ),
+        (
+            &["--slow-gpu", "0:0"],
+            "--slow-gpu: a factor of 0 is out of range",
+        ),
+        (
+            &["--slow-gpu", "0:inf"],
+            "--slow-gpu: a factor of inf is out of range",
+        ),
+        (
+            &["--slow-gpu", "0:NaN"],
+            "--slow-gpu: a factor of NaN is out of range",
+        ),
+        (
+            &["--never-finish", "0:10"],
+            "--never-finish: job 0 (porep-c2) has 10 partition(s) (0..=9), not 10",
+        ),
+        (
+            &["--panic-worker", "2:0"],
+            "--panic-worker: worker 2 is not one of the run's 2 GPU workers (0..=1)",
+        ),
+    ] {
+        let run = proofline()
+            .arg("generate")
+            .args(args)
+            .arg("-o")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: a log was written");
+    }
+    let run = proofline()
+        .args([
+            "generate",
+            "--slow-gpu",
+            "0:2.5",
+            "--never-finish",
+            "7:9",
+            "-o",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
 }
 
 /// Every numeric option has a valid range: outside it, a clear error naming the flag and the
