@@ -154,6 +154,30 @@ const REPLAY_NOTHING: Duration = Duration::from_secs(30);
 /// How often the state is written while entries come.
 const SAVE_EVERY: Duration = Duration::from_secs(1);
 
+/// Makes the state directory if it is missing, but not its parent: a mistyped path is an
+/// error, not a tree of directories made where none was meant (systemd's `StateDirectory=`
+/// makes the whole path before the service starts).
+fn make_state_dir(dir: &std::path::Path) -> Result<()> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            anyhow::ensure!(
+                dir.is_dir(),
+                "--state-dir {} is not a directory",
+                dir.display()
+            );
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "--state-dir {}: its parent directory does not exist (the state directory is made, its parents are not)",
+            dir.display()
+        ),
+        Err(e) => {
+            Err(e).with_context(|| format!("cannot make the state directory {}", dir.display()))
+        }
+    }
+}
+
 /// Follows the journal through the engine until a signal; the state is written at the end.
 pub(crate) fn follow(
     w: &Watching<'_>,
@@ -163,8 +187,7 @@ pub(crate) fn follow(
     stop: &crate::signals::Stop,
 ) -> Result<()> {
     if let Some(dir) = w.state_dir {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot make the state directory {}", dir.display()))?;
+        make_state_dir(dir)?;
     }
     let saved = match w.state_dir {
         Some(dir) => State::load(dir)?,

@@ -226,6 +226,28 @@ fn journal_mistakes_are_said_plainly() {
         err.contains("journalctl failed") || err.contains("holds no entry"),
         "{err}"
     );
+    // watch makes its state directory, not the parents of a mistyped one; a file is no
+    // state directory
+    std::fs::write(dir.join("a-file"), "").unwrap();
+    for (state, said) in [
+        (
+            dir.join("no-such-dir").join("state"),
+            "its parent directory does not exist",
+        ),
+        (dir.join("a-file"), "is not a directory"),
+    ] {
+        let o = proofline()
+            .args(["watch", "--metrics-addr", "127.0.0.1:0", "--journal-file"])
+            .arg(&file)
+            .arg("--state-dir")
+            .arg(&state)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains(said), "{err}");
+    }
+    assert!(!dir.join("no-such-dir").exists(), "a parent was made");
 }
 
 /// `compare` takes a journal as either side: `journal:UNIT@FILE`. The unit against itself
