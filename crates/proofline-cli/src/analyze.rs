@@ -143,6 +143,12 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             lines.lines
         );
     }
+    // (in the text report, among its warnings)
+    if let Some(w) = proofline_core::text::shallow_restarts(&run.report.events)
+        .filter(|_| args.format != Format::Text)
+    {
+        eprintln!("proofline: warning: {w}");
+    }
     // what was not used: lines that do not parse, lines over the length limit, and a last
     // TIMELINE line without its newline (a writer cut short; as printed, it may read wrong)
     let mut unused = Vec::new();

@@ -1018,6 +1018,62 @@ fn a_line_over_the_limit_is_named_by_its_number() {
     assert!(!err.contains("is it the prover's log?"), "{err}");
 }
 
+/// Lines shuffled further than the reorder window read as restarts: the report says that
+/// they fell back less than halfway to offset 0, where a restarted prover starts again, and
+/// what reads them as one run (it read as 73 restarts with a confident verdict, without a
+/// word). Two logs one after the other, a real restart, are not said to be so.
+#[test]
+fn restarts_that_may_be_disorder_are_said() {
+    let log = tmp("shuffled.log");
+    generate(&["--jobs", "40", "--shuffle-ms", "20000"], &log);
+    let events = |args: &[&str], log: &std::path::Path| {
+        let o = proofline()
+            .args(["analyze", "--format", "json"])
+            .args(args)
+            .arg(log)
+            .output()
+            .unwrap();
+        assert!(o.status.success());
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["events"].clone(), String::from_utf8(o.stderr).unwrap())
+    };
+    let (e, err) = events(&[], &log);
+    let runs = e["runs"].as_u64().unwrap();
+    assert!(runs > 2, "{e}");
+    assert_eq!(e["shallow_restarts"].as_u64(), Some(runs - 1), "{e}");
+    let said = format!(
+        "{0} of the {0} restart(s) fell back less than halfway to offset 0",
+        runs - 1
+    );
+    assert!(err.contains(&said), "{err}");
+    assert!(err.contains("a wider --reorder-window-ms reads them as one run"));
+    let text = proofline().arg("analyze").arg(&log).output().unwrap();
+    let report = String::from_utf8(text.stdout).unwrap();
+    assert!(report.contains(&format!("Warning: {said}")), "{report}");
+    // the way out it names
+    let (e, err) = events(&["--reorder-window-ms", "25000"], &log);
+    assert_eq!(
+        (e["runs"].as_u64(), e["shallow_restarts"].as_u64()),
+        (Some(1), Some(0))
+    );
+    assert!(!err.contains("halfway"), "{err}");
+
+    // a real restart: a second log after the first, its offsets from 0 again
+    let (a, b) = (tmp("run-a.log"), tmp("run-b.log"));
+    generate(&["--jobs", "3"], &a);
+    generate(&["--jobs", "3", "--seed", "2"], &b);
+    let both = tmp("two-runs.log");
+    let mut text = std::fs::read(&a).unwrap();
+    text.extend(std::fs::read(&b).unwrap());
+    std::fs::write(&both, text).unwrap();
+    let (e, err) = events(&[], &both);
+    assert_eq!(
+        (e["runs"].as_u64(), e["shallow_restarts"].as_u64()),
+        (Some(2), Some(0))
+    );
+    assert!(!err.contains("halfway"), "{err}");
+}
+
 /// A job timeout below what the log shows normal is said (it turned 8 sectors into 73
 /// evicted jobs without a word); the JSON counts the events that came after evictions.
 #[test]

@@ -458,6 +458,15 @@ pub struct EventStats {
     pub rejected: u64,
     /// Runs in the log (a daemon restart starts a new one).
     pub runs: u32,
+    /// Restarts taken from the lines (not from the journal, which knows) whose first line
+    /// fell back less than halfway to offset 0: a restarted prover counts its offsets from
+    /// its own start again, so these may be lines further out of order than the reorder
+    /// window rather than restarts.
+    #[serde(default)]
+    pub shallow_restarts: u32,
+    /// The first of them: from which offset back to which.
+    #[serde(default)]
+    pub shallow_restart_example: Option<String>,
     /// Lines far behind the newest one, alone: stray late lines, not used.
     #[serde(default)]
     pub stray_late: u64,

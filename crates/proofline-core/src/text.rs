@@ -285,6 +285,19 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
     t
 }
 
+/// What restarts that fell back less than halfway to offset 0 may be, in words (`None`
+/// without such restarts): the text report's warning, and `analyze`'s beside JSON and CSV.
+pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
+    (e.shallow_restarts > 0).then(|| {
+        format!(
+            "{} of the {} restart(s) fell back less than halfway to offset 0 ({}): a restarted prover counts its offsets from its own start again, so these may be lines further out of order than the reorder window; if the prover did not restart, a wider --reorder-window-ms reads them as one run",
+            e.shallow_restarts,
+            e.runs.saturating_sub(1),
+            printable(e.shallow_restart_example.as_deref().unwrap_or("-"))
+        )
+    })
+}
+
 /// Renders the report as text: for a terminal, so that what came from the log (job ids,
 /// proof kinds, quoted lines) cannot drive it ([`printable`]).
 pub fn render(r: &Report) -> String {
@@ -381,6 +394,9 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
             "s (daemon restarts)"
         },
     );
+    if let Some(w) = shallow_restarts(e) {
+        let _ = writeln!(o, "Warning: {w}");
+    }
     if let Some(err) = &l.read_error {
         let _ = writeln!(
             o,

@@ -227,12 +227,31 @@ impl Engine {
                     && self.held.fresh_starts > 0
                     && self.held.fresh_starts > self.held.repeat_starts
                 {
+                    self.note_shallow_restart();
                     self.new_run(sink);
                     self.accept_held(sink);
                 } else if held >= MAX_HELD_REPEATS {
                     self.stray_held();
                 }
             }
+        }
+    }
+
+    /// Counts the restart the held lines begin when they fell back less than halfway to
+    /// offset 0 (a line 20 s behind at 3 h, where a restarted prover's first line is
+    /// seconds into its run: lines shuffled further than the reorder window read as 36
+    /// restarts without a word).
+    fn note_shallow_restart(&mut self) {
+        let (Some(newest), Some(&(first, _, _))) =
+            (self.max_event_offset, self.held.events.first())
+        else {
+            return;
+        };
+        if first > newest.saturating_sub(first) {
+            let s = &mut self.totals.stats;
+            s.shallow_restarts += 1;
+            s.shallow_restart_example
+                .get_or_insert_with(|| format!("from {newest} ms back to {first} ms"));
         }
     }
 
@@ -427,6 +446,36 @@ mod tests {
             .collect();
         let r = run(&far);
         assert_eq!(r.events.runs, 2, "{:?}", r.events);
+    }
+
+    /// A restart whose first line fell back less than halfway to offset 0 is counted as
+    /// shallow, with the first named; one back to halfway or nearer 0 is not.
+    #[test]
+    fn a_restart_that_falls_back_less_than_halfway_is_counted_shallow() {
+        let run = |back_to: u64| {
+            let mut e = Engine::new(EngineConfig::default().expected_partitions(Some(4)));
+            let lines = std::iter::once("TIMELINE,100000,SYNTH_START,a,partition=0".to_owned())
+                .chain(
+                    (1..4).map(|p| format!("TIMELINE,{},SYNTH_START,c,partition={p}", back_to + p)),
+                );
+            for l in lines {
+                e.ingest(&parse_line(&l).unwrap().unwrap(), &mut NoUpdates);
+            }
+            e.finish(&mut NoUpdates);
+            e.report().events
+        };
+        for (back_to, shallow) in [(30, 0), (49_999, 0), (50_000, 1), (80_000, 1)] {
+            let ev = run(back_to);
+            assert_eq!(
+                (ev.runs, ev.shallow_restarts),
+                (2, shallow),
+                "{back_to}: {ev:?}"
+            );
+        }
+        assert_eq!(
+            run(80_000).shallow_restart_example.as_deref(),
+            Some("from 100000 ms back to 80001 ms")
+        );
     }
 
     /// A restart the source knows (a new process in the journal) ends the run there, even
