@@ -4,7 +4,7 @@ use std::io::Write;
 use std::process::Stdio;
 
 mod common;
-use common::proofline;
+use common::{proofline, ran};
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-cli-{}", std::process::id()));
@@ -319,59 +319,53 @@ fn a_time_window_needs_the_journal_and_may_start_with_a_minus() {
         }
     }
     // taken as the window's value: what fails is reading a journal that is not there
-    let out = proofline()
-        .args([
+    let out = ran(
+        proofline().args([
             "analyze",
             "--journal-file",
             "/nonexistent/system.journal",
             "--since",
             "-2h",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+        ]),
+        1,
+    );
+    let err = &out.stderr;
     assert!(!err.contains("unexpected argument"), "{err}");
     // but a flag where the time goes is a usage error, not a time
-    let out = proofline()
-        .args([
+    let out = ran(
+        proofline().args([
             "analyze",
             "--since",
             "--strict",
             "--journal-unit",
             "cuzk.service",
-        ])
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{err}");
+        ]),
+        2,
+    );
+    let err = &out.stderr;
     assert!(err.contains("`--strict` is a flag, not a time"), "{err}");
 }
 
 #[test]
 fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
     let out = tmp("demo");
-    let run = proofline()
-        .args([
-            "demo",
-            "--speed",
-            "100",
-            "--jobs",
-            "3",
-            "--instance",
-            "t1",
-            "--no-metrics",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let run = ran(
+        proofline()
+            .args([
+                "demo",
+                "--speed",
+                "100",
+                "--jobs",
+                "3",
+                "--instance",
+                "t1",
+                "--no-metrics",
+                "--out",
+            ])
+            .arg(&out),
+        0,
     );
-    let stdout = String::from_utf8(run.stdout).unwrap();
+    let stdout = run.stdout;
     assert!(stdout.contains("Verdict:"), "{stdout}");
     assert!(stdout.contains("jobs complete 3"), "{stdout}");
     assert!(stdout.contains("t1-timeline.log"));
@@ -381,7 +375,7 @@ fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
     );
     let chart = std::fs::read_to_string(out.join("t1-timeline.html")).unwrap();
     assert_eq!(chart.matches("class=\"bar gpu\"").count(), 30);
-    let stderr = String::from_utf8(run.stderr).unwrap();
+    let stderr = run.stderr;
     assert!(
         stderr.contains("sectors 3/3 done"),
         "progress on stderr: {stderr}"
@@ -416,30 +410,26 @@ fn demo_runs_the_prover_and_reports_what_analyze_reports_on_its_log() {
 #[test]
 fn demo_with_a_stall_reads_synthesis_bound() {
     let out = tmp("demo-stall");
-    let run = proofline()
-        .args([
-            "demo",
-            "--speed",
-            "100",
-            "--jobs",
-            "4",
-            "--stall",
-            "2:60000",
-            "--instance",
-            "t2",
-            "--metrics-addr",
-            "127.0.0.1:0",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
+    let run = ran(
+        proofline()
+            .args([
+                "demo",
+                "--speed",
+                "100",
+                "--jobs",
+                "4",
+                "--stall",
+                "2:60000",
+                "--instance",
+                "t2",
+                "--metrics-addr",
+                "127.0.0.1:0",
+                "--out",
+            ])
+            .arg(&out),
+        0,
     );
-    let stdout = String::from_utf8(run.stdout).unwrap();
+    let stdout = run.stdout;
     assert!(stdout.contains("Verdict: Synthesis-bound"), "{stdout}");
 }
 
@@ -492,35 +482,23 @@ fn bad_fault_flags_say_what_is_wrong() {
             "--panic-worker: worker 2 is not one of the run's 2 GPU workers (0..=1)",
         ),
     ] {
-        let run = proofline()
-            .arg("generate")
-            .args(args)
-            .arg("-o")
-            .arg(&out)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&run.stderr);
-        assert_eq!(run.status.code(), Some(1), "{args:?}: {err}");
+        let err = ran(
+            proofline().arg("generate").args(args).arg("-o").arg(&out),
+            1,
+        )
+        .stderr;
         assert!(err.contains(said), "{args:?}: {err}");
         assert!(!out.exists(), "{args:?}: a log was written");
     }
-    let run = proofline()
-        .args([
-            "generate",
-            "--slow-gpu",
-            "0:2.5",
-            "--never-finish",
-            "7:9",
-            "-o",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let ok = [
+        "generate",
+        "--slow-gpu",
+        "0:2.5",
+        "--never-finish",
+        "7:9",
+        "-o",
+    ];
+    ran(proofline().args(ok).arg(&out), 0);
 }
 
 /// Every numeric option has a valid range: outside it, a clear error naming the flag and the
@@ -707,13 +685,13 @@ fn a_truncated_gzip_is_reported_as_far_as_it_was_read_with_the_error() {
     let mut bytes = two.clone();
     bytes.extend([0u8; 4096]);
     std::fs::write(&padded, &bytes).unwrap();
-    let o = proofline()
-        .args(["analyze", "--format", "json"])
-        .arg(&padded)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["analyze", "--format", "json"])
+            .arg(&padded),
+        0,
+    );
+    let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(r["summary"], whole["summary"]);
     assert_eq!(r["lines"]["lines"], whole["lines"]["lines"]);
     let junk = dir.join("junk.log.gz");
@@ -817,9 +795,8 @@ fn small_operator_mistakes_are_said_plainly() {
     let dir = tmp("mistakes");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    let o = proofline().arg("analyze").arg(&dir).output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = ran(proofline().arg("analyze").arg(&dir), 1);
+    let err = &o.stderr;
     assert!(o.stdout.is_empty(), "a report was printed");
     assert!(err.contains("is a directory"), "{err}");
 
@@ -868,26 +845,20 @@ fn small_operator_mistakes_are_said_plainly() {
         ("--partitions-for", "porep-=3", "porep-=5"),
         ("--proof-kind-for", "batch-=a", "batch-=b"),
     ] {
-        let o = proofline()
-            .args(["analyze", flag, a, flag, b])
-            .arg(&log)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        let err = ran(proofline().args(["analyze", flag, a, flag, b]).arg(&log), 1).stderr;
         let prefix = a.split('=').next().unwrap();
         assert!(
             err.contains(&format!("{flag} {prefix}=... is given twice")),
             "{err}"
         );
     }
-    let o = proofline()
-        .args(["analyze", "--partitions-for", "porep-=10"])
-        .args(["--partitions-for", "porep-1=10"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let two = [
+        "--partitions-for",
+        "porep-=10",
+        "--partitions-for",
+        "porep-1=10",
+    ];
+    ran(proofline().arg("analyze").args(two).arg(&log), 0);
 }
 
 /// A Docker json-file log (`docker logs` writes each line as a JSON object) holds no TIMELINE
@@ -904,9 +875,8 @@ fn a_docker_json_log_is_named_with_the_way_out() {
         "{\"log\":\"TIMELINE,1,SYNTH_START,porep-1-1,partition=0\\n\",\"stream\":\"stderr\",\"time\":\"2026-12-01T00:00:00.1Z\"}\n",
     )
     .unwrap();
-    let o = proofline().arg("analyze").arg(&log).output().unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(1), "{err}");
+    let o = ran(proofline().arg("analyze").arg(&log), 1);
+    let err = &o.stderr;
     assert!(
         err.contains("Docker json-file log") && err.contains("jq -j .log"),
         "{err}"
@@ -931,13 +901,8 @@ fn a_log_compressed_other_than_with_gzip_is_named_with_the_way_out() {
         let mut bytes = magic.to_vec();
         bytes.extend((0..2000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8));
         std::fs::write(&log, &bytes).unwrap();
-        let o = proofline()
-            .args(["analyze", "--strict"])
-            .arg(&log)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        let o = ran(proofline().args(["analyze", "--strict"]).arg(&log), 1);
+        let err = &o.stderr;
         assert!(
             err.contains(&format!("it is {name}-compressed"))
                 && err.contains(&format!("{cmd} {}", log.display())),
@@ -987,30 +952,26 @@ fn a_line_over_the_limit_is_named_by_its_number() {
     let third = text.match_indices('\n').nth(2).unwrap().0;
     text.insert_str(third + 1, &long);
     std::fs::write(&log, &text).unwrap();
-    let text_run = proofline().arg("analyze").arg(&log).output().unwrap();
-    assert!(text_run.status.success());
-    let report = String::from_utf8(text_run.stdout).unwrap();
+    let report = ran(proofline().arg("analyze").arg(&log), 0).stdout;
     assert!(
         report.contains("1 longer than 1 MiB (skipped, the first at line 4)"),
         "{report}"
     );
-    let json = proofline()
-        .args(["analyze", "--format", "json"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    let err = String::from_utf8(json.stderr).unwrap();
-    assert!(
-        err.contains("1 line(s) over 1048576 bytes, skipped, first at line 4"),
-        "{err}"
+    let json = ran(
+        proofline().args(["analyze", "--format", "json"]).arg(&log),
+        0,
     );
-    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(
+        json.stderr
+            .contains("1 line(s) over 1048576 bytes, skipped, first at line 4"),
+        "{}",
+        json.stderr
+    );
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
     assert_eq!(v["lines"]["first_oversized"], 4);
 
     std::fs::write(&log, &long).unwrap();
-    let alone = proofline().arg("analyze").arg(&log).output().unwrap();
-    assert!(alone.status.success());
-    let err = String::from_utf8(alone.stderr).unwrap();
+    let err = ran(proofline().arg("analyze").arg(&log), 0).stderr;
     assert!(
         err.contains("has no TIMELINE line proofline could read: 1 of its 1 line(s) are over 1048576 bytes and were skipped unread, first at line 1"),
         "{err}"
@@ -1027,15 +988,15 @@ fn restarts_that_may_be_disorder_are_said() {
     let log = tmp("shuffled.log");
     generate(&["--jobs", "40", "--shuffle-ms", "20000"], &log);
     let events = |args: &[&str], log: &std::path::Path| {
-        let o = proofline()
-            .args(["analyze", "--format", "json"])
-            .args(args)
-            .arg(log)
-            .output()
-            .unwrap();
-        assert!(o.status.success());
-        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-        (v["events"].clone(), String::from_utf8(o.stderr).unwrap())
+        let r = ran(
+            proofline()
+                .args(["analyze", "--format", "json"])
+                .args(args)
+                .arg(log),
+            0,
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["events"].clone(), r.stderr)
     };
     let (e, err) = events(&[], &log);
     let runs = e["runs"].as_u64().unwrap();
@@ -1047,8 +1008,7 @@ fn restarts_that_may_be_disorder_are_said() {
     );
     assert!(err.contains(&said), "{err}");
     assert!(err.contains("a wider --reorder-window-ms reads them as one run"));
-    let text = proofline().arg("analyze").arg(&log).output().unwrap();
-    let report = String::from_utf8(text.stdout).unwrap();
+    let report = ran(proofline().arg("analyze").arg(&log), 0).stdout;
     assert!(report.contains(&format!("Warning: {said}")), "{report}");
     // the way out it names
     let (e, err) = events(&["--reorder-window-ms", "25000"], &log);
@@ -1174,13 +1134,13 @@ fn the_text_report_escapes_what_would_drive_a_terminal() {
 fn whatif_predicts_and_sweeps_from_a_log() {
     let dir = common::fresh_dir("cli", "whatif");
     let log = common::generated_log(&dir, &["--jobs", "12", "--cuzk-timing"]);
-    let o = proofline()
-        .args(["whatif", "--synthesis-workers", "20", "--format", "json"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let a: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["whatif", "--synthesis-workers", "20", "--format", "json"])
+            .arg(&log),
+        0,
+    );
+    let a: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let measured = a["baseline"]["measured"]["seconds_per_proof"]
         .as_f64()
         .unwrap();
@@ -1198,13 +1158,13 @@ fn whatif_predicts_and_sweeps_from_a_log() {
     assert_eq!(a["basis"]["gpu_lock"], "lock_held");
     assert_eq!(a["changes"][0], "synthesis workers 10 -> 20");
 
-    let o = proofline()
-        .args(["whatif", "--sweep", "synthesis-workers=2..6:2"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8(o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["whatif", "--sweep", "synthesis-workers=2..6:2"])
+            .arg(&log),
+        0,
+    );
+    let text = o.stdout;
     for needle in [
         "measured (the log)",
         "replayed (the model)",
@@ -1303,14 +1263,14 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         .unwrap();
     std::fs::write(&base, &o.stdout).unwrap();
 
-    let o = proofline()
-        .args(["compare", "--format", "json", "--fail-if", "changed:any"])
-        .arg(&base)
-        .arg(&a)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["compare", "--format", "json", "--fail-if", "changed:any"])
+            .arg(&base)
+            .arg(&a),
+        0,
+    );
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     for f in c["figures"].as_array().unwrap() {
         assert!(f["change"] == "same" || f["change"] == "not_called", "{f}");
         assert!(f.get("band").is_some() && f.get("delta").is_some(), "{f}");
@@ -1347,14 +1307,14 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
     let d = figs[1]["delta_ratio"].as_f64().unwrap();
     assert!((0.05..0.11).contains(&d), "{d}");
     // better is not worse: this condition does not hold
-    let o = proofline()
-        .args(["compare", "--format", "markdown", "--fail-if", "better:any"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let md = String::from_utf8(o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["compare", "--format", "markdown", "--fail-if", "better:any"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let md = o.stdout;
     assert!(
         md.contains("| figure | A | B | delta | band | call |"),
         "{md}"
@@ -1396,14 +1356,14 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         let text = std::fs::read_to_string(&a).unwrap();
         let head: String = text.lines().take(lines).map(|l| format!("{l}\n")).collect();
         std::fs::write(&cut, head).unwrap();
-        let o = proofline()
-            .args(["compare", "--fail-if", "worse:any"])
-            .arg(&a)
-            .arg(&cut)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        let o = ran(
+            proofline()
+                .args(["compare", "--fail-if", "worse:any"])
+                .arg(&a)
+                .arg(&cut),
+            1,
+        );
+        let err = &o.stderr;
         assert!(
             err.contains("--fail-if worse:any: seconds_per_proof, the figure any run is judged by first, was not called"),
             "{name}: {err}"
@@ -1413,14 +1373,14 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
     // lines, so it has no kernel figures, and nothing else changed
     let plain = dir.join("plain.log");
     generate(&["--jobs", "16", "--seed", "1"], &plain);
-    let o = proofline()
-        .args(["compare", "--fail-if", "worse:any", "--format", "json"])
-        .arg(&a)
-        .arg(&plain)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["compare", "--fail-if", "worse:any", "--format", "json"])
+            .arg(&a)
+            .arg(&plain),
+        0,
+    );
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let kernel = c["figures"]
         .as_array()
         .unwrap()
@@ -1499,14 +1459,14 @@ fn compare_gives_a_change_of_sign_as_a_difference() {
         ],
         &b,
     );
-    let o = proofline()
-        .args(["compare", "--format", "json"])
-        .arg(&a)
-        .arg(&b)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let c: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let o = ran(
+        proofline()
+            .args(["compare", "--format", "json"])
+            .arg(&a)
+            .arg(&b),
+        0,
+    );
+    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
     let fig = |name: &str| {
         c["figures"]
             .as_array()
@@ -1533,9 +1493,8 @@ fn compare_gives_a_change_of_sign_as_a_difference() {
     let r = spp["delta_ratio"].as_f64().unwrap();
     assert!((r - (spp["b"].as_f64().unwrap() / spp["a"].as_f64().unwrap() - 1.0)).abs() < 1e-9);
 
-    let o = proofline().arg("compare").arg(&a).arg(&b).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let text = String::from_utf8_lossy(&o.stdout);
+    let o = ran(proofline().arg("compare").arg(&a).arg(&b), 0);
+    let text = o.stdout.as_str();
     let row = |name: &str| {
         text.lines()
             .find(|l| l.trim_start().starts_with(name))
@@ -1709,19 +1668,15 @@ fn the_openmetrics_export_is_history_on_the_log_s_clock() {
     generate(&["--jobs", "6", "--gpus", "2", "--stall", "3:300000"], &log);
     // `export --format openmetrics --epoch ... ARGS LOG`: its text
     let export = |args: &[&str]| {
-        let out = proofline()
-            .args(["export", "--format", "openmetrics"])
-            .args(["--epoch", "2026-11-01T00:00:00Z"])
-            .args(args)
-            .arg(&log)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        let out = ran(
+            proofline()
+                .args(["export", "--format", "openmetrics"])
+                .args(["--epoch", "2026-11-01T00:00:00Z"])
+                .args(args)
+                .arg(&log),
+            0,
         );
-        String::from_utf8(out.stdout).unwrap()
+        out.stdout
     };
     let text = export(&["--step-s", "10", "--label", "instance=p7"]);
     assert!(text.ends_with("\n# EOF\n"));

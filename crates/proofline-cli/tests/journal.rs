@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{fresh_dir, proofline};
+use common::{fresh_dir, proofline, ran};
 
 const T0_US: u64 = 1_764_558_000_000_000; // 2025-12-01T03:00:00Z
 use common::journal::Entry;
@@ -236,15 +236,16 @@ fn journal_mistakes_are_said_plainly() {
         ),
         (dir.join("a-file"), "is not a directory"),
     ] {
-        let o = proofline()
-            .args(["watch", "--metrics-addr", "127.0.0.1:0", "--journal-file"])
-            .arg(&file)
-            .arg("--state-dir")
-            .arg(&state)
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{err}");
+        let watch = ["watch", "--metrics-addr", "127.0.0.1:0", "--journal-file"];
+        let err = ran(
+            proofline()
+                .args(watch)
+                .arg(&file)
+                .arg("--state-dir")
+                .arg(&state),
+            1,
+        )
+        .stderr;
         assert!(err.contains(said), "{err}");
     }
     assert!(!dir.join("no-such-dir").exists(), "a parent was made");

@@ -16,6 +16,28 @@ pub fn proofline() -> Command {
     Command::new(env!("CARGO_BIN_EXE_proofline"))
 }
 
+/// What a command that ran to its end left: its exit status code (`None` when a signal
+/// ended it), its standard output and standard error (lossily UTF-8).
+pub struct Ran {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `cmd` to its end and checks that it exited with `code` (0: success, 1: an error, 2:
+/// a usage error); the message of a wrong status has its standard error.
+#[track_caller]
+pub fn ran(cmd: &mut Command, code: i32) -> Ran {
+    let o = cmd.output().unwrap();
+    let r = Ran {
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    };
+    assert_eq!(r.code, Some(code), "{cmd:?}: {}", r.stderr);
+    r
+}
+
 /// A fresh, empty directory `proofline-<file>-<pid>-<name>` under the temporary directory.
 pub fn fresh_dir(file: &str, name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-{file}-{}-{name}", std::process::id()));
