@@ -819,6 +819,8 @@ struct Batch {
     stats: LineStats,
     /// The block's lines, not parsed yet.
     raw: Option<Vec<u8>>,
+    /// The timing line being read ([`Timing::reset`] before each).
+    scratch: Timing,
 }
 
 impl Batch {
@@ -938,18 +940,20 @@ impl<'a> Taker<'a> for Fill<'_> {
 
     #[inline(always)]
     fn take_cuzk_timing(&mut self, text: &str, from: usize) -> Option<(usize, bool)> {
-        let mut t = Timing::default();
-        // (a line with no `\n` is a cut one, for the usual way to note)
-        let end = crate::timing::cuzk_pairs_in(text.as_bytes(), from, &mut t)
-            .filter(|&end| end < text.len())?;
         let b = &mut *self.batch;
+        let t = &mut b.scratch;
+        t.reset();
+        // (a line with no `\n` is a cut one, for the usual way to note)
+        let end = crate::timing::cuzk_pairs_in(text.as_bytes(), from, t)
+            .filter(|&end| end < text.len())?;
+        let t = &b.scratch;
         let mut absurd = false;
         if t.is_plain() {
             // added up here; only what depends on its place goes to the engine (read field
             // by field: moved whole, a timing just written stalled on the stores that wrote
             // it, a tenth of the reader's time on cuzk's log)
             b.tally.lines += 1;
-            let parts = b.tally.add(&t);
+            let parts = b.tally.add(t);
             match CallLine::new(t.gpu_tid, parts) {
                 Some(c) => b.calls.push((count(b.events.len()), c)),
                 // (a line of values of at most an hour fits one)
@@ -957,6 +961,7 @@ impl<'a> Taker<'a> for Fill<'_> {
             }
         } else {
             absurd = t.over_max().is_some();
+            let t = std::mem::take(&mut b.scratch);
             b.push_timing(TimingLine::Timing(t));
         }
         Some((end, absurd))

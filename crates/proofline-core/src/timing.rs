@@ -134,31 +134,103 @@ impl TimingKey {
         Self::from_bytes(name.as_bytes())
     }
 
-    /// [`TimingKey::from_name`] of the name's bytes.
-    #[inline]
+    /// [`TimingKey::from_name`] of the name's bytes: the one slot of [`KEY_SLOTS`] its
+    /// words hash to, and a comparison with the name there. (A `match` on the names, which
+    /// the compiler turns into length and byte tests, took about 65 instructions a line of
+    /// cuzk's log, branching on each key's length; this takes about 20, with one branch the
+    /// usual line takes the same way.)
+    #[inline(always)]
     fn from_bytes(name: &[u8]) -> Option<TimingKey> {
-        // a match the compiler turns into length and byte tests (a scan of the names
-        // compared as strings was a visible share of analyze time on cuzk's logs)
-        Some(match name {
-            b"pre_lock_cpu_ms" => TimingKey::PreLockCpu,
-            b"mutex_wait_ms" => TimingKey::MutexWait,
-            b"ntt_msm_h_ms" => TimingKey::NttMsmH,
-            b"barrier_wait_ms" => TimingKey::BarrierWait,
-            b"batch_add_ms" => TimingKey::BatchAdd,
-            b"tail_msm_ms" => TimingKey::TailMsm,
-            b"gpu_total_ms" => TimingKey::GpuTotal,
-            b"mutex_held_ms" => TimingKey::MutexHeld,
-            b"total_start_fn_ms" => TimingKey::TotalStartFn,
-            b"prep_msm_ms" => TimingKey::PrepMsm,
-            b"b_g2_msm_ms" => TimingKey::BG2Msm,
-            b"num_circuits" => TimingKey::NumCircuits,
-            b"split_vectors_ms" => TimingKey::SplitVectors,
-            b"setup_to_split_ms" => TimingKey::SetupToSplit,
-            b"async_dealloc_ms" => TimingKey::AsyncDealloc,
-            _ => return None,
-        })
+        let n = name.len();
+        if !(SHORTEST_KEY..=LONGEST_KEY).contains(&n) {
+            return None;
+        }
+        // (two loads: `key_words`' loop of bytes, for the table built at compile time, was a
+        // tenth of a line's instructions at run time)
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&name[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        let (first, last) = (word(0), word(n - 8));
+        let slot = &KEY_SLOTS[key_slot(first, last, n)];
+        // (a name of 17 bytes has one byte, its ninth, in neither word)
+        let same = usize::from(slot.len) == n
+            && slot.first == first
+            && slot.last == last
+            && (n <= 16 || name[8] == slot.ninth);
+        same.then(|| TimingKey::ALL[usize::from(slot.key)])
     }
 }
+
+/// The shortest name [`TimingKey::from_name`] knows (`tail_msm_ms`).
+const SHORTEST_KEY: usize = 11;
+
+/// The first and the last 8 bytes of a name of [`SHORTEST_KEY`] bytes or more, each read as
+/// a little-endian word (at compile time; [`TimingKey::from_bytes`] reads them so at run
+/// time).
+#[inline(always)]
+const fn key_words(name: &[u8]) -> (u64, u64) {
+    let n = name.len();
+    let (mut first, mut last) = ([0u8; 8], [0u8; 8]);
+    let mut i = 0;
+    while i < 8 {
+        first[i] = name[i];
+        last[i] = name[n - 8 + i];
+        i += 1;
+    }
+    (u64::from_le_bytes(first), u64::from_le_bytes(last))
+}
+
+/// The slot of [`KEY_SLOTS`] of a name's words and length: a multiplicative hash whose
+/// multiplier was searched for so that the 15 names fall in 16 slots, each alone (the table
+/// below is built at compile time, and the build fails if two fall together).
+#[inline(always)]
+const fn key_slot(first: u64, last: u64, len: usize) -> usize {
+    const MULTIPLIER: u64 = 0xfda7_dcc3_da7a_0fb3;
+    ((first ^ last.rotate_left(17) ^ len as u64).wrapping_mul(MULTIPLIER) >> 60) as usize
+}
+
+/// A slot of [`KEY_SLOTS`]: the name that hashes to it, as its words, length and ninth
+/// byte, and its key's index in [`TimingKey::ALL`] (`len` 0: an empty slot).
+#[derive(Clone, Copy)]
+struct KeySlot {
+    first: u64,
+    last: u64,
+    len: u8,
+    ninth: u8,
+    key: u8,
+}
+
+/// Every key's name in the slot its words hash to.
+static KEY_SLOTS: [KeySlot; 16] = {
+    let empty = KeySlot {
+        first: 0,
+        last: 0,
+        len: 0,
+        ninth: 0,
+        key: 0,
+    };
+    let mut slots = [empty; 16];
+    let mut k = 0;
+    while k < TimingKey::ALL.len() {
+        let name = TimingKey::ALL[k].name().as_bytes();
+        let n = name.len();
+        assert!(n >= SHORTEST_KEY && n <= LONGEST_KEY);
+        let (first, last) = key_words(name);
+        let slot = key_slot(first, last, n);
+        assert!(slots[slot].len == 0, "two names hash to one slot");
+        slots[slot] = KeySlot {
+            first,
+            last,
+            len: n as u8,
+            ninth: name[8],
+            key: k as u8,
+        };
+        k += 1;
+    }
+    slots
+};
 
 /// The longest name [`TimingKey::from_name`] knows (`total_start_fn_ms`).
 const LONGEST_KEY: usize = 17;
@@ -254,6 +326,34 @@ impl Timing {
         }
     }
 
+    /// Empties the timing for another line, as [`Timing::default`] would, without writing
+    /// its values over (a timing per line, zeroed and dropped, cost a block's reader 19
+    /// instructions of a timing line's ~600 on cuzk's log).
+    #[inline(always)]
+    pub(crate) fn reset(&mut self) {
+        (self.len, self.present, self.over_max, self.gpu_tid) = (0, 0, false, None);
+        if self.extra.is_some() {
+            self.extra = None;
+        }
+    }
+
+    /// [`Timing::iter`] as calls of `f`, in the same order: a loop over the inline values
+    /// and one over the rest, where the iterator's chain asked at each step which half it
+    /// was in (adding up a timing line by `iter` took a fifth of its instructions on cuzk's
+    /// log).
+    #[inline(always)]
+    pub(crate) fn for_each(&self, mut f: impl FnMut(TimingKey, u64)) {
+        let n = usize::from(self.len).min(INLINE_VALUES);
+        for i in 0..n {
+            f(TimingKey::ALL[usize::from(self.keys[i])], self.vals[i]);
+        }
+        if let Some(e) = self.extra.as_deref() {
+            for &(k, v) in &e.more {
+                f(TimingKey::ALL[usize::from(k)], v);
+            }
+        }
+    }
+
     /// The line's keys and values, in the order they were set.
     pub fn iter(&self) -> impl Iterator<Item = (TimingKey, u64)> + '_ {
         let inline = self.keys[..usize::from(self.len)]
@@ -272,8 +372,9 @@ impl Timing {
         self.at(key as u8)
     }
 
-    /// Sets `key`.
-    #[inline]
+    /// Sets `key`. (Inlined into the parsers, where a call per pair was a tenth of a
+    /// timing line's instructions.)
+    #[inline(always)]
     pub fn set(&mut self, key: TimingKey, v: u64) {
         let i = key as u8;
         if self.present & (1 << i) != 0 {
@@ -805,12 +906,35 @@ mod tests {
         }
     }
 
+    /// Each name is its key, and a name one byte off is none (in every place, the ninth
+    /// of a 17-byte name included, which the hash's words leave out), nor is one a byte
+    /// short or long, nor another key's name with this one's length.
     #[test]
-    fn every_key_is_found_by_its_name() {
+    fn every_key_is_found_by_its_name_and_no_near_miss_is() {
         for k in TimingKey::ALL {
-            assert_eq!(TimingKey::from_name(k.name()), Some(k));
+            let name = k.name();
+            assert_eq!(TimingKey::from_name(name), Some(k));
+            for (i, &was) in name.as_bytes().iter().enumerate() {
+                for b in [b'_', b'x', b'M', 0].into_iter().filter(|&b| b != was) {
+                    let mut off = name.as_bytes().to_vec();
+                    off[i] = b;
+                    assert_eq!(TimingKey::from_bytes(&off), None, "{off:?}");
+                }
+            }
+            assert_eq!(TimingKey::from_name(&name[1..]), None);
+            assert_eq!(TimingKey::from_name(&name[..name.len() - 1]), None);
+            assert_eq!(TimingKey::from_name(&format!("{name}s")), None);
+            assert_eq!(TimingKey::from_name(&format!("x{name}")), None);
         }
-        assert_eq!(TimingKey::from_name("tail_msm"), None);
+        for name in [
+            "",
+            "tail_msm",
+            "gpu_tid",
+            "total_start_fn_msx",
+            "mutex_wait_ms ",
+        ] {
+            assert_eq!(TimingKey::from_name(name), None, "{name}");
+        }
     }
 
     #[test]

@@ -83,7 +83,7 @@ impl KernelTally {
         // one pass over the line's few values (a look-up of each key the totals know cost
         // more than the line has)
         let (mut parts, mut thread) = (CallParts::default(), false);
-        for (key, v) in t.iter() {
+        t.for_each(|key, v| {
             let dist = match key {
                 TimingKey::NttMsmH | TimingKey::BatchAdd | TimingKey::TailMsm => {
                     let part = match key {
@@ -94,7 +94,7 @@ impl KernelTally {
                     *part = Some(v);
                     // the kernel time (`Timing::kernel_ms`)
                     parts.kernel = Some(parts.kernel.map_or(v, |k| k.saturating_add(v)));
-                    continue;
+                    return;
                 }
                 TimingKey::MutexHeld => &mut self.lock_held,
                 TimingKey::MutexWait => &mut self.lock_wait,
@@ -104,12 +104,12 @@ impl KernelTally {
                 TimingKey::BG2Msm => &mut self.b_g2_msm,
                 TimingKey::GpuTotal => {
                     thread = true;
-                    continue;
+                    return;
                 }
-                _ => continue,
+                _ => return,
             };
             dist.record(i64::try_from(v).unwrap_or(i64::MAX));
-        }
+        });
         // a partial line's thread is not a whole one: it does not count in coverage
         if thread && !t.is_partial() {
             self.threads += 1;
