@@ -74,6 +74,7 @@ impl AnalyzeArgs {
 
 pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
+    args.engine.check()?;
     let stdout = io::stdout();
     // a report of a long log is megabytes (JSON: 10 MB for 30 000 jobs), written in small
     // pieces: in 256 KiB writes, not 8 KiB ones
@@ -125,7 +126,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             "proofline: warning: {} is empty: there is nothing to analyze",
             args.source()
         );
-    } else if lines.timeline_lines == 0 && lines.oversized > 0 && run.error.is_none() {
+    } else if lines.timeline_lines == 0 && lines.oversized == lines.lines && run.error.is_none() {
         // (no line was read: those over the limit may have been TIMELINE lines)
         eprintln!(
             "proofline: warning: {} has no TIMELINE line proofline could read: {} of its {} line(s) are over {} bytes and were skipped unread{}",

@@ -51,6 +51,7 @@ pub(crate) struct ChartArgs {
 
 pub(crate) fn run(args: &ChartArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
+    args.engine.check()?;
     let source = crate::input::Source::of(args.input.as_deref(), &args.journal);
     let out = OutputFile::create(source.path(), &args.output, FORMATS)?;
     let (t, run) = timeline::Timeline::from_log(

@@ -244,6 +244,7 @@ fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
 }
 
 pub(crate) fn run(args: &CompareArgs) -> Result<()> {
+    args.engine.check()?;
     if args.a.as_os_str() == "-" && args.b.as_os_str() == "-" {
         bail!("A and B cannot both be standard input");
     }

@@ -130,7 +130,7 @@ fn engine_for_chart(cfg: &SimConfig) -> EngineConfig {
 }
 
 pub fn demo(args: &DemoArgs) -> Result<()> {
-    let cfg = args.sim.sim_config()?;
+    let cfg = args.sim.sim_config(args.forever)?;
     fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
     let log_path = args.out.join(format!("{}-timeline.log", args.instance));

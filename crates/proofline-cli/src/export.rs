@@ -91,6 +91,7 @@ pub(crate) struct ExportArgs {
 
 pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
+    args.engine.check()?;
     if args.format == ExportFormat::Openmetrics {
         return run_openmetrics(args);
     }
@@ -266,6 +267,13 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             crate::rfc3339::format_rfc3339(b),
             args.step_s
         ),
+        // (lines over the length limit, skipped unread, may have been TIMELINE lines)
+        _ if done.lines.oversized > 0 && done.lines.oversized == done.lines.lines => eprintln!(
+            "proofline: warning: {} has no TIMELINE line proofline could read: its {} line(s) are over {} bytes and were skipped unread; the export holds no samples",
+            input.display(),
+            done.lines.lines,
+            proofline_core::reader::MAX_LINE_BYTES
+        ),
         _ => eprintln!(
             "proofline: warning: {} has no TIMELINE event: the export holds no samples",
             input.display()
@@ -276,6 +284,9 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             "proofline: the log holds {} runs (prover restarts, or lines far out of order: {} late events); each run's scrapes follow the one before (a file does not say how long the prover was down)",
             done.runs, done.late
         );
+    }
+    if let Some(w) = &done.shallow_restarts {
+        eprintln!("proofline: warning: {w}");
     }
     if done.until_too_early {
         eprintln!(

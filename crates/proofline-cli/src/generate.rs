@@ -139,7 +139,7 @@ impl<W: Write> Write for Daemon<W> {
 }
 
 pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
-    let mut cfg = args.sim.sim_config()?;
+    let mut cfg = args.sim.sim_config(false)?;
     cfg.shuffle_ms = args.shuffle_ms;
     match &args.output {
         Some(p) => {

@@ -27,12 +27,13 @@ pub(crate) struct EngineArgs {
     /// + 1, once the job is quiet. Range 1..=65536.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub(crate) partitions: Option<u32>,
-    /// Partitions of jobs whose id starts with PREFIX (repeatable; the longest matching
-    /// prefix wins over every other rule), e.g. --partitions-for porep-=3.
+    /// Partitions of jobs whose id starts with PREFIX (repeatable, each prefix once; the
+    /// longest matching prefix wins over every other rule), e.g. --partitions-for porep-=3.
     #[arg(long, value_name = "PREFIX=N", value_parser = parse_prefix_partitions)]
     pub(crate) partitions_for: Vec<(String, u32)>,
     /// The proof kind of jobs whose id starts with PREFIX where their lines name none
-    /// (repeatable; the longest matching prefix wins over the id's form; an empty PREFIX is
+    /// (repeatable, each prefix once; the longest matching prefix wins over the id's form;
+    /// an empty PREFIX is
     /// every job's), e.g. --proof-kind-for batch-=batch. Default: the id's form (porep-* is
     /// porep-c2, ...), else unknown.
     #[arg(long, value_name = "PREFIX=KIND", value_parser = parse_prefix_kind)]
@@ -83,14 +84,7 @@ impl EngineArgs {
     /// `--partitions-for` or `--proof-kind-for` (which of two values was meant is not
     /// guessed: the last one won, unsaid).
     pub(crate) fn config(&self) -> Result<EngineConfig> {
-        once_each(
-            "--partitions-for",
-            self.partitions_for.iter().map(|(p, _)| p),
-        )?;
-        once_each(
-            "--proof-kind-for",
-            self.proof_kind_for.iter().map(|(p, _)| p),
-        )?;
+        self.check()?;
         let mut cfg = EngineConfig::default()
             .expected_partitions(self.partitions)
             .reorder_window_ms(self.reorder_window_ms)
@@ -112,6 +106,21 @@ impl EngineArgs {
             cfg = cfg.proof_kind_for(prefix.clone(), kind.clone());
         }
         Ok(cfg)
+    }
+}
+
+impl EngineArgs {
+    /// What [`EngineArgs::config`] refuses, checked at a command's start (before it binds
+    /// a port, reads a file for its epoch or writes a header).
+    pub(crate) fn check(&self) -> Result<()> {
+        once_each(
+            "--partitions-for",
+            self.partitions_for.iter().map(|(p, _)| p),
+        )?;
+        once_each(
+            "--proof-kind-for",
+            self.proof_kind_for.iter().map(|(p, _)| p),
+        )
     }
 }
 

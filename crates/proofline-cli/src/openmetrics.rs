@@ -400,6 +400,9 @@ pub(crate) struct Done {
     /// reorder window.
     pub(crate) runs: u32,
     pub(crate) late: u64,
+    /// What restarts that fell back less than halfway to offset 0 may be
+    /// ([`proofline_core::text::shallow_restarts`]).
+    pub(crate) shallow_restarts: Option<String>,
     pub(crate) lines: proofline_core::report::LineStats,
     pub(crate) error: Option<anyhow::Error>,
 }
@@ -522,6 +525,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
     Ok(Done {
         runs: r.events.runs,
         late: r.events.late,
+        shallow_restarts: proofline_core::text::shallow_restarts(&r.events),
         history,
         first_ms,
         last_ms,

@@ -65,6 +65,7 @@ const STOP_DELIVERY: Duration = Duration::from_secs(5);
 
 pub(crate) fn run(args: &ReplayArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
+    args.engine.check()?;
     let started = Instant::now();
     let deadline = started + Duration::from_secs(args.timeout_s);
     if args.endpoint.is_none() && proofline_otlp::endpoint_from_env().is_none() {

@@ -59,8 +59,9 @@ pub struct SimArgs {
 }
 
 impl SimArgs {
-    /// The simulator's configuration.
-    pub fn sim_config(&self) -> Result<SimConfig> {
+    /// The simulator's configuration; `forever`: jobs go on past `--jobs` (`demo
+    /// --forever`, whose job N is of job N mod `--jobs`'s kind), so a fault may name one.
+    pub fn sim_config(&self, forever: bool) -> Result<SimConfig> {
         let mut cfg = if self.mixed {
             SimConfig::mixed(self.jobs)
         } else {
@@ -77,7 +78,7 @@ impl SimArgs {
         let jobs = cfg.jobs.len();
         let job = |flag: &str, j: usize| {
             anyhow::ensure!(
-                j < jobs,
+                forever || j < jobs,
                 "{flag}: job {j} is not one of the run's {jobs} jobs (0..={})",
                 jobs - 1
             );
@@ -109,7 +110,7 @@ impl SimArgs {
         if let Some(s) = &self.never_finish {
             let (j, p): (usize, u32) = parse_pair(s, "--never-finish")?;
             job("--never-finish", j)?;
-            let kind = cfg.jobs[j].kind;
+            let kind = cfg.jobs[j % jobs].kind;
             // (a job proved whole is its partition 0)
             let parts = kind.partitions().unwrap_or(1);
             anyhow::ensure!(
@@ -126,6 +127,17 @@ impl SimArgs {
                 w < workers,
                 "--panic-worker: worker {w} is not one of the run's {workers} GPU workers (0..={})",
                 workers - 1
+            );
+            // (a GPU call is a partition's: a worker makes fewer than the run has)
+            let calls: u64 = cfg
+                .jobs
+                .iter()
+                .map(|j| u64::from(j.kind.partitions().unwrap_or(1)))
+                .sum();
+            anyhow::ensure!(
+                forever || u64::from(n) < calls,
+                "--panic-worker: call {n} is past the run's {calls} GPU calls (0..={})",
+                calls - 1
             );
             cfg.faults.panic_worker = Some((w, n));
         }

@@ -599,6 +599,7 @@ impl BadLines {
 const STOP_DELIVERY: Duration = Duration::from_secs(5);
 
 pub fn watch(args: &WatchArgs) -> Result<()> {
+    args.engine.check()?;
     if args.log.is_some() && args.state_dir.is_some() {
         anyhow::bail!(
             "--state-dir keeps the journal's cursor: it goes with --journal-unit, --journal-file or --journal-dir"
@@ -755,7 +756,6 @@ fn follow_file(
                     }
                     Got::Skipped => {
                         feeder.stats.oversized += 1;
-                        feeder.stats.first_oversized.get_or_insert(number);
                         if bad_lines.allow() {
                             eprintln!(
                                 "proofline watch: {path}:{number}: longer than {} MiB, skipped to its end (counted in proofline_malformed_lines_total)",

@@ -78,6 +78,7 @@ fn positive(s: &str) -> Result<f64, String> {
 
 pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     args.journal.check_window(args.input.as_deref())?;
+    args.engine.check()?;
     let changes = Changes {
         synthesis_workers: args.synthesis_workers,
         gpus: args.gpus,
@@ -114,6 +115,10 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
         .map_err(anyhow::Error::msg)?;
+    // (a prediction learned from runs cut by restarts that were not)
+    if let Some(w) = proofline_core::text::shallow_restarts(&log.report.events) {
+        eprintln!("proofline: warning: {w}");
+    }
     let answer = whatif::answer(&learned, &log.report, &changes, args.sweep.as_ref(), &cfg);
     let mut out = io::BufWriter::new(io::stdout().lock());
     match args.format {

@@ -481,6 +481,10 @@ fn bad_fault_flags_say_what_is_wrong() {
             &["--panic-worker", "2:0"],
             "--panic-worker: worker 2 is not one of the run's 2 GPU workers (0..=1)",
         ),
+        (
+            &["--panic-worker", "0:80"],
+            "--panic-worker: call 80 is past the run's 80 GPU calls (0..=79)",
+        ),
     ] {
         let err = ran(
             proofline().arg("generate").args(args).arg("-o").arg(&out),
@@ -499,6 +503,34 @@ fn bad_fault_flags_say_what_is_wrong() {
         "-o",
     ];
     ran(proofline().args(ok).arg(&out), 0);
+    // `demo --forever` goes on past --jobs: a fault may name a job or call past them
+    let mut child = proofline()
+        .args([
+            "demo",
+            "--forever",
+            "--jobs",
+            "2",
+            "--speed",
+            "1000",
+            "--no-metrics",
+        ])
+        .args([
+            "--stall",
+            "5:1000",
+            "--never-finish",
+            "3:9",
+            "--panic-worker",
+            "0:50",
+        ])
+        .arg("--out")
+        .arg(tmp("forever"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = common::stderr_lines(&mut child);
+    let _demo = common::Proc(child);
+    common::wait_line(&rx, "TIMELINE log:");
 }
 
 /// Every numeric option has a valid range: outside it, a clear error naming the flag and the
@@ -845,7 +877,11 @@ fn small_operator_mistakes_are_said_plainly() {
         ("--partitions-for", "porep-=3", "porep-=5"),
         ("--proof-kind-for", "batch-=a", "batch-=b"),
     ] {
-        let err = ran(proofline().args(["analyze", flag, a, flag, b]).arg(&log), 1).stderr;
+        // (refused before anything is written: CSV's header included)
+        let csv = ["analyze", "--format", "csv", flag, a, flag, b];
+        let r = ran(proofline().args(csv).arg(&log), 1);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
+        let err = r.stderr;
         let prefix = a.split('=').next().unwrap();
         assert!(
             err.contains(&format!("{flag} {prefix}=... is given twice")),
@@ -954,7 +990,7 @@ fn a_line_over_the_limit_is_named_by_its_number() {
     std::fs::write(&log, &text).unwrap();
     let report = ran(proofline().arg("analyze").arg(&log), 0).stdout;
     assert!(
-        report.contains("1 longer than 1 MiB (skipped, the first at line 4)"),
+        report.contains("1 longer than 1 MiB (skipped, first at line 4)"),
         "{report}"
     );
     let json = ran(
@@ -1010,6 +1046,12 @@ fn restarts_that_may_be_disorder_are_said() {
     assert!(err.contains("a wider --reorder-window-ms reads them as one run"));
     let report = ran(proofline().arg("analyze").arg(&log), 0).stdout;
     assert!(report.contains(&format!("Warning: {said}")), "{report}");
+    assert!(
+        report.contains(&format!(
+            "{runs} runs (daemon restarts, or lines far out of order)"
+        )),
+        "{report}"
+    );
     // the way out it names
     let (e, err) = events(&["--reorder-window-ms", "25000"], &log);
     assert_eq!(

@@ -378,7 +378,7 @@ fn a_timing_line_with_a_value_over_an_hour_is_ignored_counted_and_named() {
     );
     assert!(
         out.contains(&format!(
-            "the first at line {first}: mutex_held_ms=37423742 (over an hour"
+            "first at line {first}: mutex_held_ms=37423742 (over an hour"
         )),
         "{out}"
     );

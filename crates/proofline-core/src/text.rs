@@ -363,7 +363,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
                     l.oversized,
                     crate::reader::MAX_LINE_BYTES >> 20,
                     l.first_oversized
-                        .map(|n| format!(", the first at line {n}"))
+                        .map(|n| format!(", first at line {n}"))
                         .unwrap_or_default()
                 )
             } else {
@@ -388,10 +388,11 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
         e.conflicts,
         e.late,
         e.runs,
-        if e.runs == 1 {
-            ""
-        } else {
-            "s (daemon restarts)"
+        match (e.runs, e.shallow_restarts) {
+            (1, _) => "",
+            (_, 0) => "s (daemon restarts)",
+            // (the warning below says which)
+            _ => "s (daemon restarts, or lines far out of order)",
         },
     );
     if let Some(w) = shallow_restarts(e) {
@@ -757,10 +758,7 @@ fn kernel_section(
             o,
             "  note: {} timing line(s) ignored, each with a value over an hour (corrupt, or not cuzk's), {}{}",
             k.absurd_lines,
-            first_absurd.map_or_else(
-                || "e.g. ".to_owned(),
-                |n| format!("the first at line {n}: ")
-            ),
+            first_absurd.map_or_else(|| "e.g. ".to_owned(), |n| format!("first at line {n}: ")),
             printable(k.absurd_example.as_deref().unwrap_or("-"))
         );
     }

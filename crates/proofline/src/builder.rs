@@ -153,7 +153,8 @@ impl Builder {
 
     /// Jobs whose id starts with `prefix` have `n` partitions (repeatable; the longest
     /// matching prefix wins over every other rule: see
-    /// [`EngineConfig::expected_partitions_of`]). Default: none.
+    /// [`EngineConfig::expected_partitions_of`]; a prefix given again replaces its value).
+    /// Default: none.
     pub fn partitions_for(mut self, prefix: impl Into<String>, n: u32) -> Self {
         self.overrides.partitions_by_prefix.push((prefix.into(), n));
         self
@@ -171,7 +172,8 @@ impl Builder {
     }
 
     /// Jobs whose id starts with `prefix` are of proof kind `kind` where their spans name
-    /// none (repeatable; the longest matching prefix wins; `""` is every job's), e.g.
+    /// none (repeatable; the longest matching prefix wins; `""` is every job's; a prefix
+    /// given again replaces its kind), e.g.
     /// `proof_kind_for("batch-", "batch")`: the kind of the metrics' `proof_kind` label and
     /// the traces' root names. Default: cuzk's ids' forms, else `unknown`.
     pub fn proof_kind_for(mut self, prefix: impl Into<String>, kind: impl Into<String>) -> Self {

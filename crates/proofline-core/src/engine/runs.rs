@@ -239,8 +239,8 @@ impl Engine {
 
     /// Counts the restart the held lines begin when they fell back less than halfway to
     /// offset 0 (a line 20 s behind at 3 h, where a restarted prover's first line is
-    /// seconds into its run: lines shuffled further than the reorder window read as 36
-    /// restarts without a word).
+    /// seconds into its run: lines shuffled further than the reorder window read as dozens
+    /// of restarts without a word).
     fn note_shallow_restart(&mut self) {
         let (Some(newest), Some(&(first, _, _))) =
             (self.max_event_offset, self.held.events.first())
