@@ -168,6 +168,28 @@ fn journal_of(path: &Path) -> Option<JournalArgs> {
     Some(j)
 }
 
+/// What makes a side's figures doubtful, in words: lines not used as out of the window,
+/// GPU intervals stuck, restarts that may be disorder (`None` without any).
+fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
+    let mut doubts = Vec::new();
+    if e.stray_late + e.stray_early > 0 {
+        doubts.push(format!(
+            "{} stray line(s) out of the reorder window, not used",
+            e.stray_late + e.stray_early
+        ));
+    }
+    if e.gpu_stuck > 0 {
+        doubts.push(format!("{} GPU interval(s) stuck", e.gpu_stuck));
+    }
+    if e.shallow_restarts > 0 {
+        doubts.push(format!(
+            "{} restart(s) that fell back less than halfway to offset 0",
+            e.shallow_restarts
+        ));
+    }
+    (!doubts.is_empty()).then(|| doubts.join(", "))
+}
+
 fn read_side(path: &Path, args: &CompareArgs, draw: bool) -> Result<Side> {
     if let Some(j) = journal_of(path) {
         let run = run_journal(&j, args.engine.config()?, NoUpdates)?;
@@ -251,6 +273,16 @@ pub(crate) fn run(args: &CompareArgs) -> Result<()> {
     let draw = args.format == Format::Html;
     let a = read_side(&args.a, args, draw)?;
     let b = read_side(&args.b, args, draw)?;
+    // a side read wrong (lines further out of order than the window) is said: its figures
+    // are compared all the same, and would pass a gate unseen
+    for (name, path, side) in [("A", &args.a, &a), ("B", &args.b, &b)] {
+        if let Some(w) = in_doubt(&side.report.events) {
+            eprintln!(
+                "proofline: warning: {name} ({}): {w}; its figures may be misread (`proofline analyze` it to see)",
+                path.display()
+            );
+        }
+    }
     for (name, s) in [(&args.a, &a), (&args.b, &b)] {
         if s.report.summary.jobs_complete < 3 {
             eprintln!(

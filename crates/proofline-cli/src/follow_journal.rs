@@ -168,10 +168,15 @@ fn make_state_dir(dir: &std::path::Path) -> Result<()> {
             );
             Ok(())
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
-            "--state-dir {}: its parent directory does not exist (the state directory is made, its parents are not)",
-            dir.display()
-        ),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && !dir.parent().is_some_and(std::path::Path::is_dir) =>
+        {
+            anyhow::bail!(
+                "--state-dir {}: its parent directory does not exist (the state directory is made, its parents are not)",
+                dir.display()
+            )
+        }
         Err(e) => {
             Err(e).with_context(|| format!("cannot make the state directory {}", dir.display()))
         }

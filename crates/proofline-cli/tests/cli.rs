@@ -1052,6 +1052,14 @@ fn restarts_that_may_be_disorder_are_said() {
         )),
         "{report}"
     );
+    // its stray lines say the same way out
+    assert!(
+        report.contains("stray line(s) out of the window and alone")
+            && report.contains(
+                "read so, and their jobs as stuck or incomplete: a wider window uses them"
+            ),
+        "{report}"
+    );
     // the way out it names
     let (e, err) = events(&["--reorder-window-ms", "25000"], &log);
     assert_eq!(
@@ -1074,6 +1082,21 @@ fn restarts_that_may_be_disorder_are_said() {
         (Some(2), Some(0))
     );
     assert!(!err.contains("halfway"), "{err}");
+
+    // compare says which side is in doubt (it compared them without a word)
+    let err = ran(proofline().arg("compare").arg(&a).arg(&log), 0).stderr;
+    assert!(
+        err.contains(&format!("warning: B ({}): ", log.display()))
+            && err.contains(&format!(
+                "{} restart(s) that fell back less than halfway to offset 0",
+                runs - 1
+            ))
+            && err.contains("may be misread"),
+        "{err}"
+    );
+    assert!(!err.contains("warning: A ("), "{err}");
+    let err = ran(proofline().arg("compare").arg(&a).arg(&b), 0).stderr;
+    assert!(!err.contains("may be misread"), "{err}");
 }
 
 /// A job timeout below what the log shows normal is said (it turned 8 sectors into 73

@@ -34,10 +34,12 @@ pub enum ParseError {
         /// How many fields there were.
         found: usize,
     },
-    /// The offset is not an unsigned integer of milliseconds up to [`MAX_OFFSET_MS`].
+    /// The offset is not an unsigned integer of milliseconds up to [`MAX_OFFSET_MS`] (as
+    /// written, its first 80 characters).
     #[error("offset `{0}` is not an unsigned integer of milliseconds up to 2^52 (142,000 years)")]
     BadOffset(String),
-    /// The event name is not one of the six (or `CHAN_SEND`).
+    /// The event name is not one of the six (or `CHAN_SEND`) (as written, its first 80
+    /// characters).
     #[error(
         "unknown event `{0}`: expected SYNTH_START, SYNTH_END, GPU_QUEUE (or CHAN_SEND), GPU_PICKUP, GPU_START or GPU_END"
     )]
@@ -48,9 +50,9 @@ pub enum ParseError {
     /// A numeric detail field has a value that is not an unsigned integer.
     #[error("field `{key}`: `{value}` is not an unsigned integer")]
     BadNumber {
-        /// The key as written.
+        /// The key as written (its first 80 characters).
         key: String,
-        /// The value as written.
+        /// The value as written (its first 80 characters).
         value: String,
     },
     /// A detail key appears twice with different values.
@@ -61,6 +63,17 @@ pub enum ParseError {
     /// event on.
     #[error("{0} without `worker=`: no GPU to place it on (cuzk always prints the worker)")]
     NoWorker(EventKind),
+}
+
+/// A field of a malformed line as a [`ParseError`] quotes it: its first 80 characters, and
+/// `…` where it had more (a 1.5 MB offset made a 1.5 MB error, repeated in the report and
+/// on stderr).
+fn written(field: &str) -> String {
+    const SHOWN: usize = 80;
+    match field.char_indices().nth(SHOWN) {
+        Some((cut, _)) => format!("{}…", &field[..cut]),
+        None => field.to_owned(),
+    }
 }
 
 /// Finds the TIMELINE part of a line; `None` when the line carries no TIMELINE event.
@@ -338,9 +351,8 @@ fn parse_timeline(rest: &str) -> Result<EventRef<'_>, ParseError> {
     };
     let offset_ms = parse_u64(offset)
         .filter(|&v| v <= MAX_OFFSET_MS)
-        .ok_or_else(|| ParseError::BadOffset(offset.to_owned()))?;
-    let kind =
-        EventKind::from_name(name).ok_or_else(|| ParseError::UnknownEvent(name.to_owned()))?;
+        .ok_or_else(|| ParseError::BadOffset(written(offset)))?;
+    let kind = EventKind::from_name(name).ok_or_else(|| ParseError::UnknownEvent(written(name)))?;
     if job_id.is_empty() {
         return Err(ParseError::EmptyJobId);
     }
@@ -374,13 +386,13 @@ fn set_num<T: Copy + PartialEq + TryFrom<u64>>(
     value: &str,
 ) -> Result<(), ParseError> {
     let bad = || ParseError::BadNumber {
-        key: key.to_owned(),
-        value: value.to_owned(),
+        key: written(key),
+        value: written(value),
     };
     let v = parse_u64(value).ok_or_else(bad)?;
     let v = T::try_from(v).map_err(|_| bad())?;
     match *slot {
-        Some(old) if old != v => Err(ParseError::DuplicateKey(key.to_owned())),
+        Some(old) if old != v => Err(ParseError::DuplicateKey(written(key))),
         _ => {
             *slot = Some(v);
             Ok(())
@@ -410,7 +422,7 @@ fn parse_detail<'a>(detail: &'a str, ev: &mut EventRef<'a>) -> Result<(), ParseE
                     "gpu_ms" => set_num(&mut ev.gpu_ms, key, value)?,
                     "kind" => match ev.proof_kind {
                         Some(old) if old != value => {
-                            return Err(ParseError::DuplicateKey(key.to_owned()));
+                            return Err(ParseError::DuplicateKey(written(key)));
                         }
                         _ => ev.proof_kind = Some(value),
                     },
@@ -680,6 +692,25 @@ mod tests {
             ),
             ("TIMELINE,5,GPU_END,j,gpu_ms=", "field `gpu_ms`: `` is not"),
         ];
+        // a field of any length is quoted by its first 80 characters
+        let long = "9".repeat(1 << 20);
+        let err = parse_line(&format!("TIMELINE,{long}x,GPU_START,j,worker=1"))
+            .expect_err("a long offset")
+            .to_string();
+        assert!(
+            err.starts_with(&format!("offset `{}…`", &long[..80])),
+            "{err:.200}"
+        );
+        assert!(err.len() < 200, "{} bytes", err.len());
+        // (cut at a character, never inside one; 80 characters are shown whole)
+        let value = |v: &str| {
+            parse_line(&format!("TIMELINE,5,GPU_START,j,worker={v}"))
+                .expect_err(v)
+                .to_string()
+        };
+        let x79 = "x".repeat(79);
+        assert!(value(&format!("{x79}é")).contains(&format!("`{x79}é` is not")));
+        assert!(value(&format!("{x79}éé")).contains(&format!("`{x79}é…` is not")));
         for (input, want) in table {
             let err = parse_line(input).expect_err(input).to_string();
             assert!(err.contains(want), "{input}: got `{err}`, want `{want}`");

@@ -435,7 +435,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
     if e.stray_late + e.stray_early > 0 {
         let _ = writeln!(
             o,
-            "{} stray line(s) out of the window and alone ({} behind, {} ahead of the lines around them): not used",
+            "{} stray line(s) out of the window and alone ({} behind, {} ahead of the lines around them): not used (lines further out of order than --reorder-window-ms read so, and their jobs as stuck or incomplete: a wider window uses them)",
             e.stray_late + e.stray_early,
             e.stray_late,
             e.stray_early
