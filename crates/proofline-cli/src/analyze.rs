@@ -12,6 +12,7 @@ use proofline_core::sink::UpdateSink;
 
 use crate::input::{EngineArgs, LogRun, run_log_until};
 use crate::journal::{JournalArgs, run_journal};
+use proofline_core::text::{first_at, none_readable};
 
 /// Output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,16 +127,8 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             "proofline: warning: {} is empty: there is nothing to analyze",
             args.source()
         );
-    } else if lines.timeline_lines == 0 && lines.oversized == lines.lines && run.error.is_none() {
-        // (no line was read: those over the limit may have been TIMELINE lines)
-        eprintln!(
-            "proofline: warning: {} has no TIMELINE line proofline could read: {} of its {} line(s) are over {} bytes and were skipped unread{}",
-            args.source(),
-            lines.oversized,
-            lines.lines,
-            proofline_core::reader::MAX_LINE_BYTES,
-            first_at(lines.first_oversized)
-        );
+    } else if let Some(w) = none_readable(lines).filter(|_| run.error.is_none()) {
+        eprintln!("proofline: warning: {} {w}", args.source());
     } else if lines.timeline_lines == 0 && run.error.is_none() {
         // (a binary file, or another program's log: a report of nothing, said)
         eprintln!(
@@ -240,12 +233,6 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         }
     }
     run.result()
-}
-
-/// ", first at line N" of a count whose first line is known.
-fn first_at(line: Option<u64>) -> String {
-    line.map(|n| format!(", first at line {n}"))
-        .unwrap_or_default()
 }
 
 /// A CSV error as the I/O error it holds, if it holds one (so that a closed pipe is seen

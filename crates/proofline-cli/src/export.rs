@@ -267,17 +267,16 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             crate::rfc3339::format_rfc3339(b),
             args.step_s
         ),
-        // (lines over the length limit, skipped unread, may have been TIMELINE lines)
-        _ if done.lines.oversized > 0 && done.lines.oversized == done.lines.lines => eprintln!(
-            "proofline: warning: {} has no TIMELINE line proofline could read: its {} line(s) are over {} bytes and were skipped unread; the export holds no samples",
-            input.display(),
-            done.lines.lines,
-            proofline_core::reader::MAX_LINE_BYTES
-        ),
-        _ => eprintln!(
-            "proofline: warning: {} has no TIMELINE event: the export holds no samples",
-            input.display()
-        ),
+        _ => match proofline_core::text::none_readable(&done.lines) {
+            Some(w) => eprintln!(
+                "proofline: warning: {} {w}; the export holds no samples",
+                input.display()
+            ),
+            None => eprintln!(
+                "proofline: warning: {} has no TIMELINE event: the export holds no samples",
+                input.display()
+            ),
+        },
     }
     if done.runs > 1 {
         eprintln!(

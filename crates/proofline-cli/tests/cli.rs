@@ -6,6 +6,19 @@ use std::process::Stdio;
 mod common;
 use common::{proofline, ran};
 
+/// `proofline compare --format json ARGS A B`, which must exit 0, parsed.
+fn compare_json(args: &[&str], a: &std::path::Path, b: &std::path::Path) -> serde_json::Value {
+    let o = ran(
+        proofline()
+            .args(["compare", "--format", "json"])
+            .args(args)
+            .arg(a)
+            .arg(b),
+        0,
+    );
+    serde_json::from_str(&o.stdout).unwrap()
+}
+
 fn tmp(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("proofline-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1328,14 +1341,7 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
         .unwrap();
     std::fs::write(&base, &o.stdout).unwrap();
 
-    let o = ran(
-        proofline()
-            .args(["compare", "--format", "json", "--fail-if", "changed:any"])
-            .arg(&base)
-            .arg(&a),
-        0,
-    );
-    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let c = compare_json(&["--fail-if", "changed:any"], &base, &a);
     for f in c["figures"].as_array().unwrap() {
         assert!(f["change"] == "same" || f["change"] == "not_called", "{f}");
         assert!(f.get("band").is_some() && f.get("delta").is_some(), "{f}");
@@ -1438,14 +1444,7 @@ fn compare_calls_a_regression_and_fails_ci_on_it() {
     // lines, so it has no kernel figures, and nothing else changed
     let plain = dir.join("plain.log");
     generate(&["--jobs", "16", "--seed", "1"], &plain);
-    let o = ran(
-        proofline()
-            .args(["compare", "--fail-if", "worse:any", "--format", "json"])
-            .arg(&a)
-            .arg(&plain),
-        0,
-    );
-    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let c = compare_json(&["--fail-if", "worse:any"], &a, &plain);
     let kernel = c["figures"]
         .as_array()
         .unwrap()
@@ -1524,14 +1523,7 @@ fn compare_gives_a_change_of_sign_as_a_difference() {
         ],
         &b,
     );
-    let o = ran(
-        proofline()
-            .args(["compare", "--format", "json"])
-            .arg(&a)
-            .arg(&b),
-        0,
-    );
-    let c: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    let c = compare_json(&[], &a, &b);
     let fig = |name: &str| {
         c["figures"]
             .as_array()

@@ -285,6 +285,27 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
     t
 }
 
+/// ", first at line N" of a count whose first line is known (nothing otherwise).
+pub fn first_at(line: Option<u64>) -> String {
+    line.map(|n| format!(", first at line {n}"))
+        .unwrap_or_default()
+}
+
+/// What a log of which every line was over the length limit holds, in words (`None` for
+/// any other log): "no TIMELINE line proofline could read", not "no TIMELINE line", since
+/// the lines skipped unread may have been TIMELINE lines.
+pub fn none_readable(l: &crate::report::LineStats) -> Option<String> {
+    (l.oversized > 0 && l.oversized == l.lines).then(|| {
+        format!(
+            "has no TIMELINE line proofline could read: {} of its {} line(s) are over {} bytes and were skipped unread{}",
+            l.oversized,
+            l.lines,
+            crate::reader::MAX_LINE_BYTES,
+            first_at(l.first_oversized)
+        )
+    })
+}
+
 /// What restarts that fell back less than halfway to offset 0 may be, in words (`None`
 /// without such restarts): the text report's warning, and `analyze`'s beside JSON and CSV.
 pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
@@ -362,9 +383,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns) -> String {
                     ", {} longer than {} MiB (skipped{})",
                     l.oversized,
                     crate::reader::MAX_LINE_BYTES >> 20,
-                    l.first_oversized
-                        .map(|n| format!(", first at line {n}"))
-                        .unwrap_or_default()
+                    first_at(l.first_oversized)
                 )
             } else {
                 String::new()

@@ -145,14 +145,7 @@ impl TimingKey {
         if !(SHORTEST_KEY..=LONGEST_KEY).contains(&n) {
             return None;
         }
-        // (two loads: `key_words`' loop of bytes, for the table built at compile time, was a
-        // tenth of a line's instructions at run time)
-        let word = |at: usize| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(&name[at..at + 8]);
-            u64::from_le_bytes(w)
-        };
-        let (first, last) = (word(0), word(n - 8));
+        let (first, last) = key_words(name);
         let slot = &KEY_SLOTS[key_slot(first, last, n)];
         // (a name of 17 bytes has one byte, its ninth, in neither word)
         let same = usize::from(slot.len) == n
@@ -166,20 +159,15 @@ impl TimingKey {
 /// The shortest name [`TimingKey::from_name`] knows (`tail_msm_ms`).
 const SHORTEST_KEY: usize = 11;
 
-/// The first and the last 8 bytes of a name of [`SHORTEST_KEY`] bytes or more, each read as
-/// a little-endian word (at compile time; [`TimingKey::from_bytes`] reads them so at run
-/// time).
+/// The first and the last 8 bytes of a name of 8 bytes or more, each read as a
+/// little-endian word (two loads at run time: a loop of bytes was a tenth of a timing
+/// line's instructions), for [`KEY_SLOTS`] at compile time and [`TimingKey::from_bytes`].
 #[inline(always)]
 const fn key_words(name: &[u8]) -> (u64, u64) {
-    let n = name.len();
-    let (mut first, mut last) = ([0u8; 8], [0u8; 8]);
-    let mut i = 0;
-    while i < 8 {
-        first[i] = name[i];
-        last[i] = name[n - 8 + i];
-        i += 1;
+    match (name.first_chunk::<8>(), name.last_chunk::<8>()) {
+        (Some(first), Some(last)) => (u64::from_le_bytes(*first), u64::from_le_bytes(*last)),
+        _ => (0, 0),
     }
-    (u64::from_le_bytes(first), u64::from_le_bytes(last))
 }
 
 /// The slot of [`KEY_SLOTS`] of a name's words and length: a multiplicative hash whose
