@@ -554,9 +554,10 @@ impl LineFeeder {
                 };
                 if let Some(block) = batch.raw.take() {
                     // handed over unparsed (this side found none ready): parsed here, where
-                    // the blocks before it are known
+                    // the blocks before it are known; the buffer goes back with the batch
                     shared.handed_over.store(false, Ordering::Relaxed);
-                    batch.fill(block, self.startup_over);
+                    batch.fill(&block, self.startup_over);
+                    batch.raw = Some(block);
                 }
                 self.take_block(&mut batch, engine, sink);
                 if self.startup_over {
@@ -600,7 +601,7 @@ impl LineFeeder {
             // timing lines in their place among the events
             let i = u32::try_from(i).unwrap_or(u32::MAX);
             Batch::timings_before(i, &mut timings, &mut calls, engine);
-            ev.ingest(&batch.text, engine, sink);
+            ev.ingest(&batch.strs, engine, sink);
         }
         Batch::timings_before(u32::MAX, &mut timings, &mut calls, engine);
         if !batch.events.is_empty() {
@@ -696,12 +697,18 @@ fn read_batches(
 ) -> io::Result<()> {
     let mut carry: Vec<u8> = Vec::new();
     let mut read_error = None;
+    // The block is read into this thread's own buffer, again and again: the engine's side
+    // never reads it (its events' strings are copied out), so its lines are in no other
+    // core's cache when the next block is read into it. It goes over only when a block is
+    // handed over unparsed, and comes back with the batch.
+    let mut buf: Vec<u8> = Vec::new();
     loop {
         let mut batch = empty.try_recv().unwrap_or_default();
-        // the block is read into the batch's own buffer, which the engine's side hands
-        // back: the text goes over without a copy (a copy of every block was 4-7 % of
-        // analyze's time)
-        let mut buf = std::mem::take(&mut batch.text).into_bytes();
+        if let Some(back) = batch.raw.take() {
+            if buf.capacity() == 0 {
+                buf = back;
+            }
+        }
         // Its bytes up to its length were written before: they are read over, not
         // zeroed first (`filled` says how many are this block's). A zeroing of each block
         // was 6 % of analyze's samples once the buffers came back from the other thread.
@@ -782,10 +789,10 @@ fn read_batches(
             Handoff::Always => true,
         };
         if hand_over && !buf.is_empty() {
-            batch.raw = Some(buf);
+            batch.raw = Some(std::mem::take(&mut buf));
             shared.handed_over.store(true, Ordering::Relaxed);
         } else {
-            batch.fill(buf, shared.startup_over.load(Ordering::Relaxed));
+            batch.fill(&buf, shared.startup_over.load(Ordering::Relaxed));
         }
         if (has && full.send(batch).is_err()) || eof {
             // done, or the engine's side has gone (it stopped early, or panicked)
@@ -798,7 +805,10 @@ fn read_batches(
 /// into, and the counts of its lines; or, before it is parsed, the block itself.
 #[derive(Default)]
 struct Batch {
-    text: String,
+    /// The events' job ids and proof kinds, one after another: copied out of the block, so
+    /// that the engine's thread reads these few bytes and not a line of the block each (the
+    /// block stays on the reader's thread, which reads the next one into it).
+    strs: String,
     events: Vec<Wire>,
     /// The timing lines but those of `calls` and `tally` (`CUZK_TIMING:` lines of another
     /// form, notes, `CUZK_NTT_H:` lines, start-up lines), each with the number of events and
@@ -817,7 +827,8 @@ struct Batch {
     /// Its lines' counts, numbered from its first line (lines skipped as too long before
     /// it included).
     stats: LineStats,
-    /// The block's lines, not parsed yet.
+    /// Going to the engine's side: the block's lines, not parsed yet. Coming back: the
+    /// buffer they were in, for the reader to read into again.
     raw: Option<Vec<u8>>,
     /// The timing line being read ([`Timing::reset`] before each).
     scratch: Timing,
@@ -826,50 +837,38 @@ struct Batch {
 impl Batch {
     /// Parses the lines of `block` (the last one may be a cut line) into this batch, its
     /// lines counted in `stats` (after what they hold), cuzk's start-up lines looked for
-    /// unless `startup_over`: the events, with their strings as byte ranges of `text`,
-    /// which becomes the block (no copy when it is all UTF-8, the usual case).
-    fn fill(&mut self, block: Vec<u8>, startup_over: bool) {
+    /// unless `startup_over`: the events, with their strings copied into `strs`.
+    fn fill(&mut self, block: &[u8], startup_over: bool) {
         let mut feeder = LineFeeder {
             stats: std::mem::take(&mut self.stats),
             startup_over,
         };
         self.events.clear();
+        self.strs.clear();
         self.timings.clear();
         self.calls.clear();
         self.tally.clear();
         self.startup_maps.clear();
         // (checked for UTF-8 once, as `parse_lines` would)
-        match String::from_utf8(block) {
-            Ok(text) => {
-                let base = text.as_ptr() as usize;
-                feeder.parse_str_lines(&text, Fill { batch: self, base });
-                self.text = text;
-            }
-            Err(e) => {
-                let block = e.into_bytes();
-                let base = block.as_ptr() as usize;
-                let _ = feeder.parse_lines(&block, |p| self.take(p, base));
-                // Rare: a line is not UTF-8. No event points into it: the block's text
-                // with such lines blanked, so that every range stays where it was.
-                self.text.clear();
-                for line in block.split_inclusive(|&b| b == b'\n') {
-                    match std::str::from_utf8(line) {
-                        Ok(text) => self.text.push_str(text),
-                        Err(_) => self.text.extend(std::iter::repeat_n(' ', line.len())),
-                    }
-                }
+        match std::str::from_utf8(block) {
+            Ok(text) => feeder.parse_str_lines(text, Fill { batch: self }),
+            // rare: a line is not UTF-8 (and holds no event)
+            Err(_) => {
+                let _ = feeder.parse_lines(block, |p| self.take(p));
             }
         }
         self.stats = feeder.stats;
     }
 
-    /// Keeps what a line of the block starting at address `base` held. (A closure
-    /// shared by the two ways of parsing a block was not inlined: a call per event, 3 % of
-    /// the reader's instructions.)
+    /// Keeps what a line of the block held. (A closure shared by the two ways of parsing a
+    /// block was not inlined: a call per event, 3 % of the reader's instructions.)
     #[inline(always)]
-    fn take(&mut self, p: Parsed<'_>, base: usize) {
+    fn take(&mut self, p: Parsed<'_>) {
         match p {
-            Parsed::Event(ev) => self.events.push(Wire::new(&ev, base)),
+            Parsed::Event(ev) => {
+                let wire = Wire::new(&ev, &mut self.strs);
+                self.events.push(wire);
+            }
             Parsed::Timing(t) => self.push_timing(t),
             Parsed::StartupMap(m) => {
                 self.startup_maps.push(self.timings.len());
@@ -926,16 +925,15 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// A batch being filled from the block at address `base`, as a [`Taker`].
+/// A batch being filled from a block, as a [`Taker`].
 struct Fill<'b> {
     batch: &'b mut Batch,
-    base: usize,
 }
 
 impl<'a> Taker<'a> for Fill<'_> {
     #[inline(always)]
     fn take(&mut self, p: Parsed<'a>) {
-        self.batch.take(p, self.base);
+        self.batch.take(p);
     }
 
     #[inline(always)]
@@ -1025,37 +1023,38 @@ fn read_more(
 }
 
 /// An event as the reader's thread hands it to the engine's: its strings as byte ranges of
-/// the block's text, its numbers compact ([`Nums`]). 64 bytes, from 120 as a `TimelineEvent`
+/// its batch's `strs`, its numbers compact ([`Nums`]). 64 bytes, from 120 as a `TimelineEvent`
 /// of ranges: each is read once on the engine's side, from the other core's cache, and that
 /// read was a tenth of the engine thread's time.
 #[derive(Debug, Clone, Copy)]
 struct Wire {
     offset_ms: u64,
     nums: Nums,
-    /// `job_id` and `proof_kind`, `(from, to)` in the text (a block is a few MiB at most).
+    /// `job_id` and `proof_kind`, `(from, to)` in `strs` (a block is a few MiB at most).
     job_id: (u32, u32),
     proof_kind: (u32, u32),
 }
 
 impl Wire {
-    /// The event of a line in the text starting at address `base`.
-    #[inline]
-    fn new(ev: &EventRef<'_>, base: usize) -> Wire {
-        // (a range past u32, which no block reaches, reads as an empty string)
-        let range = |s: &str| {
-            let from = s.as_ptr() as usize - base;
-            let r = |x: usize| u32::try_from(x).unwrap_or(u32::MAX);
-            (r(from), r(from + s.len()))
+    /// The event of a line, its strings copied to the end of `strs`.
+    #[inline(always)]
+    fn new(ev: &EventRef<'_>, strs: &mut String) -> Wire {
+        let mut put = |s: &str| {
+            let from = count(strs.len());
+            strs.push_str(s);
+            (from, count(strs.len()))
         };
+        let job_id = put(ev.job_id);
+        let proof_kind = ev.proof_kind.map_or((0, 0), put);
         Wire {
             offset_ms: ev.offset_ms,
             nums: Nums::of(ev),
-            job_id: range(ev.job_id),
-            proof_kind: ev.proof_kind.map_or((0, 0), range),
+            job_id,
+            proof_kind,
         }
     }
 
-    /// A string of the text.
+    /// A string of `strs`.
     #[inline(always)]
     fn str(text: &str, (from, to): (u32, u32)) -> &str {
         text.get(from as usize..to as usize).unwrap_or_default()
@@ -1077,7 +1076,7 @@ impl Wire {
         );
     }
 
-    /// The event with its strings in `text`.
+    /// The event with its strings in `strs`.
     #[cfg(test)]
     fn in_text<'a>(&self, text: &'a str) -> EventRef<'a> {
         self.nums.event(
@@ -1110,14 +1109,18 @@ mod tests {
         let text = "TIMELINE,5,SYNTH_START,snap-7-1,kind=snap-update,monolithic,request=3\n\
                     TIMELINE,9,GPU_END,porep-1-2,worker=3,gpu=1,partition=0,gpu_ms=0,synth_ms=7\n\
                     TIMELINE,1,GPU_QUEUE,x,partition=4294967295\n";
-        let base = text.as_ptr() as usize;
-        let mut n = 0;
+        // the strings of several events one after another, as in a batch
+        let mut strs = String::new();
+        let mut wires = Vec::new();
         for line in text.split_inclusive('\n') {
             let ev = parse_line(line).unwrap().unwrap();
-            assert_eq!(Wire::new(&ev, base).in_text(text), ev, "{line}");
-            n += 1;
+            wires.push((Wire::new(&ev, &mut strs), line));
         }
-        assert_eq!(n, 3);
+        assert_eq!(wires.len(), 3);
+        for (wire, line) in wires {
+            let ev = parse_line(line).unwrap().unwrap();
+            assert_eq!(wire.in_text(&strs), ev, "{line}");
+        }
     }
 
     /// Lines straddling reads of any size are read as whole lines, the bad ones are counted
@@ -1258,7 +1261,7 @@ mod tests {
         for after_timeline in [false, true] {
             let mut batch = Batch::default();
             // its parser knew of no TIMELINE line before it
-            batch.fill(block.to_vec(), false);
+            batch.fill(block, false);
             assert_eq!(
                 batch.startup_maps,
                 [0],
