@@ -394,7 +394,9 @@ impl LineFeeder {
         let mut skipping = false;
         loop {
             let buf = match input.fill_buf() {
-                Ok(buf) => buf,
+                // (no more than the limit at a time: a line inside a larger buffer would
+                // be read whole, however long)
+                Ok(buf) => &buf[..buf.len().min(MAX_LINE_BYTES)],
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
@@ -422,13 +424,16 @@ impl LineFeeder {
                 match memchr::memchr(b'\n', body) {
                     Some(end) => {
                         carry.extend_from_slice(&body[..=end]);
-                        match std::str::from_utf8(&carry) {
-                            Ok(text) => {
-                                if let Ok(Some(p)) = self.take_line(text) {
-                                    feed(p, engine, sink);
+                        match within_limit(&carry[..carry.len() - 1]) {
+                            None => self.oversized_line(),
+                            Some(at) => match std::str::from_utf8(&carry[at..]) {
+                                Ok(text) => {
+                                    if let Ok(Some(p)) = self.take_line(text) {
+                                        feed(p, engine, sink);
+                                    }
                                 }
-                            }
-                            Err(_) => drop(self.not_utf8(&carry)),
+                                Err(_) => drop(self.not_utf8(&carry[at..])),
+                            },
                         }
                         carry.clear();
                         body = &body[end + 1..];
@@ -722,7 +727,7 @@ fn read_batches(
         let mut skipped = 0;
         // read until the block holds a whole line, or the input ends (then the block
         // is all that is left, a cut last line included: `fill` notes it)
-        let (lines_end, eof) = loop {
+        let (mut lines_end, eof) = loop {
             let want = chunk.max(filled);
             let ended = match read_more(&mut input, &mut buf, &mut filled, want) {
                 Ok(ended) => ended,
@@ -767,6 +772,23 @@ fn read_batches(
             }
             filled = buf.len();
         };
+        // The block's first line may have grown past the limit before its newline came (a
+        // read brings up to the limit after what it has): skipped, as the line-by-line
+        // reader skips it. Only a block over the limit can hold such a line.
+        if lines_end > MAX_LINE_BYTES {
+            if let Some(nl) = memchr::memchr(b'\n', &buf[..lines_end]) {
+                let cut = match within_limit(&buf[..nl]) {
+                    Some(text) => text,
+                    None => {
+                        skipped += 1;
+                        nl + 1
+                    }
+                };
+                buf.drain(..cut);
+                lines_end -= cut;
+                filled -= cut;
+            }
+        }
         carry.extend_from_slice(&buf[lines_end..filled]);
         buf.truncate(lines_end);
         let has = !buf.is_empty() || skipped > 0;
@@ -964,6 +986,19 @@ impl<'a> Taker<'a> for Fill<'_> {
         }
         Some((end, absurd))
     }
+}
+
+/// Where the text of a line (`line`: its bytes before its newline) starts, when it is within
+/// [`MAX_LINE_BYTES`]; `None` when it is over the limit, and skipped. A hole of NUL bytes
+/// at its start (what copytruncate leaves before the next line of a writer that does not
+/// append) is no part of it. The rule of both readers, whatever their reads' sizes.
+#[inline]
+fn within_limit(line: &[u8]) -> Option<usize> {
+    if line.len() <= MAX_LINE_BYTES {
+        return Some(0);
+    }
+    let text = line.iter().position(|&b| b != 0).unwrap_or(line.len());
+    (line.len() - text <= MAX_LINE_BYTES).then_some(text)
 }
 
 /// Reads `input` past the next newline, `chunk` bytes at a time: `buf` then holds what came
@@ -1469,6 +1504,69 @@ mod oversized_tests {
         )
         .unwrap();
         assert_eq!((f.stats.lines, f.stats.oversized), (1, 1));
+    }
+
+    /// A line is skipped when it is longer than the limit before its newline, and read when
+    /// it is not, by both readers, wherever it falls in their reads: the block reader read
+    /// a line of up to twice the limit that grew its block, and the line-by-line reader one
+    /// of up to the limit and a read more.
+    #[test]
+    fn the_line_limit_is_the_same_for_both_readers_wherever_a_line_falls() {
+        let event = |j: usize| format!("TIMELINE,{j},SYNTH_START,porep-{j},partition=0\n");
+        for len in [
+            MAX_LINE_BYTES - 1,
+            MAX_LINE_BYTES,
+            MAX_LINE_BYTES + 1,
+            MAX_LINE_BYTES * 3 / 2,
+            MAX_LINE_BYTES * 2 - 100,
+        ] {
+            // a long line first, after a few lines, and after some 300 KiB of them
+            for before in [0, 3, 6_000] {
+                let mut log = Vec::new();
+                for j in 0..before {
+                    log.extend_from_slice(event(j).as_bytes());
+                }
+                log.extend(std::iter::repeat_n(b'x', len));
+                log.push(b'\n');
+                for j in before..before + 10 {
+                    log.extend_from_slice(event(j).as_bytes());
+                }
+                let over = u64::from(len > MAX_LINE_BYTES);
+                let want = (before as u64 + 11, over, before as u64 + 10);
+                for chunk in [1 << 16, 1 << 18] {
+                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+                    f.feed_blocks(
+                        &log[..],
+                        &mut e,
+                        &mut NoUpdates,
+                        chunk,
+                        &mut || false,
+                        Handoff::WhenWaiting,
+                    )
+                    .unwrap();
+                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    assert_eq!(got, want, "blocks of {chunk}: {len} after {before}");
+                    assert_eq!(
+                        f.stats.first_oversized,
+                        (over == 1).then_some(before as u64 + 1),
+                        "blocks of {chunk}: {len} after {before}"
+                    );
+                }
+                // the line-by-line reader, with its buffer smaller than the limit and larger
+                for cap in [8 << 10, 256 << 10, 4 << 20] {
+                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+                    f.feed_all(
+                        &mut io::BufReader::with_capacity(cap, &log[..]),
+                        &mut e,
+                        &mut NoUpdates,
+                        |_| {},
+                    )
+                    .unwrap();
+                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    assert_eq!(got, want, "reads of {cap}: {len} after {before}");
+                }
+            }
+        }
     }
 
     /// A hole of NUL bytes over the line limit (copytruncate under a writer that does not
