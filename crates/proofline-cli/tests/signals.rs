@@ -68,6 +68,46 @@ fn demo_stopped_by_sigterm_writes_its_report_and_says_so() {
     assert!(dir.join("demo-timeline.html").is_file());
 }
 
+/// A stop that comes while the simulated prover sleeps (inside a ten-minute stall, or GPU
+/// work at a slow speed) ends it within its bound: it took the rest of the sleep (61 s for
+/// `--stall 0:600000 --speed 10`), past systemd's stop timeout. What was in flight stays
+/// unfinished in the report, not finished early.
+#[test]
+fn a_stop_inside_a_long_sleep_ends_the_demo_within_its_bound() {
+    for (name, faults) in [
+        ("stall", &["--speed", "10", "--stall", "0:600000"][..]),
+        ("slow", &["--speed", "0.01"][..]),
+    ] {
+        let dir = fresh_dir("signals", &format!("demo-{name}"));
+        let mut child = proofline()
+            .args(["demo", "--jobs", "3", "--no-metrics"])
+            .args(faults)
+            .arg("--out")
+            .arg(&dir)
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let rx = stderr_lines(&mut child);
+        wait_line(&rx, "TIMELINE log:");
+        std::thread::sleep(Duration::from_secs(1));
+        kill(&child, "-TERM");
+        let (code, took) = exit_within(&mut child, Duration::from_secs(20));
+        assert_eq!(code, Some(143), "{name}");
+        assert!(took < Duration::from_secs(8), "{name}: {took:?}");
+        let report: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("demo-report.json")).unwrap()).unwrap();
+        let summary = &report["summary"];
+        assert_eq!(summary["jobs_complete"], 0, "{name}: {summary}");
+        assert!(
+            summary["jobs_incomplete"].as_u64().unwrap() >= 1,
+            "{name}: the job in flight stays unfinished: {summary}"
+        );
+    }
+}
+
 #[test]
 fn a_second_signal_ends_the_demo_at_once() {
     let dir = fresh_dir("signals", "demo-twice");

@@ -257,6 +257,27 @@ impl GpuQueue {
     }
 }
 
+/// Sleeps `d`, or until `stop` is set: whether it slept all of it. A stopped run's threads
+/// leave their work where it is, printing nothing more of it, within [`NAP`] of the stop: a
+/// stall of ten minutes, or a GPU call at `--speed 0.1`, does not hold the process past
+/// systemd's stop timeout.
+fn nap(stop: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            return false;
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        thread::sleep(left.min(NAP));
+    }
+}
+
+/// How often a sleeping thread of the simulated prover looks whether the run was stopped.
+const NAP: Duration = Duration::from_millis(50);
+
 struct Shared {
     cfg: SimConfig,
     /// cuzk's TIMELINE epoch (its engine's start).
@@ -287,8 +308,10 @@ impl Shared {
         Duration::from_secs_f64((mean_ms * f / self.speed).max(0.0) / 1000.0)
     }
 
-    fn sleep(&self, rng: &mut SmallRng, mean_ms: f64) {
-        thread::sleep(self.draw(rng, mean_ms));
+    /// Sleeps a duration drawn around `mean_ms`, unless the run is stopped first: whether
+    /// it slept all of it ([`nap`]).
+    fn sleep(&self, rng: &mut SmallRng, mean_ms: f64) -> bool {
+        nap(&self.stop, self.draw(rng, mean_ms))
     }
 
     fn job_failed(&self, seq: u64) -> bool {
@@ -475,16 +498,22 @@ fn synth_worker(sh: &Shared, w: u32) {
                 unit.seq as f64 * sh.cfg.arrival_interval_ms as f64 / sh.speed / 1000.0,
             );
             if let Some(wait) = arrival.checked_sub(sh.start.elapsed()) {
-                thread::sleep(wait);
+                if !nap(&sh.stop, wait) {
+                    drop(d);
+                    sh.budget.release();
+                    break;
+                }
             }
         }
         sh.timeline.line("SYNTH_START", &unit.job, &detail);
         if first {
             if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
-                if job as u64 == unit.seq {
-                    span.in_scope(|| {
-                        thread::sleep(Duration::from_secs_f64(ms as f64 / sh.speed / 1000.0))
-                    });
+                let stall = Duration::from_secs_f64(ms as f64 / sh.speed / 1000.0);
+                if job as u64 == unit.seq && !span.in_scope(|| nap(&sh.stop, stall)) {
+                    // stopped inside the stall: the partition stays started
+                    drop(d);
+                    sh.budget.release();
+                    break;
                 }
             }
         }
@@ -502,12 +531,19 @@ fn synth_worker(sh: &Shared, w: u32) {
         // circuit building, then `synthesize_auto`: cuzk's `synth_ms` times the latter only
         let total = sh.draw(&mut rng, mean);
         let synth_ms = span.in_scope(|| {
-            thread::sleep(total.mul_f64(CIRCUIT_SHARE));
+            if !nap(&sh.stop, total.mul_f64(CIRCUIT_SHARE)) {
+                return None;
+            }
             let t = Instant::now();
-            thread::sleep(total.mul_f64(1.0 - CIRCUIT_SHARE));
-            (t.elapsed().as_secs_f64() * 1000.0 * sh.speed) as u64
+            nap(&sh.stop, total.mul_f64(1.0 - CIRCUIT_SHARE))
+                .then(|| (t.elapsed().as_secs_f64() * 1000.0 * sh.speed) as u64)
         });
         drop(span);
+        let Some(synth_ms) = synth_ms else {
+            // stopped inside the synthesis: the partition stays started
+            sh.budget.release();
+            break;
+        };
         if fails {
             // the error is logged outside the span, which has closed: no SYNTH_END
             sh.failed
@@ -554,6 +590,7 @@ fn gpu_worker(sh: &Shared, gw: u32) {
         let spread = sh.cfg.timings.spread.clamp(0.0, 0.99);
         let progress = sh.progress.clone();
         let timeline = sh.timeline.clone();
+        let stop = sh.stop.clone();
         let mut fin_rng = SmallRng::seed_from_u64(sh.cfg.seed ^ u64::from(gw));
         move |f: Finish| {
             let k = if spread > 0.0 {
@@ -561,14 +598,17 @@ fn gpu_worker(sh: &Shared, gw: u32) {
             } else {
                 1.0
             };
-            let (progress, timeline) = (progress.clone(), timeline.clone());
+            let (progress, timeline, stop) = (progress.clone(), timeline.clone(), stop.clone());
             let d = tracing::dispatcher::get_default(Clone::clone);
             thread::Builder::new()
                 .name(format!("finalizer-{gw}"))
                 .spawn(move || {
                     tracing::dispatcher::with_default(&d, || {
                         // b_g2_msm's join, the epilogue, serialization
-                        thread::sleep(Duration::from_secs_f64(finalize_ms * k / speed / 1000.0));
+                        let d = Duration::from_secs_f64(finalize_ms * k / speed / 1000.0);
+                        if !nap(&stop, d) {
+                            return; // stopped: the proof never finishes
+                        }
                         let gpu_ms = (f.started.elapsed().as_secs_f64() * 1000.0 * speed) as u64;
                         timeline.line(
                             "GPU_END",
@@ -623,28 +663,39 @@ fn gpu_worker(sh: &Shared, gw: u32) {
             .is_some_and(|(j, p)| j as u64 == unit.seq && unit.partition.unwrap_or(0) == p);
         let started = Instant::now();
         // the blocking part, outside the worker's span (spawn_blocking carries none)
+        // (whether it finished: `false` when the run was stopped inside it)
         let prove = |sh: &Shared, rng: &mut SmallRng| {
-            sh.sleep(rng, sh.cfg.timings.prep_ms);
+            if !sh.sleep(rng, sh.cfg.timings.prep_ms) {
+                return false;
+            }
             if panic_now {
                 panic!("simulated GPU worker {gw} panic");
             }
             let _lock = sh.gpu_locks[gpu as usize]
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            sh.sleep(rng, kernel * slow);
+            sh.sleep(rng, kernel * slow)
         };
         match sh.cfg.gpu_path {
             GpuPath::Split => {
                 let call =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prove(sh, &mut rng)));
-                if call.is_err() {
-                    // spawn_blocking hands the panic back as an error: logged in the span
-                    sh.panicked.fetch_add(1, Ordering::Relaxed);
-                    span.in_scope(
-                        || tracing::error!(job_id = %unit.job, "GPU proving task panicked"),
-                    );
-                    drop(span);
-                    continue;
+                match call {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        // stopped inside the call: it stays open (its span too)
+                        std::mem::forget(span);
+                        break;
+                    }
+                    Err(_) => {
+                        // spawn_blocking hands the panic back as an error: logged in the span
+                        sh.panicked.fetch_add(1, Ordering::Relaxed);
+                        span.in_scope(
+                            || tracing::error!(job_id = %unit.job, "GPU proving task panicked"),
+                        );
+                        drop(span);
+                        continue;
+                    }
                 }
                 // a finished finalizer thread keeps its stack until joined: join them as
                 // they finish, so that a prover running forever holds only those running
@@ -669,13 +720,15 @@ fn gpu_worker(sh: &Shared, gw: u32) {
                 let circuit = kind.as_str();
                 let p = info_span!(parent: None, "gpu_prove", circuit_id = %circuit,
                     partition = ?unit.partition.map(|p| p as usize));
-                p.in_scope(|| {
-                    prove(sh, &mut rng);
-                    if !never {
-                        sh.sleep(&mut rng, sh.cfg.timings.finalize_ms);
-                    }
+                let finished = p.in_scope(|| {
+                    prove(sh, &mut rng) && (never || sh.sleep(&mut rng, sh.cfg.timings.finalize_ms))
                 });
                 drop(p);
+                if !finished {
+                    // stopped inside the call: it stays open (its span too)
+                    std::mem::forget(span);
+                    break;
+                }
                 if !never {
                     sh.progress.proved.fetch_add(1, Ordering::Relaxed);
                 }
