@@ -12,7 +12,7 @@ use proofline_core::sink::UpdateSink;
 
 use crate::input::{EngineArgs, LogRun, run_log_until};
 use crate::journal::{JournalArgs, run_journal};
-use proofline_core::text::{first_at, none_readable};
+use proofline_core::text::none_readable;
 
 /// Output formats of `analyze`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -143,85 +143,16 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     {
         eprintln!("proofline: warning: {w}");
     }
-    // what was not used: lines that do not parse, lines over the length limit, and a last
-    // TIMELINE line without its newline (a writer cut short; as printed, it may read wrong)
-    let mut unused = Vec::new();
-    if lines.malformed > 0 {
-        let first = lines.malformed_examples.first();
-        unused.push(format!(
-            "{} malformed TIMELINE line(s){}",
-            lines.malformed,
-            first
-                .map(|m| format!(
-                    ", first at line {}: {}",
-                    m.line,
-                    proofline_core::text::printable(&m.error)
-                ))
-                .unwrap_or_default()
-        ));
-    }
-    if lines.oversized > 0 {
-        unused.push(format!(
-            "{} line(s) over {} bytes, skipped{}",
-            lines.oversized,
-            proofline_core::reader::MAX_LINE_BYTES,
-            first_at(lines.first_oversized)
-        ));
-    }
-    if lines.truncated_last_line {
-        unused.push(format!(
-            "the last line (line {}) is a TIMELINE line with no newline: cut short, not used",
-            lines.lines
-        ));
-    }
-    let events = &run.report.events;
-    // a count's first example, found by how its kind of message ends (the examples of
-    // rejections, conflicts, stray lines and stuck intervals share one list)
-    let e_g = |ends: &[&str]| {
-        events
-            .conflict_examples
-            .iter()
-            .find(|e| ends.iter().any(|end| e.ends_with(end)))
-            .map(|e| format!(", e.g. {}", proofline_core::text::printable(e)))
-            .unwrap_or_default()
-    };
-    if events.rejected > 0 {
-        unused.push(format!(
-            "{} TIMELINE event(s) rejected as impossible{}",
-            events.rejected,
-            e_g(&["event ignored"])
-        ));
-    }
-    if events.conflicts > 0 {
-        // ("..., first kept" or "... after the job had ended, ignored")
-        unused.push(format!(
-            "{} conflicting TIMELINE record(s), not used{}",
-            events.conflicts,
-            e_g(&["first kept", "ended, ignored"])
-        ));
-    }
-    // (a line far behind is stray past the reorder window; one far ahead, past the gap
-    // that reads as a restart)
-    if events.stray_late > 0 {
-        unused.push(format!(
-            "{} stray TIMELINE line(s) far behind the newest, not used (--reorder-window-ms is {} ms)",
-            events.stray_late, args.engine.reorder_window_ms
-        ));
-    }
-    if events.stray_early > 0 {
-        unused.push(format!(
-            "{} stray TIMELINE line(s) far ahead of the newest, not used (--restart-after-s is {} s)",
-            events.stray_early, args.engine.restart_after_s
-        ));
-    }
-    if let Some(k) = run.report.kernel.as_ref().filter(|k| k.absurd_lines > 0) {
-        unused.push(format!(
-            "{} CUZK_TIMING line(s) ignored for a value over an hour{}: {}",
-            k.absurd_lines,
-            first_at(lines.first_absurd_timing),
-            proofline_core::text::printable(k.absurd_example.as_deref().unwrap_or("-"))
-        ));
-    }
+    // what was not used: lines that do not parse, lines over the length limit, a last
+    // TIMELINE line without its newline (a writer cut short; as printed, it may read
+    // wrong), events the engine turned down
+    let unused = proofline_core::text::not_used(
+        lines,
+        &run.report.events,
+        run.report.kernel.as_ref(),
+        args.engine.reorder_window_ms,
+        args.engine.restart_after_s,
+    );
     if !unused.is_empty() {
         let msg = unused.join("; ");
         if args.strict {

@@ -242,10 +242,15 @@ pub fn demo(args: &DemoArgs) -> Result<()> {
         args.speed,
         args.speed,
         summary.proved,
-        if summary.panicked_calls > 0 {
-            format!(", {} GPU call(s) panicked", summary.panicked_calls)
-        } else {
-            String::new()
+        match cfg.faults.panic_worker {
+            _ if summary.panicked_calls > 0 => {
+                format!(", {} GPU call(s) panicked", summary.panicked_calls)
+            }
+            // (the threads' timing decides which worker takes which call)
+            Some((w, n)) => format!(
+                ", no GPU call panicked: worker {w} did not come to its call {n} (--panic-worker)"
+            ),
+            None => String::new(),
         }
     );
     let _ = writeln!(

@@ -146,11 +146,27 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     if let Some(t) = target {
         t.commit()?;
     }
-    if run.report.lines.lines == 0 && run.error.is_none() {
+    let lines = &run.report.lines;
+    if lines.lines == 0 && run.error.is_none() {
         eprintln!(
             "proofline: warning: {} is empty: the export holds no slices",
             source.describe()
         );
+    } else if let Some(w) = proofline_core::text::none_readable(lines) {
+        eprintln!(
+            "proofline: warning: {} {w}; the export holds no slices",
+            source.describe()
+        );
+    }
+    let unused = proofline_core::text::not_used(
+        lines,
+        &run.report.events,
+        run.report.kernel.as_ref(),
+        args.engine.reorder_window_ms,
+        args.engine.restart_after_s,
+    );
+    if !unused.is_empty() {
+        eprintln!("proofline: warning: {}", unused.join("; "));
     }
     run.result()
 }
@@ -292,12 +308,8 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             "proofline: warning: --scrape-until is before the log's last line: the scrapes went on to the first after it"
         );
     }
-    if done.lines.malformed > 0 {
-        eprintln!(
-            "proofline: {} malformed lines (counted in proofline_malformed_lines_total from the last scrape; the first at line {})",
-            done.lines.malformed,
-            done.lines.malformed_examples.first().map_or(0, |e| e.line)
-        );
+    if !done.not_used.is_empty() {
+        eprintln!("proofline: warning: {}", done.not_used.join("; "));
     }
     match done.error {
         Some(e) => Err(e.context(format!(

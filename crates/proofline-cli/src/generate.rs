@@ -141,6 +141,23 @@ impl<W: Write> Write for Daemon<W> {
 pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
     let mut cfg = args.sim.sim_config(false)?;
     cfg.shuffle_ms = args.shuffle_ms;
+    if let Some((w, n)) = cfg.faults.panic_worker {
+        // The worker's own calls: the run is the same without the fault up to its call n
+        // (it is simulated once more, for this flag only). Bounded by the run's calls alone,
+        // a call the worker never makes was taken, and nothing panicked.
+        let mut probe = cfg.clone();
+        probe.faults.panic_worker = None;
+        let mut made = 0u32;
+        proofline_sim::instant::simulate(&probe, |ev| {
+            if ev.kind == proofline_core::EventKind::GpuPickup && ev.worker == Some(w) {
+                made += 1;
+            }
+        });
+        anyhow::ensure!(
+            n < made,
+            "--panic-worker: worker {w} makes {made} GPU call(s) in this run (numbered from 0), so its call {n} never comes"
+        );
+    }
     match &args.output {
         Some(p) => {
             let mut w = Daemon::new(

@@ -404,6 +404,8 @@ pub(crate) struct Done {
     /// ([`proofline_core::text::shallow_restarts`]).
     pub(crate) shallow_restarts: Option<String>,
     pub(crate) lines: proofline_core::report::LineStats,
+    /// What the reading did not use ([`proofline_core::text::not_used`]).
+    pub(crate) not_used: Vec<String>,
     pub(crate) error: Option<anyhow::Error>,
 }
 
@@ -530,6 +532,13 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         first_ms,
         last_ms,
         until_too_early,
+        not_used: proofline_core::text::not_used(
+            &feeder.stats,
+            &r.events,
+            r.kernel.as_ref(),
+            plan.cfg.get_reorder_window_ms(),
+            plan.cfg.get_restart_after_ms() / 1000,
+        ),
         lines: feeder.stats.clone(),
         error: read
             .err()

@@ -745,6 +745,7 @@ fn follow_file(
             let event = tail
                 .poll(|got, number| match got {
                     Got::Line(line) => {
+                        let absurd_before = feeder.stats.first_absurd_timing.is_some();
                         if let Some(e) = feeder.feed_line(line, engine, driver.sinks()) {
                             if bad_lines.allow() {
                                 eprintln!(
@@ -752,6 +753,12 @@ fn follow_file(
                                     proofline_core::text::printable(&e.error)
                                 );
                             }
+                        } else if !absurd_before && feeder.stats.first_absurd_timing.is_some() {
+                            // (the first only: a prover that writes one such value writes it
+                            // on every line)
+                            eprintln!(
+                                "proofline watch: {path}:{number}: a CUZK_TIMING line with a value over an hour, ignored (kernel time leaves such lines out; later ones are not said)"
+                            );
                         }
                     }
                     Got::Skipped => {

@@ -498,6 +498,11 @@ fn bad_fault_flags_say_what_is_wrong() {
             &["--panic-worker", "0:80"],
             "--panic-worker: call 80 is past the run's 80 GPU calls (0..=79)",
         ),
+        // a call of the run that this worker does not make (the other makes about half)
+        (
+            &["--panic-worker", "0:79"],
+            "GPU call(s) in this run (numbered from 0), so its call 79 never comes",
+        ),
     ] {
         let err = ran(
             proofline().arg("generate").args(args).arg("-o").arg(&out),
@@ -1026,6 +1031,67 @@ fn a_line_over_the_limit_is_named_by_its_number() {
         "{err}"
     );
     assert!(!err.contains("is it the prover's log?"), "{err}");
+}
+
+/// `export`, in both formats, says what it did not use as `analyze` says it: a line over the
+/// limit, a malformed TIMELINE line, a `CUZK_TIMING:` value over an hour (the Perfetto export
+/// said nothing, the OpenMetrics one only of malformed lines).
+#[test]
+fn export_says_what_it_did_not_use_as_analyze_does() {
+    let log = tmp("not-used.log");
+    generate(&["--jobs", "3"], &log);
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    let third = text.match_indices('\n').nth(2).unwrap().0;
+    text.insert_str(
+        third + 1,
+        &format!(
+            "TIMELINE,1,SYNTH_START,j,partition=0,{}\nTIMELINE,x,GPU_END,j,worker=0\nCUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1\n",
+            "x".repeat(3 << 19)
+        ),
+    );
+    std::fs::write(&log, &text).unwrap();
+    let said = |err: &str| {
+        err.lines()
+            .find_map(|l| l.strip_prefix("proofline: warning: "))
+            .filter(|w| w.contains("malformed"))
+            .unwrap_or_else(|| panic!("no warning of what was not used: {err}"))
+            .to_owned()
+    };
+    let analyze = ran(
+        proofline().args(["analyze", "--format", "json"]).arg(&log),
+        0,
+    );
+    let want = said(&analyze.stderr);
+    for part in [
+        "1 malformed TIMELINE line(s), first at line 5",
+        "1 line(s) over 1048576 bytes, skipped, first at line 4",
+        "1 CUZK_TIMING line(s) ignored for a value over an hour, first at line 6",
+    ] {
+        assert!(want.contains(part), "{part}: {want}");
+    }
+    let perfetto = ran(
+        proofline()
+            .args(["export", "--format", "perfetto", "-o"])
+            .arg(tmp("not-used.json"))
+            .arg(&log),
+        0,
+    );
+    assert_eq!(said(&perfetto.stderr), want);
+    let openmetrics = ran(
+        proofline()
+            .args([
+                "export",
+                "--format",
+                "openmetrics",
+                "--epoch",
+                "2026-12-01T00:00:00Z",
+                "-o",
+            ])
+            .arg(tmp("not-used.om"))
+            .arg(&log),
+        0,
+    );
+    assert_eq!(said(&openmetrics.stderr), want);
 }
 
 /// Lines shuffled further than the reorder window read as restarts: the report says that

@@ -26,13 +26,20 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
 
     let (_watch, rx, addr) = watch(&["--poll-ms", "50", "--reorder-window-ms", "0"], &log);
 
-    // appended lines, one of them malformed (line 3 of the file)
+    // appended lines, one of them malformed (line 3 of the file), and a timing line with a
+    // value over an hour (line 4; said, where it was silently left out)
     let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
-    writeln!(f, "some log line\nTIMELINE,x,GPU_START,j,worker=1").unwrap();
+    writeln!(
+        f,
+        "some log line\nTIMELINE,x,GPU_START,j,worker=1\nCUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1"
+    )
+    .unwrap();
     f.write_all(text.as_bytes()).unwrap();
     drop(f);
     let bad = wait_line(&rx, "not an unsigned integer");
     assert!(bad.contains("cuzk.log:3:"), "{bad}");
+    let absurd = wait_line(&rx, "a value over an hour");
+    assert!(absurd.contains("cuzk.log:4:"), "{absurd}");
     wait_completed(&addr, 2.0);
 
     // rotation: the log is moved away and a new one started (the daemon restarted: offsets from 0)

@@ -291,6 +291,94 @@ pub fn first_at(line: Option<u64>) -> String {
         .unwrap_or_default()
 }
 
+/// What a reading did not use, one phrase each, worded alike by every command that reads a
+/// log (`analyze` on stderr beside JSON and CSV and for `--strict`, `export`): lines that do
+/// not parse, lines over the length limit, a cut last TIMELINE line, events rejected as
+/// impossible, conflicting records, stray lines, and `CUZK_TIMING:` lines with a value
+/// over an hour. `reorder_window_ms` and `restart_after_s` are the reading's, which the
+/// stray lines' phrases name.
+pub fn not_used(
+    lines: &crate::report::LineStats,
+    events: &crate::report::EventStats,
+    kernel: Option<&crate::report::KernelReport>,
+    reorder_window_ms: u64,
+    restart_after_s: u64,
+) -> Vec<String> {
+    let mut unused = Vec::new();
+    if lines.malformed > 0 {
+        let first = lines.malformed_examples.first();
+        unused.push(format!(
+            "{} malformed TIMELINE line(s){}",
+            lines.malformed,
+            first
+                .map(|m| format!(", first at line {}: {}", m.line, printable(&m.error)))
+                .unwrap_or_default()
+        ));
+    }
+    if lines.oversized > 0 {
+        unused.push(format!(
+            "{} line(s) over {} bytes, skipped{}",
+            lines.oversized,
+            crate::reader::MAX_LINE_BYTES,
+            first_at(lines.first_oversized)
+        ));
+    }
+    if lines.truncated_last_line {
+        unused.push(format!(
+            "the last line (line {}) is a TIMELINE line with no newline: cut short, not used",
+            lines.lines
+        ));
+    }
+    // a count's first example, found by how its kind of message ends (the examples of
+    // rejections, conflicts, stray lines and stuck intervals share one list)
+    let e_g = |ends: &[&str]| {
+        events
+            .conflict_examples
+            .iter()
+            .find(|e| ends.iter().any(|end| e.ends_with(end)))
+            .map(|e| format!(", e.g. {}", printable(e)))
+            .unwrap_or_default()
+    };
+    if events.rejected > 0 {
+        unused.push(format!(
+            "{} TIMELINE event(s) rejected as impossible{}",
+            events.rejected,
+            e_g(&["event ignored"])
+        ));
+    }
+    if events.conflicts > 0 {
+        // ("..., first kept" or "... after the job had ended, ignored")
+        unused.push(format!(
+            "{} conflicting TIMELINE record(s), not used{}",
+            events.conflicts,
+            e_g(&["first kept", "ended, ignored"])
+        ));
+    }
+    // (a line far behind is stray past the reorder window; one far ahead, past the gap
+    // that reads as a restart)
+    if events.stray_late > 0 {
+        unused.push(format!(
+            "{} stray TIMELINE line(s) far behind the newest, not used (--reorder-window-ms is {reorder_window_ms} ms)",
+            events.stray_late
+        ));
+    }
+    if events.stray_early > 0 {
+        unused.push(format!(
+            "{} stray TIMELINE line(s) far ahead of the newest, not used (--restart-after-s is {restart_after_s} s)",
+            events.stray_early
+        ));
+    }
+    if let Some(k) = kernel.filter(|k| k.absurd_lines > 0) {
+        unused.push(format!(
+            "{} CUZK_TIMING line(s) ignored for a value over an hour{}: {}",
+            k.absurd_lines,
+            first_at(lines.first_absurd_timing),
+            printable(k.absurd_example.as_deref().unwrap_or("-"))
+        ));
+    }
+    unused
+}
+
 /// What a log of which every line was over the length limit holds, in words (`None` for
 /// any other log): "no TIMELINE line proofline could read", not "no TIMELINE line", since
 /// the lines skipped unread may have been TIMELINE lines.
