@@ -80,7 +80,7 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     // a report of a long log is megabytes (JSON: 10 MB for 30 000 jobs), written in small
     // pieces: in 256 KiB writes, not 8 KiB ones
     let mut out = io::BufWriter::with_capacity(256 * 1024, stdout.lock());
-    let run = match args.format {
+    let mut run = match args.format {
         Format::Csv => {
             // the header first, so that even an empty log gives a CSV with one
             let mut w = csv::WriterBuilder::new()
@@ -163,6 +163,12 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             eprintln!("proofline: warning: {msg}");
         }
     }
+    // The command ends here, and the process with it: the report's rows go back with the
+    // process's memory, not freed one by one (20 000 rows took 2 ms after the output).
+    for rows in [&mut run.report.jobs, &mut run.report.incomplete] {
+        std::mem::forget(std::mem::take(rows));
+    }
+    std::mem::forget(std::mem::take(&mut run.report.transitions));
     run.result()
 }
 

@@ -469,7 +469,7 @@ pub(crate) fn run_log_until(
     if let Some(pb) = progress {
         pb.finish_and_clear();
     }
-    let mut report = engine.report();
+    let mut report = engine.into_report();
     report.lines = feeder.stats;
     report.lines.from_input = true;
     if report.lines.timeline_lines == 0 && report.lines.lines > 0 {

@@ -356,7 +356,7 @@ pub(crate) fn run_journal_until(
     let status_ok = status.success() || stopped;
     let errors = errors.join().unwrap_or_default();
     engine.finish(&mut sink);
-    let mut report = engine.report();
+    let mut report = engine.into_report();
     report.lines = feeder.stats;
     report.lines.from_input = true;
     if !status_ok {

@@ -996,6 +996,53 @@ mod tables_and_records {
     }
 }
 
+/// [`Engine::into_report`] moves the rows that [`Engine::report`] copies: the same report,
+/// rows and all (jobs, transitions, incomplete jobs, the rows past the limit counted).
+#[cfg(test)]
+mod into_report {
+    use super::*;
+    use crate::sink::NoUpdates;
+
+    #[test]
+    fn the_report_moved_is_the_report_copied() {
+        let mut e = Engine::new(
+            EngineConfig::default()
+                .expected_partitions(Some(1))
+                .max_rows(3),
+        );
+        let mut feeder = crate::reader::LineFeeder::new();
+        let mut lines = Vec::new();
+        for j in 0..6u64 {
+            let t = j * 100;
+            lines.push(format!("TIMELINE,{t},SYNTH_START,j{j},partition=0"));
+            lines.push(format!(
+                "TIMELINE,{},SYNTH_END,j{j},partition=0,synth_ms=10",
+                t + 10
+            ));
+            lines.push(format!(
+                "TIMELINE,{},GPU_START,j{j},worker=0,partition=0",
+                t + 20
+            ));
+            if j != 4 {
+                lines.push(format!(
+                    "TIMELINE,{},GPU_END,j{j},worker=0,partition=0,gpu_ms=5",
+                    t + 25
+                ));
+            }
+        }
+        for l in &lines {
+            feeder.feed_line(format!("{l}\n").as_bytes(), &mut e, &mut NoUpdates);
+        }
+        e.finish(&mut NoUpdates);
+        let copied = e.report();
+        assert_eq!(copied.jobs.len(), 3);
+        assert!(copied.jobs_omitted > 0 && !copied.transitions.is_empty());
+        assert!(!copied.incomplete.is_empty());
+        let json = |r: &crate::report::Report| serde_json::to_value(r).unwrap();
+        assert_eq!(json(&e.into_report()), json(&copied));
+    }
+}
+
 /// The engine follows at most [`MAX_GPU`] GPUs: an event whose GPU or worker index is past
 /// its limit is rejected and named, a start-up line placing a worker past them is not used
 /// (and said so), and the GPUs and events below the limits are kept.

@@ -248,6 +248,21 @@ impl Engine {
         })
     }
 
+    /// [`Engine::report`], the engine consumed: its rows (jobs, transitions, incomplete
+    /// jobs) are moved into the report, not copied (for 20 000 rows, a copy and then a free
+    /// of each was ~3 ms of the end of `analyze`, after the reading).
+    pub fn into_report(mut self) -> Report {
+        let t = &mut self.totals;
+        let jobs = std::mem::take(&mut t.job_rows);
+        let transitions = std::mem::take(&mut t.tr_rows);
+        let incomplete = std::mem::take(&mut t.incomplete_rows);
+        let mut r = self.report();
+        r.jobs = jobs;
+        r.transitions = transitions;
+        r.incomplete = incomplete;
+        r
+    }
+
     /// The report of everything processed so far. Call [`Engine::finish`] first for the
     /// final one; before that, events in the reorder buffer and jobs in flight are not in it.
     pub fn report(&self) -> Report {
