@@ -138,8 +138,13 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         );
     }
     // (in the text report, among its warnings)
-    if let Some(w) = proofline_core::text::shallow_restarts(&run.report.events)
-        .filter(|_| args.format != Format::Text)
+    for w in [
+        proofline_core::text::shallow_restarts(&run.report.events),
+        proofline_core::text::partitions_past_count(&run.report.events),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|_| args.format != Format::Text)
     {
         eprintln!("proofline: warning: {w}");
     }

@@ -169,7 +169,8 @@ fn journal_of(path: &Path) -> Option<JournalArgs> {
 }
 
 /// What makes a side's figures doubtful, in words: lines not used as out of the window,
-/// GPU intervals stuck, restarts that may be disorder (`None` without any).
+/// GPU intervals stuck, restarts that may be disorder, partitions past their job's count
+/// (`None` without any).
 fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
     let mut doubts = Vec::new();
     if e.stray_late + e.stray_early > 0 {
@@ -185,6 +186,12 @@ fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
         doubts.push(format!(
             "{} restart(s) that fell back less than halfway to offset 0",
             e.shallow_restarts
+        ));
+    }
+    if e.partitions_past_count > 0 {
+        doubts.push(format!(
+            "{} event(s) of a partition past its job's count of partitions",
+            e.partitions_past_count
         ));
     }
     (!doubts.is_empty()).then(|| doubts.join(", "))

@@ -1094,6 +1094,50 @@ fn export_says_what_it_did_not_use_as_analyze_does() {
     assert_eq!(said(&openmetrics.stderr), want);
 }
 
+/// A partition count set below the prover's (`--partitions-for porep-=3` on PoRep's 10)
+/// completed jobs early and read their later lines as conflicts and new attempts, with no
+/// hint: the events past the count are counted, the first named with the rule it broke.
+#[test]
+fn a_partition_count_set_too_low_is_said() {
+    let log = tmp("count-too-low.log");
+    generate(&["--jobs", "3"], &log);
+    let read = |args: &[&str]| {
+        let r = ran(
+            proofline()
+                .args(["analyze", "--format", "json"])
+                .args(args)
+                .arg(&log),
+            0,
+        );
+        let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+        (v["events"].clone(), r.stderr)
+    };
+    for args in [&[][..], &["--partitions-for", "porep-=10"]] {
+        let (e, err) = read(args);
+        assert_eq!(e["partitions_past_count"], 0, "{args:?}: {e}");
+        assert!(!err.contains("past the count"), "{args:?}: {err}");
+    }
+    let (e, err) = read(&["--partitions-for", "porep-=3"]);
+    assert!(e["partitions_past_count"].as_u64().unwrap() > 0, "{e}");
+    let example = e["partition_past_count_example"].as_str().unwrap();
+    assert!(
+        example.contains("past the 3 partition(s) of --partitions-for porep-=3"),
+        "{example}"
+    );
+    assert!(err.contains("set too low?"), "{err}");
+    let report = ran(
+        proofline()
+            .args(["analyze", "--partitions-for", "porep-=3"])
+            .arg(&log),
+        0,
+    )
+    .stdout;
+    assert!(
+        report.contains("Warning: ") && report.contains(example),
+        "{report}"
+    );
+}
+
 /// Lines shuffled further than the reorder window read as restarts: the report says that
 /// they fell back less than halfway to offset 0, where a restarted prover starts again, and
 /// what reads them as one run (it read as 73 restarts with a confident verdict, without a

@@ -467,6 +467,15 @@ pub struct EventStats {
     /// The first of them: from which offset back to which.
     #[serde(default)]
     pub shallow_restart_example: Option<String>,
+    /// Events of a partition past the count of partitions that completes their job (a
+    /// `--partitions-for` rule, the id's form, or `--partitions`): the count is
+    /// lower than the prover's, so jobs complete early and their later lines read as
+    /// conflicts and new attempts.
+    #[serde(default)]
+    pub partitions_past_count: u64,
+    /// The first of them: the job, the partition, the count and where it came from.
+    #[serde(default)]
+    pub partition_past_count_example: Option<String>,
     /// Lines far behind the newest one, alone: stray late lines, not used.
     #[serde(default)]
     pub stray_late: u64,

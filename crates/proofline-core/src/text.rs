@@ -407,6 +407,18 @@ pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
     })
 }
 
+/// What events of a partition past the count that completes their job say, in words
+/// (`None` without any): the count is lower than the prover's.
+pub fn partitions_past_count(e: &crate::report::EventStats) -> Option<String> {
+    (e.partitions_past_count > 0).then(|| {
+        format!(
+            "{} event(s) of a partition past the count that completes its job ({}): that count is lower than the prover's, so jobs completed early and their later lines read as conflicts and new attempts; a --partitions-for or --partitions set too low?",
+            e.partitions_past_count,
+            printable(e.partition_past_count_example.as_deref().unwrap_or("-"))
+        )
+    })
+}
+
 /// Renders the report as text: for a terminal, so that what came from the log (job ids,
 /// proof kinds, quoted lines) cannot drive it ([`printable`]).
 pub fn render(r: &Report) -> String {
@@ -568,6 +580,9 @@ fn render_raw(r: &Report, nouns: &crate::Nouns, parallel_rows: usize) -> String 
         },
     );
     if let Some(w) = shallow_restarts(e) {
+        let _ = writeln!(o, "Warning: {w}");
+    }
+    if let Some(w) = partitions_past_count(e) {
         let _ = writeln!(o, "Warning: {w}");
     }
     if let Some(err) = &l.read_error {

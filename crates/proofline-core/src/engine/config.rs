@@ -290,6 +290,12 @@ impl EngineConfig {
             .or(self.expected_partitions)
     }
 
+    /// The prefix of the [`EngineConfig::partitions_for`] rule that gives job `job_id` its
+    /// count, if one does.
+    pub(crate) fn partitions_rule_of(&self, job_id: &str) -> Option<&str> {
+        longest_rule(&self.partitions_by_prefix, job_id).map(|(p, _)| p.as_str())
+    }
+
     /// The settings the engine runs with: at least one worker per device, a busy history
     /// long enough to look back past the reorder window and the completion grace, and a
     /// restart threshold no shorter than the reorder window.
@@ -305,9 +311,13 @@ impl EngineConfig {
 
 /// The value of the longest of `rules`' prefixes that `job_id` starts with.
 fn longest_prefix<'a, T>(rules: &'a [(String, T)], job_id: &str) -> Option<&'a T> {
+    longest_rule(rules, job_id).map(|(_, v)| v)
+}
+
+/// The rule of `rules` with the longest prefix that `job_id` starts with.
+fn longest_rule<'a, T>(rules: &'a [(String, T)], job_id: &str) -> Option<&'a (String, T)> {
     rules
         .iter()
         .filter(|(p, _)| job_id.starts_with(p.as_str()))
         .max_by_key(|(p, _)| p.len())
-        .map(|(_, v)| v)
 }

@@ -207,6 +207,10 @@ impl Engine {
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
         let job = live_mut(&mut self.jobs, idx);
         job.saw(e.nums.partition().is_none(), e.proof_kind());
+        if job.expected.is_some_and(|n| pidx as u64 >= u64::from(n)) {
+            self.partition_past_count(idx, pidx);
+        }
+        let job = live_mut(&mut self.jobs, idx);
         match job
             .slot(pidx)
             .record(e.nums.kind, e.t, e.signature(), e.nums.worker())
@@ -249,6 +253,32 @@ impl Engine {
                 false
             }
         }
+    }
+
+    /// Counts an event of job `idx`'s partition `pidx`, past the count that completes the
+    /// job; the first is described, with where the count came from.
+    #[cold]
+    fn partition_past_count(&mut self, idx: usize, pidx: usize) {
+        let s = &mut self.totals.stats;
+        s.partitions_past_count += 1;
+        if s.partition_past_count_example.is_some() {
+            return;
+        }
+        let job = live(&self.jobs, idx);
+        let n = job.expected.unwrap_or(0);
+        let name = self.names.name(job.name);
+        // (in the order `EngineConfig::expected_partitions_of` takes them)
+        let from = match self.cfg.partitions_rule_of(name) {
+            Some(prefix) => format!("--partitions-for {prefix}={n}"),
+            None if job.whole && n == 1 => "a whole proof (its first line named none)".to_owned(),
+            None if crate::event::expected_partitions_from_job_id(name) == Some(n) => {
+                "its id's form".to_owned()
+            }
+            None => format!("--partitions {n}"),
+        };
+        self.totals.stats.partition_past_count_example = Some(format!(
+            "{name} partition {pidx}, past the {n} partition(s) of {from}"
+        ));
     }
 
     fn on_synth_start(&mut self, idx: usize, pidx: usize, t: u64) {
