@@ -73,6 +73,33 @@ impl<W: Write> Daemon<W> {
         )
     }
 
+    /// Writes the simulated log, flushed, after cuzk's start-up lines when the daemon's own
+    /// lines are asked for or its GPUs have other than cuzk's default of 2 workers each:
+    /// without them, `analyze` places the workers by that default (3 workers per GPU read
+    /// as 1.5 GPUs per GPU).
+    fn log(&mut self, cfg: &proofline_sim::SimConfig) -> io::Result<()> {
+        let per_gpu = cfg.workers_per_gpu.max(1);
+        if self.log_lines || per_gpu != 2 {
+            let gpus = cfg.gpus;
+            let mut l = self.stamp("INFO", "cuzk_core::engine");
+            l.push_str(&format!(
+                "initializing GPU workers num_gpus={gpus} gpu_workers_per_device={per_gpu} total_workers={}\n",
+                gpus * per_gpu
+            ));
+            for w in 0..gpus * per_gpu {
+                l.push_str(&self.stamp("INFO", "cuzk_core::engine"));
+                l.push_str(&format!(
+                    "pipeline GPU worker started worker_id={w} gpu={} sub_id={}\n",
+                    w / per_gpu,
+                    w % per_gpu
+                ));
+            }
+            self.out.write_all(l.as_bytes())?;
+        }
+        proofline_sim::instant::write_log(cfg, self)?;
+        self.flush()
+    }
+
     fn write_line(&mut self) -> io::Result<()> {
         let text = String::from_utf8_lossy(&self.line);
         let mut fields = text.trim_end().splitn(5, ',');
@@ -167,9 +194,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
                 args.log_lines,
                 args.prefixed_pct,
             );
-            let written = proofline_sim::instant::write_log(&cfg, &mut w)
-                .map_err(anyhow::Error::from)
-                .and_then(|_| Ok(w.flush()?));
+            let written = w.log(&cfg).map_err(anyhow::Error::from);
             if let Err(e) = written {
                 // no truncated log left behind to be taken for a whole one (a regular file
                 // only: never a device or a pipe named as the output)
@@ -186,8 +211,7 @@ pub(crate) fn run(args: &GenerateArgs) -> Result<()> {
                 args.log_lines,
                 args.prefixed_pct,
             );
-            proofline_sim::instant::write_log(&cfg, &mut w)?;
-            w.flush()?;
+            w.log(&cfg)?;
         }
     }
     Ok(())

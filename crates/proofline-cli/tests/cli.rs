@@ -1138,6 +1138,48 @@ fn a_partition_count_set_too_low_is_said() {
     );
 }
 
+/// A generated log of GPUs with other than cuzk's default of 2 workers each starts with
+/// cuzk's start-up lines, so that `analyze` places the workers as the run did: with 3
+/// workers on one GPU it read 2 GPUs. The default log stays TIMELINE lines alone; the
+/// daemon-shaped one (`--log-lines`) has them always, as cuzk's daemon log does.
+#[test]
+fn a_generated_log_says_how_many_workers_each_gpu_has() {
+    let gpus = |args: &[&str]| {
+        let log = tmp(&format!("workers{}.log", args.join("")));
+        generate(args, &log);
+        let text = std::fs::read_to_string(&log).unwrap();
+        let v: serde_json::Value = serde_json::from_str(
+            &ran(
+                proofline().args(["analyze", "--format", "json"]).arg(&log),
+                0,
+            )
+            .stdout,
+        )
+        .unwrap();
+        (v["gpus"].as_array().unwrap().len(), text)
+    };
+    let (n, text) = gpus(&["--jobs", "3", "--workers-per-gpu", "3"]);
+    assert_eq!(n, 1, "{}", &text[..400]);
+    assert!(
+        text.contains("gpu_workers_per_device=3"),
+        "{}",
+        &text[..400]
+    );
+    let (n, text) = gpus(&["--jobs", "3", "--gpus", "2", "--workers-per-gpu", "1"]);
+    assert_eq!(n, 2, "{}", &text[..400]);
+    let (n, text) = gpus(&["--jobs", "3"]);
+    assert_eq!(n, 1);
+    assert!(text.starts_with("TIMELINE,"), "{}", &text[..200]);
+    let (_, text) = gpus(&["--jobs", "3", "--log-lines"]);
+    assert!(
+        text.lines().next().unwrap().ends_with(
+            "initializing GPU workers num_gpus=1 gpu_workers_per_device=2 total_workers=2"
+        ),
+        "{}",
+        &text[..400]
+    );
+}
+
 /// Lines shuffled further than the reorder window read as restarts: the report says that
 /// they fell back less than halfway to offset 0, where a restarted prover starts again, and
 /// what reads them as one run (it read as 73 restarts with a confident verdict, without a
@@ -1703,7 +1745,14 @@ fn cuzk_start_up_lines_map_workers_to_gpus() {
         &["--jobs", "4", "--gpus", "2", "--workers-per-gpu", "1"],
         &log,
     );
-    let timeline = std::fs::read_to_string(&log).unwrap();
+    // the TIMELINE lines alone (generate writes cuzk's start-up lines for this run)
+    let timeline: String = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("TIMELINE,"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, &timeline).unwrap();
     let startup = "2026-12-01T03:00:00.1Z  INFO cuzk_core::engine: initializing GPU workers num_gpus=2 gpu_workers_per_device=1 total_workers=2 gpus=[0, 1]\n\
         2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started worker_id=0 gpu=0 sub_id=0\n\
         2026-12-01T03:00:00.2Z  INFO cuzk_core::engine: pipeline GPU worker started worker_id=1 gpu=1 sub_id=0\n";

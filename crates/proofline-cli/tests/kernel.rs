@@ -439,7 +439,8 @@ fn a_bad_value_in_a_timing_line_loses_only_that_value() {
 
 /// A daemon's log around the same lines (tracing's own line beside each TIMELINE line, a
 /// third of the lines after a log prefix, as `generate --log-lines --prefixed-pct` writes,
-/// the benchmarks' cuzk-shaped log) changes no figure of the report but its line count.
+/// the benchmarks' cuzk-shaped log) changes no figure of the report but its line count, and
+/// the GPU mapping's source (cuzk's start-up lines, which the daemon's log has).
 #[test]
 fn a_daemons_log_around_the_lines_changes_no_figure() {
     let args = [
@@ -465,11 +466,17 @@ fn a_daemons_log_around_the_lines_changes_no_figure() {
         .lines()
         .filter(|l| l.starts_with("TIMELINE,"))
         .count();
+    // (and cuzk's start-up lines first: one, then one per GPU worker)
+    let start_up = daemon_text
+        .lines()
+        .take_while(|l| l.contains("GPU worker"))
+        .count();
+    assert_eq!(start_up, 1 + 4);
     let ordinary = daemon_text
         .lines()
         .filter(|l| !l.contains("TIMELINE,") && !l.contains("CUZK_TIMING:"))
         .count();
-    assert_eq!(ordinary, timeline);
+    assert_eq!(ordinary, timeline + start_up);
     let prefixed = daemon_text
         .lines()
         .filter(|l| {
@@ -494,5 +501,17 @@ fn a_daemons_log_around_the_lines_changes_no_figure() {
     assert_eq!(b["lines"]["lines"], daemon_text.lines().count() as u64);
     a["lines"]["lines"] = 0.into();
     b["lines"]["lines"] = 0.into();
+    // the same mapping of workers to GPUs (cuzk's default), said to come from the start-up
+    // lines where the daemon's log has them
+    assert_eq!(a["gpus"], b["gpus"]);
+    assert!(
+        b["gpu_mapping"]
+            .as_str()
+            .unwrap()
+            .contains("start-up lines"),
+        "{}",
+        b["gpu_mapping"]
+    );
+    a["gpu_mapping"] = b["gpu_mapping"].clone();
     assert_eq!(a, b);
 }
