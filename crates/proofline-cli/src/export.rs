@@ -152,7 +152,9 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
             "proofline: warning: {} is empty: the export holds no slices",
             source.describe()
         );
-    } else if let Some(w) = proofline_core::text::none_readable(lines) {
+    } else if let Some(w) =
+        proofline_core::text::none_readable(lines).filter(|_| run.error.is_none())
+    {
         eprintln!(
             "proofline: warning: {} {w}; the export holds no slices",
             source.describe()

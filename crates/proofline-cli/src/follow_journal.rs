@@ -161,6 +161,13 @@ fn make_state_dir(dir: &std::path::Path) -> Result<()> {
     match std::fs::create_dir(dir) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if let Some(target) = std::fs::read_link(dir).ok().filter(|_| !dir.exists()) {
+                anyhow::bail!(
+                    "--state-dir {} is a symbolic link to {}, which does not exist",
+                    dir.display(),
+                    target.display()
+                );
+            }
             anyhow::ensure!(
                 dir.is_dir(),
                 "--state-dir {} is not a directory",

@@ -26,17 +26,17 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Fault: synthesis hangs MS milliseconds (cuzk time) in job N's first partition (0-based).
-    #[arg(long, value_name = "N:MS")]
+    #[arg(long, value_name = "N:MS", allow_hyphen_values = true)]
     stall: Option<String>,
     /// Fault: GPU G's kernels take FACTOR times as long.
-    #[arg(long, value_name = "G:FACTOR")]
+    #[arg(long, value_name = "G:FACTOR", allow_hyphen_values = true)]
     slow_gpu: Option<String>,
     /// Fault: partition P of job J never finishes its GPU work.
-    #[arg(long, value_name = "J:P")]
+    #[arg(long, value_name = "J:P", allow_hyphen_values = true)]
     never_finish: Option<String>,
     /// Fault: GPU worker W's N-th GPU call (0-based) panics; the worker logs it and goes on,
     /// the partition never finishes (as in cuzk, whose spawn_blocking catches the panic).
-    #[arg(long, value_name = "W:N")]
+    #[arg(long, value_name = "W:N", allow_hyphen_values = true)]
     panic_worker: Option<String>,
     /// Kernel time of a partition's GPU call, inside the GPU lock, cuzk ms (cuzk measured
     /// ~3700; its Phase 9 ~1800). Range 1..=600000.
@@ -101,9 +101,11 @@ impl SimArgs {
                 cfg.gpus,
                 cfg.gpus - 1
             );
+            // (named as given: 1e308 printed as a float is 309 digits)
+            let given = s.split_once(':').map_or(s.as_str(), |(_, f)| f);
             anyhow::ensure!(
                 factor > 0.0 && factor <= 1000.0,
-                "--slow-gpu: a factor of {factor} is out of range: above 0, at most 1000"
+                "--slow-gpu: a factor of {given} is out of range: above 0, at most 1000"
             );
             cfg.faults.slow_gpu = Some((g, factor));
         }

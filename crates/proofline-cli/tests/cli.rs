@@ -487,6 +487,15 @@ fn bad_fault_flags_say_what_is_wrong() {
             "--slow-gpu: a factor of NaN is out of range",
         ),
         (
+            &["--slow-gpu", "0:1e308"],
+            "--slow-gpu: a factor of 1e308 is out of range",
+        ),
+        // (a value that starts with a hyphen is the flag's, not another flag)
+        (
+            &["--stall", "-1:100"],
+            "--stall: `-1` is not a valid number",
+        ),
+        (
             &["--never-finish", "0:10"],
             "--never-finish: job 0 (porep-c2) has 10 partition(s) (0..=9), not 10",
         ),
@@ -1121,7 +1130,7 @@ fn a_partition_count_set_too_low_is_said() {
     assert!(e["partitions_past_count"].as_u64().unwrap() > 0, "{e}");
     let example = e["partition_past_count_example"].as_str().unwrap();
     assert!(
-        example.contains("past the 3 partition(s) of --partitions-for porep-=3"),
+        example.contains("partition(s) of the rule for ids starting `porep-` (--partitions-for)"),
         "{example}"
     );
     assert!(err.contains("set too low?"), "{err}");

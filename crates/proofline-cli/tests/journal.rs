@@ -229,12 +229,17 @@ fn journal_mistakes_are_said_plainly() {
     // watch makes its state directory, not the parents of a mistyped one; a file is no
     // state directory
     std::fs::write(dir.join("a-file"), "").unwrap();
+    // (a link left pointing nowhere, as a removed StateDirectory= leaves one)
+    let dangling = dir.join("dangling");
+    let _ = std::fs::remove_file(&dangling);
+    std::os::unix::fs::symlink(dir.join("gone"), &dangling).unwrap();
     for (state, said) in [
         (
             dir.join("no-such-dir").join("state"),
             "its parent directory does not exist",
         ),
         (dir.join("a-file"), "is not a directory"),
+        (dangling, "is a symbolic link to"),
     ] {
         let watch = ["watch", "--metrics-addr", "127.0.0.1:0", "--journal-file"];
         let err = ran(

@@ -101,6 +101,10 @@ fn a_stop_inside_a_long_sleep_ends_the_demo_within_its_bound() {
             serde_json::from_slice(&std::fs::read(dir.join("demo-report.json")).unwrap()).unwrap();
         let summary = &report["summary"];
         assert_eq!(summary["jobs_complete"], 0, "{name}: {summary}");
+        // no partition stopped inside its synthesis reads as synthesized
+        let log = std::fs::read_to_string(dir.join("demo-timeline.log")).unwrap();
+        assert!(log.contains(",SYNTH_START,"), "{name}: {log}");
+        assert!(!log.contains(",SYNTH_END,"), "{name}: {log}");
         assert!(
             summary["jobs_incomplete"].as_u64().unwrap() >= 1,
             "{name}: the job in flight stays unfinished: {summary}"

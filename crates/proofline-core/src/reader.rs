@@ -284,20 +284,16 @@ impl LineFeeder {
     /// block is checked for UTF-8 once (the common case); only a block that fails is checked
     /// line by line, so that one bad byte costs one line.
     pub fn feed_lines(&mut self, block: &[u8], engine: &mut Engine, sink: &mut impl UpdateSink) {
-        let _ = self.parse_lines(block, |p| p.feed(engine, sink));
+        self.parse_lines(block, |p| p.feed(engine, sink));
     }
 
     /// Counts and parses the lines of `block` (as [`LineFeeder::feed_lines`]), giving each
-    /// event to `on_event`; its strings are slices of `block`. Returns the block as text when
-    /// it is all UTF-8 (checked once; otherwise line by line).
-    fn parse_lines<'a>(
-        &mut self,
-        block: &'a [u8],
-        mut on_event: impl FnMut(Parsed<'a>),
-    ) -> Option<&'a str> {
+    /// event to `on_event`; its strings are slices of `block`. The block is checked for UTF-8
+    /// once; only one that fails, line by line.
+    fn parse_lines<'a>(&mut self, block: &'a [u8], mut on_event: impl FnMut(Parsed<'a>)) {
         if let Ok(text) = std::str::from_utf8(block) {
             self.parse_str_lines(text, Each(on_event));
-            return Some(text);
+            return;
         }
         for line in block.split_inclusive(|&b| b == b'\n') {
             if line.last() != Some(&b'\n') {
@@ -310,7 +306,6 @@ impl LineFeeder {
                 self.not_utf8(line);
             }
         }
-        None
     }
 
     /// [`LineFeeder::parse_lines`] for a block known to be UTF-8.
@@ -446,7 +441,7 @@ impl LineFeeder {
             }
             match memchr::memrchr(b'\n', body) {
                 Some(last) => {
-                    let _ = self.parse_lines(&body[..=last], |p| feed(p, engine, sink));
+                    self.parse_lines(&body[..=last], |p| feed(p, engine, sink));
                     carry.extend_from_slice(&body[last + 1..]);
                 }
                 None => carry.extend_from_slice(body),
@@ -514,6 +509,9 @@ impl LineFeeder {
         stop: &mut dyn FnMut() -> bool,
         handoff: Handoff,
     ) -> io::Result<bool> {
+        // (a line over the limit is found as a block's first only while two reads are
+        // within it: `read_batches`)
+        debug_assert!(2 * chunk <= MAX_LINE_BYTES, "{chunk}");
         // Two blocks in the channel: the reader stays at most three blocks ahead.
         let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(2);
         let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
@@ -692,7 +690,7 @@ struct Shared {
 
 /// The reader thread of [`LineFeeder::feed_all_parallel`]: reads blocks of whole lines,
 /// parses them (or hands them over unparsed, as [`Handoff`] says) and sends them on, reusing
-/// the blocks that come back.
+/// the batches that come back (and the buffer of a block handed over).
 fn read_batches(
     mut input: impl Read,
     chunk: usize,
@@ -707,12 +705,16 @@ fn read_batches(
     // core's cache when the next block is read into it. It goes over only when a block is
     // handed over unparsed, and comes back with the batch.
     let mut buf: Vec<u8> = Vec::new();
+    // a buffer that came back while this one was in use: the next to read into once this
+    // one is handed over (not a fresh one, zeroed and faulted in, at each hand-over)
+    let mut spare: Option<Vec<u8>> = None;
     loop {
         let mut batch = empty.try_recv().unwrap_or_default();
         if let Some(back) = batch.raw.take() {
-            if buf.capacity() == 0 {
-                buf = back;
-            }
+            spare.get_or_insert(back);
+        }
+        if buf.capacity() == 0 {
+            buf = spare.take().unwrap_or_default();
         }
         // Its bytes up to its length were written before: they are read over, not
         // zeroed first (`filled` says how many are this block's). A zeroing of each block
@@ -773,21 +775,22 @@ fn read_batches(
             filled = buf.len();
         };
         // The block's first line may have grown past the limit before its newline came (a
-        // read brings up to the limit after what it has): skipped, as the line-by-line
-        // reader skips it. Only a block over the limit can hold such a line.
+        // read brings up to the limit after what it has), or, at the end of the input, be a
+        // last line without one: skipped, as the line-by-line reader skips it. Only a block
+        // over the limit can hold such a line, and only as its first (blocks are read at
+        // most half the limit at a time, `feed_blocks`).
         if lines_end > MAX_LINE_BYTES {
-            if let Some(nl) = memchr::memchr(b'\n', &buf[..lines_end]) {
-                let cut = match within_limit(&buf[..nl]) {
-                    Some(text) => text,
-                    None => {
-                        skipped += 1;
-                        nl + 1
-                    }
-                };
-                buf.drain(..cut);
-                lines_end -= cut;
-                filled -= cut;
-            }
+            let end = memchr::memchr(b'\n', &buf[..lines_end]).unwrap_or(lines_end);
+            let cut = match within_limit(&buf[..end]) {
+                Some(text) => text,
+                None => {
+                    skipped += 1;
+                    (end + 1).min(lines_end)
+                }
+            };
+            buf.drain(..cut);
+            lines_end -= cut;
+            filled -= cut;
         }
         carry.extend_from_slice(&buf[lines_end..filled]);
         buf.truncate(lines_end);
@@ -823,8 +826,8 @@ fn read_batches(
     }
 }
 
-/// A block of lines and what they hold: parsed events, with the text their strings point
-/// into, and the counts of its lines; or, before it is parsed, the block itself.
+/// A block of lines and what they hold: parsed events, with their strings copied out, and
+/// the counts of its lines; or, before it is parsed, the block itself.
 #[derive(Default)]
 struct Batch {
     /// The events' job ids and proof kinds, one after another: copied out of the block, so
@@ -876,7 +879,7 @@ impl Batch {
             Ok(text) => feeder.parse_str_lines(text, Fill { batch: self }),
             // rare: a line is not UTF-8 (and holds no event)
             Err(_) => {
-                let _ = feeder.parse_lines(block, |p| self.take(p));
+                feeder.parse_lines(block, |p| self.take(p));
             }
         }
         self.stats = feeder.stats;
@@ -1266,7 +1269,7 @@ mod tests {
         );
         let report = serde_json::to_string(&report).unwrap();
         let handoffs = [Handoff::Never, Handoff::Always, Handoff::WhenWaiting];
-        for cap in [1, 2, 3, 7, 16, 33, 64, 100, 1 << 20] {
+        for cap in [1, 2, 3, 7, 16, 33, 64, 100, 1 << 19] {
             for parallel in std::iter::once(None).chain(handoffs.map(Some)) {
                 let (stats, r) = read(cap, parallel);
                 let how = format!("read size {cap}, parallel {parallel:?}");
@@ -1533,6 +1536,10 @@ mod oversized_tests {
                 }
                 let over = u64::from(len > MAX_LINE_BYTES);
                 let want = (before as u64 + 11, over, before as u64 + 10);
+                // (the same line last, without its newline: a cut line, or one skipped)
+                let mut cut = log.clone();
+                cut.extend(std::iter::repeat_n(b'x', len));
+                let want_cut = (want.0 + 1, 2 * over, want.2);
                 for chunk in [1 << 16, 1 << 18] {
                     let (mut f, mut e) = (LineFeeder::new(), Engine::default());
                     f.feed_blocks(
@@ -1551,6 +1558,21 @@ mod oversized_tests {
                         (over == 1).then_some(before as u64 + 1),
                         "blocks of {chunk}: {len} after {before}"
                     );
+                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+                    f.feed_blocks(
+                        &cut[..],
+                        &mut e,
+                        &mut NoUpdates,
+                        chunk,
+                        &mut || false,
+                        Handoff::WhenWaiting,
+                    )
+                    .unwrap();
+                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    assert_eq!(
+                        got, want_cut,
+                        "blocks of {chunk}: {len} after {before}, cut"
+                    );
                 }
                 // the line-by-line reader, with its buffer smaller than the limit and larger
                 for cap in [8 << 10, 256 << 10, 4 << 20] {
@@ -1564,6 +1586,16 @@ mod oversized_tests {
                     .unwrap();
                     let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
                     assert_eq!(got, want, "reads of {cap}: {len} after {before}");
+                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+                    f.feed_all(
+                        &mut io::BufReader::with_capacity(cap, &cut[..]),
+                        &mut e,
+                        &mut NoUpdates,
+                        |_| {},
+                    )
+                    .unwrap();
+                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    assert_eq!(got, want_cut, "reads of {cap}: {len} after {before}, cut");
                 }
             }
         }

@@ -424,15 +424,32 @@ impl Timing {
         !self.bad().is_empty()
     }
 
-    /// What is wrong with a partial line, in words.
+    /// What is wrong with a partial line, in words: a value that is no whole number, or one
+    /// of digits too large to read (past 2^64 - 1 ms, where it was called no whole number).
     pub fn bad_pairs(&self) -> String {
-        format!(
-            "CUZK_TIMING: {}: not a whole number of milliseconds; the line's other keys are kept",
-            self.bad()
+        let digits = |p: &str| {
+            p.split_once('=')
+                .is_some_and(|(_, v)| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let said = |too_large: bool, why: &str| {
+            let pairs: Vec<String> = self
+                .bad()
                 .iter()
+                .filter(|p| digits(p) == too_large)
                 .map(|p| format!("`{p}`"))
-                .collect::<Vec<_>>()
-                .join(", ")
+                .collect();
+            (!pairs.is_empty()).then(|| format!("{}: {why}", pairs.join(", ")))
+        };
+        let whys: Vec<String> = [
+            said(false, "not a whole number of milliseconds"),
+            said(true, "a number too large to read (over 2^64 - 1 ms)"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        format!(
+            "CUZK_TIMING: {}; the line's other keys are kept",
+            whys.join("; ")
         )
     }
 
@@ -975,6 +992,15 @@ mod tests {
         assert_eq!(t.get(TimingKey::GpuTotal), Some(3300));
         assert_eq!(t.get(TimingKey::TailMsm), None);
         assert!(t.is_partial() && t.bad_pairs().contains("`tail_msm_ms=4x1`"));
+        // a value of digits past u64 is too large, not "no whole number"
+        let t =
+            timing("CUZK_TIMING: gpu_tid=0 tail_msm_ms=4x1 mutex_held_ms=99999999999999999999999");
+        assert_eq!(
+            t.bad_pairs(),
+            "CUZK_TIMING: `tail_msm_ms=4x1`: not a whole number of milliseconds; \
+             `mutex_held_ms=99999999999999999999999`: a number too large to read (over 2^64 - 1 ms); \
+             the line's other keys are kept"
+        );
         assert_eq!(parse_timing("TIMELINE,1,GPU_END,j,worker=0"), None);
     }
 }

@@ -353,6 +353,10 @@ fn gpu_detail(worker: u32, partition: Option<u32>) -> String {
 /// Runs the simulated prover on real threads until its jobs are done (or, with `forever`,
 /// until `stop` is set), printing no TIMELINE lines. Spans go to the calling thread's
 /// default subscriber, which every thread of the prover inherits.
+///
+/// `stop` set ends the run within 50 ms, sleeps included: the work in flight is
+/// left where it is, as a process killed there leaves it (its spans stay open, nothing more
+/// of it is printed), not finished first.
 pub fn run(
     cfg: &SimConfig,
     speed: f64,
@@ -499,6 +503,8 @@ fn synth_worker(sh: &Shared, w: u32) {
             );
             if let Some(wait) = arrival.checked_sub(sh.start.elapsed()) {
                 if !nap(&sh.stop, wait) {
+                    // (its span is left open: closed, the layer would end the synthesis)
+                    std::mem::forget(span);
                     drop(d);
                     sh.budget.release();
                     break;
@@ -510,7 +516,9 @@ fn synth_worker(sh: &Shared, w: u32) {
             if let Some((job, ms)) = sh.cfg.faults.stall_before_job {
                 let stall = Duration::from_secs_f64(ms as f64 / sh.speed / 1000.0);
                 if job as u64 == unit.seq && !span.in_scope(|| nap(&sh.stop, stall)) {
-                    // stopped inside the stall: the partition stays started
+                    // stopped inside the stall: the partition stays started, its span open
+                    // (closed, the layer would print its SYNTH_END and GPU_QUEUE)
+                    std::mem::forget(span);
                     drop(d);
                     sh.budget.release();
                     break;
@@ -538,12 +546,13 @@ fn synth_worker(sh: &Shared, w: u32) {
             nap(&sh.stop, total.mul_f64(1.0 - CIRCUIT_SHARE))
                 .then(|| (t.elapsed().as_secs_f64() * 1000.0 * sh.speed) as u64)
         });
-        drop(span);
         let Some(synth_ms) = synth_ms else {
-            // stopped inside the synthesis: the partition stays started
+            // stopped inside the synthesis: the partition stays started, its span open
+            std::mem::forget(span);
             sh.budget.release();
             break;
         };
+        drop(span);
         if fails {
             // the error is logged outside the span, which has closed: no SYNTH_END
             sh.failed

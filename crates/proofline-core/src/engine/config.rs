@@ -283,11 +283,18 @@ impl EngineConfig {
     /// [`EngineConfig::expected_partitions`]; else `None` (the highest partition seen + 1,
     /// once the job is quiet).
     pub fn expected_partitions_of(&self, job_id: &str, whole: bool) -> Option<u32> {
+        self.count_of(job_id, whole).map(|(n, _)| n)
+    }
+
+    /// [`EngineConfig::expected_partitions_of`], with where the count came from.
+    pub(crate) fn count_of(&self, job_id: &str, whole: bool) -> Option<(u32, CountFrom)> {
         longest_prefix(&self.partitions_by_prefix, job_id)
-            .copied()
-            .or(whole.then_some(1))
-            .or_else(|| crate::event::expected_partitions_from_job_id(job_id))
-            .or(self.expected_partitions)
+            .map(|&n| (n, CountFrom::Rule))
+            .or(whole.then_some((1, CountFrom::Whole)))
+            .or_else(|| {
+                crate::event::expected_partitions_from_job_id(job_id).map(|n| (n, CountFrom::Id))
+            })
+            .or(self.expected_partitions.map(|n| (n, CountFrom::Default)))
     }
 
     /// The prefix of the [`EngineConfig::partitions_for`] rule that gives job `job_id` its
@@ -307,6 +314,19 @@ impl EngineConfig {
         self.restart_after_ms = self.restart_after_ms.max(self.reorder_window_ms);
         self
     }
+}
+
+/// Where a job's count of partitions came from ([`EngineConfig::count_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum CountFrom {
+    /// A [`EngineConfig::partitions_for`] rule.
+    Rule,
+    /// A whole proof: the job's first event named no partition.
+    Whole,
+    /// The id's form (`porep-*` 10, ...).
+    Id,
+    /// [`EngineConfig::expected_partitions`].
+    Default,
 }
 
 /// The value of the longest of `rules`' prefixes that `job_id` starts with.

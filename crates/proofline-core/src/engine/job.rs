@@ -236,6 +236,8 @@ pub(super) struct Job {
     pub proof_kind: Option<u16>,
     /// Partitions that complete it (`None`: unknown, completes after a grace period).
     pub expected: Option<u32>,
+    /// Where `expected` came from.
+    pub expected_from: Option<super::config::CountFrom>,
     /// A whole-proof job (its events carry no partition).
     pub whole: bool,
     /// Its partitions, by index.

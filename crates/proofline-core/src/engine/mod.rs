@@ -715,9 +715,7 @@ impl Engine {
         entry.max_request = entry.max_request.max(e.request().map_or(0, |r| r.get()));
         let attempt = entry.attempts;
         entry.attempts += 1;
-        let expected = self
-            .cfg
-            .expected_partitions_of(&entry.name, e.nums.partition().is_none());
+        let count = self.cfg.count_of(&entry.name, e.nums.partition().is_none());
         let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;
         self.totals.jobs_seen += 1;
@@ -728,7 +726,8 @@ impl Engine {
             attempt,
             run: self.run,
             proof_kind: kind_hint,
-            expected,
+            expected: count.map(|(n, _)| n),
+            expected_from: count.map(|(_, from)| from),
             whole: e.nums.partition().is_none(),
             parts,
             first_synth_start: None,

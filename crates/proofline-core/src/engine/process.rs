@@ -207,10 +207,12 @@ impl Engine {
     fn record(&mut self, idx: usize, pidx: usize, e: &Ev) -> bool {
         let job = live_mut(&mut self.jobs, idx);
         job.saw(e.nums.partition().is_none(), e.proof_kind());
-        if job.expected.is_some_and(|n| pidx as u64 >= u64::from(n)) {
+        let job = if job.expected.is_some_and(|n| pidx as u64 >= u64::from(n)) {
             self.partition_past_count(idx, pidx);
-        }
-        let job = live_mut(&mut self.jobs, idx);
+            live_mut(&mut self.jobs, idx)
+        } else {
+            job
+        };
         match job
             .slot(pidx)
             .record(e.nums.kind, e.t, e.signature(), e.nums.worker())
@@ -264,17 +266,20 @@ impl Engine {
         if s.partition_past_count_example.is_some() {
             return;
         }
+        use super::config::CountFrom;
         let job = live(&self.jobs, idx);
         let n = job.expected.unwrap_or(0);
         let name = self.names.name(job.name);
-        // (in the order `EngineConfig::expected_partitions_of` takes them)
-        let from = match self.cfg.partitions_rule_of(name) {
-            Some(prefix) => format!("--partitions-for {prefix}={n}"),
-            None if job.whole && n == 1 => "a whole proof (its first line named none)".to_owned(),
-            None if crate::event::expected_partitions_from_job_id(name) == Some(n) => {
-                "its id's form".to_owned()
+        let from = match job.expected_from {
+            Some(CountFrom::Rule) => format!(
+                "the rule for ids starting `{}` (--partitions-for)",
+                self.cfg.partitions_rule_of(name).unwrap_or_default()
+            ),
+            Some(CountFrom::Whole) => {
+                "a whole proof (its first line named no partition)".to_owned()
             }
-            None => format!("--partitions {n}"),
+            Some(CountFrom::Id) => "its id's form".to_owned(),
+            Some(CountFrom::Default) | None => "the default count (--partitions)".to_owned(),
         };
         self.totals.stats.partition_past_count_example = Some(format!(
             "{name} partition {pidx}, past the {n} partition(s) of {from}"
@@ -590,6 +595,51 @@ mod tests {
     use crate::codec::parse_line;
     use crate::engine::{Engine, EngineConfig};
     use crate::sink::Update;
+
+    /// An event past its job's count names where the count came from, as the engine took
+    /// it when the job began: a prefix rule, a whole proof, the id's form, the default.
+    #[test]
+    fn a_partition_past_the_count_names_where_the_count_came_from() {
+        for (cfg, lines, says) in [
+            (
+                EngineConfig::default().partitions_for("x-", 2),
+                &["TIMELINE,0,SYNTH_START,x-1,partition=5"][..],
+                "x-1 partition 5, past the 2 partition(s) of the rule for ids starting `x-` (--partitions-for)",
+            ),
+            (
+                // (a later line naming a partition does not make it other than a whole proof)
+                EngineConfig::default().expected_partitions(Some(4)),
+                &[
+                    "TIMELINE,0,SYNTH_START,w,kind=winning-post",
+                    "TIMELINE,1,SYNTH_END,w,partition=3,synth_ms=1",
+                ],
+                "w partition 3, past the 1 partition(s) of a whole proof (its first line named no partition)",
+            ),
+            (
+                EngineConfig::default(),
+                &["TIMELINE,0,SYNTH_START,porep-9-1,partition=12"],
+                "porep-9-1 partition 12, past the 10 partition(s) of its id's form",
+            ),
+            (
+                EngineConfig::default().expected_partitions(Some(2)),
+                &[
+                    "TIMELINE,0,SYNTH_START,j,partition=0",
+                    "TIMELINE,1,SYNTH_START,j,partition=2",
+                ],
+                "j partition 2, past the 2 partition(s) of the default count (--partitions)",
+            ),
+        ] {
+            let mut e = Engine::new(cfg);
+            for l in lines {
+                let ev = parse_line(l).unwrap().unwrap();
+                e.ingest(&ev, &mut crate::sink::NoUpdates);
+            }
+            e.finish(&mut crate::sink::NoUpdates);
+            let ev = e.report().events;
+            assert_eq!(ev.partitions_past_count, 1, "{says}");
+            assert_eq!(ev.partition_past_count_example.as_deref(), Some(says));
+        }
+    }
 
     /// A job of two partitions read with a count of one completes at its first partition;
     /// its second, already on the GPU, then never ends (its GPU_END is a line after the
