@@ -170,6 +170,16 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     if !unused.is_empty() {
         eprintln!("proofline: warning: {}", unused.join("; "));
     }
+    let events = &run.report.events;
+    for w in [
+        proofline_core::text::shallow_restarts(events),
+        proofline_core::text::partitions_past_count(events),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        eprintln!("proofline: warning: {w}");
+    }
     run.result()
 }
 
@@ -302,7 +312,10 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             done.runs, done.late
         );
     }
-    if let Some(w) = &done.shallow_restarts {
+    for w in [&done.shallow_restarts, &done.partitions_past_count]
+        .into_iter()
+        .flatten()
+    {
         eprintln!("proofline: warning: {w}");
     }
     if done.until_too_early {

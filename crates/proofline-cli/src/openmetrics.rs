@@ -403,6 +403,9 @@ pub(crate) struct Done {
     /// What restarts that fell back less than halfway to offset 0 may be
     /// ([`proofline_core::text::shallow_restarts`]).
     pub(crate) shallow_restarts: Option<String>,
+    /// What events past their job's count of partitions say
+    /// ([`proofline_core::text::partitions_past_count`]).
+    pub(crate) partitions_past_count: Option<String>,
     pub(crate) lines: proofline_core::report::LineStats,
     /// What the reading did not use ([`proofline_core::text::not_used`]).
     pub(crate) not_used: Vec<String>,
@@ -528,6 +531,7 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         runs: r.events.runs,
         late: r.events.late,
         shallow_restarts: proofline_core::text::shallow_restarts(&r.events),
+        partitions_past_count: proofline_core::text::partitions_past_count(&r.events),
         history,
         first_ms,
         last_ms,

@@ -490,10 +490,20 @@ impl Followed {
             while let Some(i) = chunk.iter().position(|&b| b == b'\n') {
                 self.line += 1;
                 let number = self.line;
+                // (a line longer than the limit before its newline is skipped, as the
+                // library's readers skip it: it was read whole up to the limit and a read)
                 if std::mem::take(&mut self.skipping) {
                     line(Got::Skipped, number);
                 } else if self.partial.is_empty() {
-                    line(Got::Line(without_hole(&chunk[..=i])), number);
+                    let whole = without_hole(&chunk[..=i]);
+                    if whole.len() - 1 > MAX_LINE_BYTES {
+                        line(Got::Skipped, number);
+                    } else {
+                        line(Got::Line(whole), number);
+                    }
+                } else if self.partial.len() + i > MAX_LINE_BYTES {
+                    self.partial = Vec::new();
+                    line(Got::Skipped, number);
                 } else {
                     self.partial.extend_from_slice(&chunk[..=i]);
                     let whole = std::mem::take(&mut self.partial);

@@ -1145,6 +1145,29 @@ fn a_partition_count_set_too_low_is_said() {
         report.contains("Warning: ") && report.contains(example),
         "{report}"
     );
+    // and export, in both formats, which holds the doubled jobs too
+    for (format, out) in [
+        (&["perfetto"][..], "count-too-low.json"),
+        (
+            &["openmetrics", "--epoch", "2026-12-01T00:00:00Z"],
+            "count-too-low.om",
+        ),
+    ] {
+        let err = ran(
+            proofline()
+                .args(["export", "--partitions-for", "porep-=3", "--format"])
+                .args(format)
+                .arg("-o")
+                .arg(tmp(out))
+                .arg(&log),
+            0,
+        )
+        .stderr;
+        assert!(
+            err.contains(example) && err.contains("set too low?"),
+            "{err}"
+        );
+    }
 }
 
 /// A generated log of GPUs with other than cuzk's default of 2 workers each starts with

@@ -34,12 +34,18 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
         "some log line\nTIMELINE,x,GPU_START,j,worker=1\nCUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1"
     )
     .unwrap();
+    // and a line one byte over the limit (line 5): skipped and said, as analyze skips it
+    // (read whole and used, up to the limit and a read)
+    let head = "TIMELINE,1,SYNTH_START,pad-1,partition=0,";
+    writeln!(f, "{head}{}", "x".repeat((1 << 20) + 1 - head.len())).unwrap();
     f.write_all(text.as_bytes()).unwrap();
     drop(f);
     let bad = wait_line(&rx, "not an unsigned integer");
     assert!(bad.contains("cuzk.log:3:"), "{bad}");
     let absurd = wait_line(&rx, "a value over an hour");
     assert!(absurd.contains("cuzk.log:4:"), "{absurd}");
+    let long = wait_line(&rx, "longer than 1 MiB");
+    assert!(long.contains("cuzk.log:5:"), "{long}");
     wait_completed(&addr, 2.0);
 
     // rotation: the log is moved away and a new one started (the daemon restarted: offsets from 0)
@@ -56,7 +62,8 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
     wait_completed(&addr, 6.0);
 
     let (_, _, body) = http_get(&addr, "/metrics", None).unwrap();
-    assert!(body.contains("proofline_malformed_lines_total 1"), "{body}");
+    // (the malformed line and the long one)
+    assert!(body.contains("proofline_malformed_lines_total 2"), "{body}");
 }
 
 /// 5,000 malformed lines: `watch` names ten of them on stderr, sums the rest up once its

@@ -471,6 +471,13 @@ fn synth_worker(sh: &Shared, w: u32) {
         // inside the synthesis of the stalled job's first partition: that job is in flight
         // while the GPU runs dry
         let mut d = sh.dispatcher.lock().unwrap_or_else(PoisonError::into_inner);
+        if sh.stop.load(Ordering::Relaxed) {
+            // stopped while this worker waited for the dispatcher (a stall held it): no new
+            // work starts after the stop
+            drop(d);
+            sh.budget.release();
+            break;
+        }
         let Some((unit, first)) = d.next() else {
             drop(d);
             sh.budget.release();

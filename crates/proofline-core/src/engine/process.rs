@@ -271,10 +271,12 @@ impl Engine {
         let n = job.expected.unwrap_or(0);
         let name = self.names.name(job.name);
         let from = match job.expected_from {
-            Some(CountFrom::Rule) => format!(
-                "the rule for ids starting `{}` (--partitions-for)",
-                self.cfg.partitions_rule_of(name).unwrap_or_default()
-            ),
+            Some(CountFrom::Rule) => match self.cfg.partitions_rule_of(name) {
+                Some(prefix) if !prefix.is_empty() => {
+                    format!("the rule for ids starting `{prefix}` (--partitions-for)")
+                }
+                _ => "the rule for every id (--partitions-for with no prefix)".to_owned(),
+            },
             Some(CountFrom::Whole) => {
                 "a whole proof (its first line named no partition)".to_owned()
             }
