@@ -739,12 +739,14 @@ fn gpu_worker(sh: &Shared, gw: u32) {
                 let finished = p.in_scope(|| {
                     prove(sh, &mut rng) && (never || sh.sleep(&mut rng, sh.cfg.timings.finalize_ms))
                 });
-                drop(p);
                 if !finished {
-                    // stopped inside the call: it stays open (its span too)
+                    // stopped inside the call: it stays open (its spans too: closed, the
+                    // layer would end the GPU work)
+                    std::mem::forget(p);
                     std::mem::forget(span);
                     break;
                 }
+                drop(p);
                 if !never {
                     sh.progress.proved.fetch_add(1, Ordering::Relaxed);
                 }
