@@ -138,26 +138,15 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
         );
     }
     // (in the text report, among its warnings)
-    for w in [
-        proofline_core::text::shallow_restarts(&run.report.events),
-        proofline_core::text::partitions_past_count(&run.report.events),
-    ]
-    .into_iter()
-    .flatten()
-    .filter(|_| args.format != Format::Text)
-    {
-        eprintln!("proofline: warning: {w}");
+    if args.format != Format::Text {
+        for w in proofline_core::text::doubts(&run.report.events) {
+            eprintln!("proofline: warning: {w}");
+        }
     }
     // what was not used: lines that do not parse, lines over the length limit, a last
     // TIMELINE line without its newline (a writer cut short; as printed, it may read
     // wrong), events the engine turned down
-    let unused = proofline_core::text::not_used(
-        lines,
-        &run.report.events,
-        run.report.kernel.as_ref(),
-        args.engine.reorder_window_ms,
-        args.engine.restart_after_s,
-    );
+    let unused = proofline_core::text::not_used(&run.report, &args.engine.config()?);
     if !unused.is_empty() {
         let msg = unused.join("; ");
         if args.strict {

@@ -129,7 +129,9 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
     w.max_partitions = args.max_partitions;
     w.begin();
     let flag = failed.clone();
-    let run = source.read(cfg, |u: Update| w.update(u), None, &mut || flag.get())?;
+    let run = source.read(cfg.clone(), |u: Update| w.update(u), None, &mut || {
+        flag.get()
+    })?;
     let (written, error) = w.end();
     if let Some(e) = error {
         return Err(e).context("cannot write the export");
@@ -160,27 +162,22 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
             source.describe()
         );
     }
-    let unused = proofline_core::text::not_used(
-        lines,
+    warn_unused_and_doubts(
+        &proofline_core::text::not_used(&run.report, &cfg),
         &run.report.events,
-        run.report.kernel.as_ref(),
-        args.engine.reorder_window_ms,
-        args.engine.restart_after_s,
     );
+    run.result()
+}
+
+/// What the reading did not use, in one warning, and what makes its figures doubtful, a
+/// warning each (as `analyze` says them beside JSON and CSV).
+fn warn_unused_and_doubts(unused: &[String], events: &proofline_core::report::EventStats) {
     if !unused.is_empty() {
         eprintln!("proofline: warning: {}", unused.join("; "));
     }
-    let events = &run.report.events;
-    for w in [
-        proofline_core::text::shallow_restarts(events),
-        proofline_core::text::partitions_past_count(events),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for w in proofline_core::text::doubts(events) {
         eprintln!("proofline: warning: {w}");
     }
-    run.result()
 }
 
 fn run_openmetrics(args: &ExportArgs) -> Result<()> {
@@ -306,26 +303,19 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             ),
         },
     }
-    if done.runs > 1 {
+    if done.events.runs > 1 {
         eprintln!(
             "proofline: the log holds {} runs (prover restarts, or lines far out of order: {} late events); each run's scrapes follow the one before (a file does not say how long the prover was down)",
-            done.runs, done.late
+            done.events.runs, done.events.late
         );
     }
-    for w in [&done.shallow_restarts, &done.partitions_past_count]
-        .into_iter()
-        .flatten()
-    {
-        eprintln!("proofline: warning: {w}");
-    }
+    warn_unused_and_doubts(&done.not_used, &done.events);
     if done.until_too_early {
         eprintln!(
             "proofline: warning: --scrape-until is before the log's last line: the scrapes went on to the first after it"
         );
     }
-    if !done.not_used.is_empty() {
-        eprintln!("proofline: warning: {}", done.not_used.join("; "));
-    }
+
     match done.error {
         Some(e) => Err(e.context(format!(
             "the input ended early: the export covers the {} lines read before the error",

@@ -396,16 +396,10 @@ pub(crate) struct Done {
     pub(crate) last_ms: Option<u64>,
     /// `--scrape-until` was before the log's last line (the scrapes went on to it).
     pub(crate) until_too_early: bool,
-    /// Runs the engine found (a prover restart starts one), and events later than its
-    /// reorder window.
-    pub(crate) runs: u32,
-    pub(crate) late: u64,
-    /// What restarts that fell back less than halfway to offset 0 may be
-    /// ([`proofline_core::text::shallow_restarts`]).
-    pub(crate) shallow_restarts: Option<String>,
-    /// What events past their job's count of partitions say
-    /// ([`proofline_core::text::partitions_past_count`]).
-    pub(crate) partitions_past_count: Option<String>,
+    /// The engine's counts of the events: its runs (a prover restart starts one), events
+    /// later than its reorder window, and what makes the figures doubtful
+    /// ([`proofline_core::text::doubts`]).
+    pub(crate) events: proofline_core::report::EventStats,
     pub(crate) lines: proofline_core::report::LineStats,
     /// What the reading did not use ([`proofline_core::text::not_used`]).
     pub(crate) not_used: Vec<String>,
@@ -526,24 +520,19 @@ pub(crate) fn gather(plan: &Plan<'_>) -> Result<Done> {
         }
     }
     let last_ms = history.last_ts;
-    let r = engine.report();
+    // (after the last scrape: what the engine still held, stray lines at the log's end
+    // among it, is decided for the warnings, as `analyze` decides it)
+    engine.finish(&mut sink);
+    let mut r = engine.into_report();
+    r.lines = feeder.stats.clone();
     Ok(Done {
-        runs: r.events.runs,
-        late: r.events.late,
-        shallow_restarts: proofline_core::text::shallow_restarts(&r.events),
-        partitions_past_count: proofline_core::text::partitions_past_count(&r.events),
+        not_used: proofline_core::text::not_used(&r, &plan.cfg),
+        events: r.events,
         history,
         first_ms,
         last_ms,
         until_too_early,
-        not_used: proofline_core::text::not_used(
-            &feeder.stats,
-            &r.events,
-            r.kernel.as_ref(),
-            plan.cfg.get_reorder_window_ms(),
-            plan.cfg.get_restart_after_ms() / 1000,
-        ),
-        lines: feeder.stats.clone(),
+        lines: r.lines,
         error: read
             .err()
             .map(|e| anyhow::Error::new(e).context(format!("reading {}", plan.input.display()))),

@@ -115,8 +115,9 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{source}: {e}"))?;
     whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
         .map_err(anyhow::Error::msg)?;
-    // (a prediction learned from runs cut by restarts that were not)
-    if let Some(w) = proofline_core::text::shallow_restarts(&log.report.events) {
+    // (a prediction learned from runs cut by restarts that were not, or from jobs
+    // completed early by a count set too low)
+    for w in proofline_core::text::doubts(&log.report.events) {
         eprintln!("proofline: warning: {w}");
     }
     let answer = whatif::answer(&learned, &log.report, &changes, args.sweep.as_ref(), &cfg);

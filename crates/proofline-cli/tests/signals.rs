@@ -33,9 +33,16 @@ fn exit_within(child: &mut Child, limit: Duration) -> (Option<i32>, Duration) {
     }
 }
 
+/// A demo of 500 jobs at 200x.
 fn demo(dir: &std::path::Path) -> Child {
+    demo_with(dir, &["--jobs", "500", "--speed", "200"])
+}
+
+/// A demo with `args`, its stderr piped, writing to `dir`.
+fn demo_with(dir: &std::path::Path, args: &[&str]) -> Child {
     proofline()
-        .args(["demo", "--jobs", "500", "--speed", "200", "--no-metrics"])
+        .args(["demo", "--no-metrics"])
+        .args(args)
         .arg("--out")
         .arg(dir)
         .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
@@ -79,17 +86,7 @@ fn a_stop_inside_a_long_sleep_ends_the_demo_within_its_bound() {
         ("slow", &["--speed", "0.01"][..]),
     ] {
         let dir = fresh_dir("signals", &format!("demo-{name}"));
-        let mut child = proofline()
-            .args(["demo", "--jobs", "3", "--no-metrics"])
-            .args(faults)
-            .arg("--out")
-            .arg(&dir)
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut child = demo_with(&dir, &[&["--jobs", "3"][..], faults].concat());
         let rx = stderr_lines(&mut child);
         wait_line(&rx, "TIMELINE log:");
         std::thread::sleep(Duration::from_secs(1));

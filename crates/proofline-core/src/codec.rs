@@ -68,7 +68,7 @@ pub enum ParseError {
 /// A field of a malformed line as a [`ParseError`] quotes it: its first 80 characters, and
 /// `…` where it had more (a 1.5 MB offset made a 1.5 MB error, repeated in the report and
 /// on stderr).
-fn written(field: &str) -> String {
+pub(crate) fn written(field: &str) -> String {
     const SHOWN: usize = 80;
     match field.char_indices().nth(SHOWN) {
         Some((cut, _)) => format!("{}…", &field[..cut]),

@@ -1515,6 +1515,37 @@ mod oversized_tests {
     /// of up to the limit and a read more.
     #[test]
     fn the_line_limit_is_the_same_for_both_readers_wherever_a_line_falls() {
+        // (lines, lines over the limit, events) and the first over it, read in blocks of
+        // `chunk` or line by line through a buffer of `cap`
+        type Read = ((u64, u64, u64), Option<u64>);
+        let counts = |f: LineFeeder, e: Engine| {
+            let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+            (got, f.stats.first_oversized)
+        };
+        let blocks = |bytes: &[u8], chunk: usize| -> Read {
+            let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+            f.feed_blocks(
+                bytes,
+                &mut e,
+                &mut NoUpdates,
+                chunk,
+                &mut || false,
+                Handoff::WhenWaiting,
+            )
+            .unwrap();
+            counts(f, e)
+        };
+        let lines = |bytes: &[u8], cap: usize| -> Read {
+            let (mut f, mut e) = (LineFeeder::new(), Engine::default());
+            f.feed_all(
+                &mut io::BufReader::with_capacity(cap, bytes),
+                &mut e,
+                &mut NoUpdates,
+                |_| {},
+            )
+            .unwrap();
+            counts(f, e)
+        };
         let event = |j: usize| format!("TIMELINE,{j},SYNTH_START,porep-{j},partition=0\n");
         for len in [
             MAX_LINE_BYTES - 1,
@@ -1541,34 +1572,14 @@ mod oversized_tests {
                 cut.extend(std::iter::repeat_n(b'x', len));
                 let want_cut = (want.0 + 1, 2 * over, want.2);
                 for chunk in [1 << 16, 1 << 18] {
-                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-                    f.feed_blocks(
-                        &log[..],
-                        &mut e,
-                        &mut NoUpdates,
-                        chunk,
-                        &mut || false,
-                        Handoff::WhenWaiting,
-                    )
-                    .unwrap();
-                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    let (got, first) = blocks(&log, chunk);
                     assert_eq!(got, want, "blocks of {chunk}: {len} after {before}");
                     assert_eq!(
-                        f.stats.first_oversized,
+                        first,
                         (over == 1).then_some(before as u64 + 1),
                         "blocks of {chunk}: {len} after {before}"
                     );
-                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-                    f.feed_blocks(
-                        &cut[..],
-                        &mut e,
-                        &mut NoUpdates,
-                        chunk,
-                        &mut || false,
-                        Handoff::WhenWaiting,
-                    )
-                    .unwrap();
-                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    let (got, _) = blocks(&cut, chunk);
                     assert_eq!(
                         got, want_cut,
                         "blocks of {chunk}: {len} after {before}, cut"
@@ -1576,25 +1587,9 @@ mod oversized_tests {
                 }
                 // the line-by-line reader, with its buffer smaller than the limit and larger
                 for cap in [8 << 10, 256 << 10, 4 << 20] {
-                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-                    f.feed_all(
-                        &mut io::BufReader::with_capacity(cap, &log[..]),
-                        &mut e,
-                        &mut NoUpdates,
-                        |_| {},
-                    )
-                    .unwrap();
-                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    let (got, _) = lines(&log, cap);
                     assert_eq!(got, want, "reads of {cap}: {len} after {before}");
-                    let (mut f, mut e) = (LineFeeder::new(), Engine::default());
-                    f.feed_all(
-                        &mut io::BufReader::with_capacity(cap, &cut[..]),
-                        &mut e,
-                        &mut NoUpdates,
-                        |_| {},
-                    )
-                    .unwrap();
-                    let got = (f.stats.lines, f.stats.oversized, e.report().events.events);
+                    let (got, _) = lines(&cut, cap);
                     assert_eq!(got, want_cut, "reads of {cap}: {len} after {before}, cut");
                 }
             }

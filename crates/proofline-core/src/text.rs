@@ -295,15 +295,12 @@ pub fn first_at(line: Option<u64>) -> String {
 /// log (`analyze` on stderr beside JSON and CSV and for `--strict`, `export`): lines that do
 /// not parse, lines over the length limit, a cut last TIMELINE line, events rejected as
 /// impossible, conflicting records, stray lines, and `CUZK_TIMING:` lines with a value
-/// over an hour. `reorder_window_ms` and `restart_after_s` are the reading's, which the
+/// over an hour. `cfg` is the reading's, whose reorder window and restart threshold the
 /// stray lines' phrases name.
-pub fn not_used(
-    lines: &crate::report::LineStats,
-    events: &crate::report::EventStats,
-    kernel: Option<&crate::report::KernelReport>,
-    reorder_window_ms: u64,
-    restart_after_s: u64,
-) -> Vec<String> {
+pub fn not_used(r: &Report, cfg: &crate::EngineConfig) -> Vec<String> {
+    let (lines, events, kernel) = (&r.lines, &r.events, r.kernel.as_ref());
+    let reorder_window_ms = cfg.get_reorder_window_ms();
+    let restart_after_s = cfg.get_restart_after_ms() / 1000;
     let mut unused = Vec::new();
     if lines.malformed > 0 {
         let first = lines.malformed_examples.first();
@@ -405,6 +402,18 @@ pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
             printable(e.shallow_restart_example.as_deref().unwrap_or("-"))
         )
     })
+}
+
+/// What makes a reading's figures doubtful though every line was used, one warning each:
+/// restarts that may be disorder ([`shallow_restarts`]) and partitions past their job's
+/// count ([`partitions_past_count`]). The text report has them among its warnings; the
+/// commands that write another form (`analyze` beside JSON and CSV, `export`, `whatif`) say
+/// them on stderr.
+pub fn doubts(e: &crate::report::EventStats) -> Vec<String> {
+    [shallow_restarts(e), partitions_past_count(e)]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 /// What events of a partition past the count that completes their job say, in words

@@ -429,7 +429,8 @@ impl Timing {
     pub fn bad_pairs(&self) -> String {
         let digits = |p: &str| {
             p.split_once('=')
-                .is_some_and(|(_, v)| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .map(|(_, v)| v.trim_end_matches('…'))
+                .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
         };
         let said = |too_large: bool, why: &str| {
             let pairs: Vec<String> = self
@@ -643,7 +644,7 @@ impl Timing {
     fn take_pair(&mut self, token: &str, key: &str, fast: Option<u64>, value: &str) -> bool {
         let Some(v) = fast.or_else(|| value.parse::<u64>().ok()) else {
             if self.bad().len() < MAX_BAD_PAIRS {
-                self.extra().bad.push(token.chars().take(80).collect());
+                self.extra().bad.push(crate::codec::written(token));
             }
             return false;
         };
@@ -702,7 +703,7 @@ fn parse_ntt_h(rest: &str) -> Result<TimingLine, String> {
         match value.strip_suffix("ms").unwrap_or(value).parse::<u64>() {
             Ok(ms) if n.stages.len() < MAX_NTT_H_STAGES => n.stages.push((key.to_owned(), ms)),
             Ok(_) => {}
-            Err(_) if n.bad.len() < MAX_BAD_PAIRS => n.bad.push(token.chars().take(80).collect()),
+            Err(_) if n.bad.len() < MAX_BAD_PAIRS => n.bad.push(crate::codec::written(token)),
             Err(_) => {}
         }
     }
