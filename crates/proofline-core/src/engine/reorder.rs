@@ -10,7 +10,7 @@
 //! it by that much ([`super::Engine::advance`]).
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::BinaryHeap;
 use std::num::NonZeroU32;
 
 use crate::event::Nums;
@@ -101,11 +101,70 @@ impl Ord for ByKey {
     }
 }
 
+/// A queue kept as a vector read from `head`: an event leaves by moving `head` on, and
+/// the vector is emptied when the last leaves, or moved down when it is full and at least
+/// half read. (A `VecDeque`'s look at either end computes a wrapped place each time: its
+/// pushes, pops and looks were 43 instructions an event by cachegrind, a twentieth of the
+/// engine thread's.)
+#[derive(Debug, Default)]
+struct Queue {
+    /// The events from `head` on are queued; those before it have left.
+    v: Vec<Ev>,
+    head: usize,
+}
+
+impl Queue {
+    #[inline(always)]
+    fn front(&self) -> Option<&Ev> {
+        self.v.get(self.head)
+    }
+
+    /// (`v` is empty whenever the queue is: its last is the queue's)
+    #[inline(always)]
+    fn back(&self) -> Option<&Ev> {
+        self.v.last()
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, e: Ev) {
+        self.make_room();
+        self.v.push(e);
+    }
+
+    /// Before an event goes in: a full vector at least half read is moved down rather than
+    /// grown (so it holds at most twice the events queued, whatever the log's length).
+    #[inline(always)]
+    fn make_room(&mut self) {
+        if self.v.len() == self.v.capacity() && self.head >= self.v.len() / 2 {
+            self.compact();
+        }
+    }
+
+    /// Moves the queued events to the vector's start.
+    #[cold]
+    #[inline(never)]
+    fn compact(&mut self) {
+        self.v.drain(..self.head);
+        self.head = 0;
+    }
+
+    #[inline(always)]
+    fn pop_front(&mut self) -> Option<Ev> {
+        let e = *self.v.get(self.head)?;
+        self.head += 1;
+        if self.head == self.v.len() {
+            self.v.clear();
+            self.head = 0;
+        }
+        Some(e)
+    }
+}
+
 /// Events sorted by (time, arrival).
 #[derive(Debug, Default)]
 pub(super) struct Reorder {
     /// The events that arrived in order, sorted by [`Ev::key`].
-    pending: VecDeque<Ev>,
+    pending: Queue,
     /// The events that arrived behind the newest buffered, oldest on top.
     behind: BinaryHeap<Reverse<ByKey>>,
     /// The last arrival number given.
@@ -134,13 +193,15 @@ impl Reorder {
     /// [`Reorder::insert`] of an event older than the newest buffered.
     #[inline(never)]
     fn insert_behind(&mut self, e: Ev) {
-        let len = self.pending.len();
+        self.pending.make_room();
+        let (q, head) = (&mut self.pending.v, self.pending.head);
+        let len = q.len();
         let mut at = len;
-        while at > 0 && len - at < NEAR && self.pending[at - 1].key() > e.key() {
+        while at > head && len - at < NEAR && q[at - 1].key() > e.key() {
             at -= 1;
         }
-        if at == 0 || self.pending[at - 1].key() <= e.key() {
-            self.pending.insert(at, e);
+        if at == head || q[at - 1].key() <= e.key() {
+            q.insert(at, e);
         } else {
             self.behind.push(Reverse(ByKey(e)));
         }
@@ -227,6 +288,37 @@ mod tests {
             "{}",
             std::mem::size_of::<Ev>()
         );
+    }
+
+    /// A long run of events, each leaving a few arrivals after it came (in order, or each a
+    /// little behind the one before, put in place), holds the queue's vector to a few times
+    /// the events queued, not the run's length.
+    #[test]
+    fn the_queue_holds_what_is_queued_not_what_went_through() {
+        for behind in [false, true] {
+            let mut r = Reorder::default();
+            let mut out = 0u64;
+            for i in 0..100_000u64 {
+                // (pairs swapped: the second of each arrives before the first, in place)
+                let t = if behind { i ^ 1 } else { i };
+                let seq = r.next_seq();
+                r.insert(ev(t, seq));
+                while let Some(e) = r.pop_until(i.saturating_sub(8)) {
+                    assert_eq!(e.t, out, "left out of order");
+                    out += 1;
+                }
+            }
+            assert!(r.behind.is_empty(), "put in place, not in the heap");
+            assert!(
+                r.pending.v.capacity() <= 64,
+                "{} for ~10 queued",
+                r.pending.v.capacity()
+            );
+            while r.pop().is_some() {
+                out += 1;
+            }
+            assert_eq!(out, 100_000);
+        }
     }
 
     /// Whatever the order events come in (sorted, reversed, shuffled, ties), they leave by
