@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 use crate::codec::{MARKER, parse_line};
-use crate::engine::{CallLine, Engine, KernelTally};
+use crate::engine::{CallLine, Engine, KernelTally, StageTally, StageValues};
 use crate::event::{EventRef, Nums};
 use crate::report::{LineError, LineStats};
 use crate::sink::UpdateSink;
@@ -521,12 +521,17 @@ impl LineFeeder {
             handed_over: AtomicBool::new(false),
             handoff,
         };
-        std::thread::scope(|scope| {
-            let shared = &shared;
+        // finished partitions' stages, added up on the reader's thread (`read_batches`)
+        let mut tally = StageTally::default();
+        engine.defer_stages();
+        let result = std::thread::scope(|scope| {
+            let (shared, tally) = (&shared, &mut tally);
             let handle = std::thread::Builder::new()
                 .name("proofline-read".into())
                 .spawn_scoped(scope, move || {
-                    read_batches(input, chunk, shared, &full_tx, &empty_rx)
+                    let read = read_batches(input, chunk, shared, &full_tx, &empty_rx, tally);
+                    // (kept past the reader's end, for the blocks sent back after it)
+                    (read, empty_rx)
                 })?;
             let mut stopped = false;
             loop {
@@ -566,7 +571,10 @@ impl LineFeeder {
                 if self.startup_over {
                     shared.startup_over.store(true, Ordering::Relaxed);
                 }
-                // the reader may be done already: then the block is simply dropped
+                // the stages of the partitions it finished go back with it, to be added up
+                // by the reader (or below, when the reader is done)
+                engine.take_deferred_stages(&mut batch.stages);
+                // (the reader hands `empty_rx` back when it ends: the send cannot fail)
                 let _ = empty_tx.send(batch);
                 // a reader that is done has sent all there is: what is left in the channel
                 // is taken, and the reading was not cut
@@ -577,11 +585,17 @@ impl LineFeeder {
             }
             // the reader's next send fails: it stops reading
             drop(full_rx);
-            let result = handle
+            let (result, empty_rx) = handle
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            // the blocks that went back after the reader's last look
+            for batch in empty_rx.try_iter() {
+                engine.record_deferred(&batch.stages);
+            }
             result.map(|()| stopped)
-        })
+        });
+        engine.end_deferring(&tally);
+        result
     }
 
     /// Takes in a parsed block after the blocks before it: its lines' counts (its malformed
@@ -697,6 +711,7 @@ fn read_batches(
     shared: &Shared,
     full: &mpsc::SyncSender<Batch>,
     empty: &mpsc::Receiver<Batch>,
+    stages: &mut StageTally,
 ) -> io::Result<()> {
     let mut carry: Vec<u8> = Vec::new();
     let mut read_error = None;
@@ -710,6 +725,9 @@ fn read_batches(
     let mut spare: Option<Vec<u8>> = None;
     loop {
         let mut batch = empty.try_recv().unwrap_or_default();
+        for v in batch.stages.drain(..) {
+            stages.record(&v);
+        }
         if let Some(back) = batch.raw.take() {
             spare.get_or_insert(back);
         }
@@ -857,6 +875,9 @@ struct Batch {
     raw: Option<Vec<u8>>,
     /// The timing line being read ([`Timing::reset`] before each).
     scratch: Timing,
+    /// Coming back: the stages of the partitions that the block's events finished, for the
+    /// reader to add up ([`StageTally`]) while the engine's thread goes on.
+    stages: Vec<StageValues>,
 }
 
 impl Batch {
@@ -1134,6 +1155,72 @@ mod tests {
     use super::*;
     use crate::engine::EngineConfig;
     use crate::sink::NoUpdates;
+
+    /// The stages of partitions finished while the log is read with two threads are added
+    /// up on the reader's thread, and the blocks that went back after its end by the
+    /// engine's: each counted once, as one thread counts them (a log long enough in time
+    /// that its partitions finish while it is read, in blocks of a few lines).
+    #[test]
+    fn stages_added_up_on_the_reader_s_thread_count_each_partition_once() {
+        let mut log = String::new();
+        let jobs = 300;
+        for j in 0..jobs {
+            let (t, w) = (j * 1000, j % 2);
+            log.push_str(&format!(
+                "TIMELINE,{t},SYNTH_START,porep-{j}-0,partition=0\n\
+                 TIMELINE,{},SYNTH_END,porep-{j}-0,partition=0,synth_ms=300\n\
+                 TIMELINE,{},GPU_QUEUE,porep-{j}-0,partition=0\n\
+                 TIMELINE,{},GPU_START,porep-{j}-0,worker={w},partition=0\n\
+                 TIMELINE,{},GPU_END,porep-{j}-0,worker={w},partition=0,gpu_ms=100\n",
+                t + 300,
+                t + 350,
+                t + 400,
+                t + 500,
+            ));
+        }
+        let read = |chunk: Option<usize>| {
+            let mut engine = Engine::new(EngineConfig::default());
+            let mut feeder = LineFeeder::new();
+            match chunk {
+                Some(chunk) => {
+                    feeder
+                        .feed_blocks(
+                            log.as_bytes(),
+                            &mut engine,
+                            &mut NoUpdates,
+                            chunk,
+                            &mut || false,
+                            Handoff::Never,
+                        )
+                        .unwrap();
+                }
+                None => {
+                    let mut input = log.as_bytes();
+                    feeder
+                        .feed_all(&mut input, &mut engine, &mut NoUpdates, |_| {})
+                        .unwrap();
+                }
+            }
+            engine.finish(&mut NoUpdates);
+            engine.report()
+        };
+        let one = read(None);
+        assert_eq!(one.stages.gpu.count, jobs);
+        assert_eq!(one.stages.synth_reported.count, jobs);
+        let json = |r: &crate::report::Report| serde_json::to_string(r).unwrap();
+        for chunk in [64, 256, 4096] {
+            let two = read(Some(chunk));
+            assert_eq!(
+                serde_json::to_string(&two.stages).unwrap(),
+                serde_json::to_string(&one.stages).unwrap(),
+                "blocks of {chunk}"
+            );
+            assert!(
+                json(&two) == json(&one),
+                "blocks of {chunk}: the reports differ"
+            );
+        }
+    }
 
     /// An event handed over between the threads comes out as it went in, whatever fields it
     /// has, and stays 64 bytes.

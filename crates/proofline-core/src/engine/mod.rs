@@ -53,6 +53,7 @@ use job::{Job, JobState, PartStage};
 use names::{Kinds, Names};
 use reorder::{Ev, Reorder};
 use summary::{RunSteady, Totals};
+pub(crate) use summary::{StageTally, StageValues};
 
 /// A job's tables kept for reuse ([`Engine`]'s `spare_tables`): a prover has a few dozen jobs
 /// in flight at most, and each finishing job hands its own on.

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use super::Engine;
 use super::job::{Job, JobState, Part, PartStage, Recorded};
 use super::reorder::Ev;
+use super::summary::StageValues;
 use crate::event::EventKind;
 use crate::report::{JobRecord, JobStatus, PartitionRecord};
 use crate::sink::Update;
@@ -403,8 +404,11 @@ impl Engine {
             dev.close_interval((start, at, len), uid, self.cfg.busy_window_ms, sink);
         }
         let part = &job.parts[pidx];
-        self.totals
-            .record_stages(part.stages(), part.synth_reported(), part.gpu_reported());
+        self.totals.record_stages(StageValues::new(
+            part.stages(),
+            part.synth_reported(),
+            part.gpu_reported(),
+        ));
         if sink.wants_partitions() {
             let rec = self.partition_record(idx, pidx);
             sink.update(Update::Partition(Arc::new(rec)));

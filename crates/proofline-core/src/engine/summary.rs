@@ -74,9 +74,71 @@ pub(super) struct Totals {
     pub steady_jobs: u64,
     /// Steady-state length of every finished run, ms.
     pub steady_state_ms: u64,
+    /// Finished partitions' stages not recorded yet, while another thread adds them up
+    /// ([`Engine::defer_stages`]); `None`: each is recorded as it finishes.
+    pub deferred: Option<Vec<StageValues>>,
     /// Completion instants of the current run (kept after `finish`, cleared when a restart
     /// starts the next run), the latest [`LIVE_SPP_WINDOW`] (for the live seconds per proof).
     pub recent_completions: VecDeque<u64>,
+}
+
+/// A finished partition's stage durations ([`Stage::ALL`] order) and its printed synthesis
+/// and GPU times, as [`Totals::record_stages`] takes them: 56 bytes (the values that are
+/// there, by a bit each), kept by the engine while a second thread adds them up
+/// ([`StageTally`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct StageValues {
+    vals: [u64; 6],
+    /// Bit `i`: `vals[i]` is there.
+    some: u8,
+}
+
+impl StageValues {
+    #[inline(always)]
+    pub fn new(stages: [Option<u64>; 4], synth: Option<u64>, gpu: Option<u64>) -> Self {
+        let mut v = StageValues {
+            vals: [0; 6],
+            some: 0,
+        };
+        let [a, b, c, d] = stages;
+        for (i, x) in [a, b, c, d, synth, gpu].into_iter().enumerate() {
+            if let Some(x) = x {
+                v.vals[i] = x;
+                v.some |= 1 << i;
+            }
+        }
+        v
+    }
+
+    /// Records the values that are there, each in its distribution.
+    #[inline(always)]
+    fn record_into(&self, dists: [&mut Dist; 6]) {
+        for (i, d) in dists.into_iter().enumerate() {
+            if self.some & (1 << i) != 0 {
+                d.record(self.vals[i] as i64);
+            }
+        }
+    }
+}
+
+/// The stage distributions of finished partitions, added up on the thread of a reader
+/// that reads with two ([`crate::LineFeeder::feed_all_parallel`]) while the engine's
+/// thread goes on (recording them was a twentieth of that thread's instructions on a log
+/// of TIMELINE lines), for [`Totals::absorb_stages`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StageTally {
+    stage: [Dist; 4],
+    synth_rep: Dist,
+    gpu_rep: Dist,
+}
+
+impl StageTally {
+    /// Records a finished partition's values.
+    #[inline]
+    pub fn record(&mut self, v: &StageValues) {
+        let [s0, s1, s2, s3] = &mut self.stage;
+        v.record_into([s0, s1, s2, s3, &mut self.synth_rep, &mut self.gpu_rep]);
+    }
 }
 
 impl Default for Totals {
@@ -110,6 +172,7 @@ impl Default for Totals {
             steady_jobs: 0,
             steady_state_ms: 0,
             recent_completions: VecDeque::new(),
+            deferred: None,
         }
     }
 }
@@ -131,24 +194,30 @@ impl Totals {
         }
     }
 
-    /// A finished partition's stages.
-    pub fn record_stages(
-        &mut self,
-        stages: [Option<u64>; 4],
-        synth: Option<u64>,
-        gpu: Option<u64>,
-    ) {
-        for (dist, v) in self.stage.iter_mut().zip(stages) {
-            if let Some(v) = v {
-                dist.record(v as i64);
-            }
+    /// A finished partition's stages: recorded, or kept for another thread while
+    /// `deferred` is on.
+    #[inline]
+    pub fn record_stages(&mut self, v: StageValues) {
+        match &mut self.deferred {
+            Some(kept) => kept.push(v),
+            None => self.record_stage_values(&v),
         }
-        if let Some(v) = synth {
-            self.synth_rep.record(v as i64);
+    }
+
+    /// Records a finished partition's stages here, deferred or not.
+    #[inline]
+    pub fn record_stage_values(&mut self, v: &StageValues) {
+        let [s0, s1, s2, s3] = &mut self.stage;
+        v.record_into([s0, s1, s2, s3, &mut self.synth_rep, &mut self.gpu_rep]);
+    }
+
+    /// Takes in what a [`StageTally`] added up, as if each partition were recorded here.
+    pub fn absorb_stages(&mut self, t: &StageTally) {
+        for (d, o) in self.stage.iter_mut().zip(&t.stage) {
+            d.absorb(o);
         }
-        if let Some(v) = gpu {
-            self.gpu_rep.record(v as i64);
-        }
+        self.synth_rep.absorb(&t.synth_rep);
+        self.gpu_rep.absorb(&t.gpu_rep);
     }
 
     /// A completed job.
@@ -248,6 +317,38 @@ impl Engine {
         })
     }
 
+    /// From now on, finished partitions' stage values are kept, for another thread to add
+    /// up, until [`Engine::end_deferring`]: a reader with two threads hands them over
+    /// with each block's buffers ([`Engine::take_deferred_stages`]).
+    pub(crate) fn defer_stages(&mut self) {
+        self.totals.deferred.get_or_insert_with(Vec::new);
+    }
+
+    /// The stage values kept since the last call, swapped into `into` (an empty vector,
+    /// whose memory the engine keeps using).
+    #[inline]
+    pub(crate) fn take_deferred_stages(&mut self, into: &mut Vec<StageValues>) {
+        if let Some(kept) = &mut self.totals.deferred {
+            std::mem::swap(kept, into);
+        }
+    }
+
+    /// Records stage values that were handed over but not added up elsewhere.
+    pub(crate) fn record_deferred(&mut self, vals: &[StageValues]) {
+        for v in vals {
+            self.totals.record_stage_values(v);
+        }
+    }
+
+    /// Ends [`Engine::defer_stages`]: what another thread added up is taken in, and what
+    /// is still kept is recorded.
+    pub(crate) fn end_deferring(&mut self, tally: &StageTally) {
+        self.totals.absorb_stages(tally);
+        if let Some(kept) = self.totals.deferred.take() {
+            self.record_deferred(&kept);
+        }
+    }
+
     /// [`Engine::report`], the engine consumed: its rows (jobs, transitions, incomplete
     /// jobs) are moved into the report, not copied (for 20 000 rows, a copy and then a free
     /// of each was ~3 ms of the end of `analyze`, after the reading).
@@ -266,6 +367,10 @@ impl Engine {
     /// The report of everything processed so far. Call [`Engine::finish`] first for the
     /// final one; before that, events in the reorder buffer and jobs in flight are not in it.
     pub fn report(&self) -> Report {
+        debug_assert!(
+            self.totals.deferred.is_none(),
+            "a report while another thread adds up the partitions' stages"
+        );
         let ratio = super::ratio;
         let t = &self.totals;
         let mut gpus = Vec::new();
