@@ -30,6 +30,10 @@ impl Engine {
     /// busy time, `gpus` of them), and what the GPU floor is measured from; `None` before a
     /// job completed. The live gauges take these; [`Engine::floors`] adds the words.
     pub(super) fn floor_figures(&self, busy_all_ms: u64, gpus: usize) -> Option<FloorFigures> {
+        debug_assert!(
+            self.totals.deferred.is_none(),
+            "floors while another thread adds up the partitions' stages"
+        );
         let t = &self.totals;
         if t.jobs_complete == 0 || t.partitions_complete == 0 || gpus == 0 {
             return None;

@@ -328,6 +328,7 @@ impl Engine {
     /// whose memory the engine keeps using).
     #[inline]
     pub(crate) fn take_deferred_stages(&mut self, into: &mut Vec<StageValues>) {
+        debug_assert!(into.is_empty(), "values handed back not added up");
         if let Some(kept) = &mut self.totals.deferred {
             std::mem::swap(kept, into);
         }
