@@ -36,7 +36,8 @@ pub(crate) struct AnalyzeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
-    /// Exit with an error if any line was not used: a malformed TIMELINE line, a line over
+    /// Exit with an error if any line was not used: a malformed TIMELINE or CUZK_TIMING line
+    /// (a CUZK_TIMING line with a pair that is no whole number is used in part), a line over
     /// the length limit, a last TIMELINE line without its newline, an event rejected as
     /// impossible (an absurd partition, worker or GPU index or offset), a conflicting record
     /// (a second, different one of an event already recorded, or an event of a job that had

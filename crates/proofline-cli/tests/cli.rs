@@ -1043,7 +1043,8 @@ fn a_line_over_the_limit_is_named_by_its_number() {
 }
 
 /// `export`, in both formats, says what it did not use as `analyze` says it: a line over the
-/// limit, a malformed TIMELINE line, a `CUZK_TIMING:` value over an hour (the Perfetto export
+/// limit, a malformed TIMELINE line and a malformed `CUZK_TIMING:` one, a `CUZK_TIMING:`
+/// value over an hour (the Perfetto export
 /// said nothing, the OpenMetrics one only of malformed lines).
 #[test]
 fn export_says_what_it_did_not_use_as_analyze_does() {
@@ -1054,7 +1055,7 @@ fn export_says_what_it_did_not_use_as_analyze_does() {
     text.insert_str(
         third + 1,
         &format!(
-            "TIMELINE,1,SYNTH_START,j,partition=0,{}\nTIMELINE,x,GPU_END,j,worker=0\nCUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1\n",
+            "TIMELINE,1,SYNTH_START,j,partition=0,{}\nTIMELINE,x,GPU_END,j,worker=0\nCUZK_TIMING: gpu_tid=0 mutex_held_ms=37423742 mutex_wait_ms=1\nCUZK_TIMING: gpu_tid=0 mutex_wait_ms=3us\n",
             "x".repeat(3 << 19)
         ),
     );
@@ -1075,7 +1076,8 @@ fn export_says_what_it_did_not_use_as_analyze_does() {
     );
     let want = said(&analyze.stderr);
     for part in [
-        "1 malformed TIMELINE line(s), first at line 5",
+        // (a malformed CUZK_TIMING line is no TIMELINE line: each kind counted)
+        "2 malformed line(s) (1 TIMELINE, 1 CUZK_TIMING), first at line 5",
         "1 line(s) over 1048576 bytes, skipped, first at line 4",
         "1 CUZK_TIMING line(s) ignored for a value over an hour, first at line 6",
         "1 stray TIMELINE line(s) far behind the newest",

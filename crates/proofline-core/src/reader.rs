@@ -87,8 +87,9 @@ impl<'a, F: FnMut(Parsed<'a>)> Taker<'a> for Each<F> {
 
 /// Feeds log lines to an engine, counting lines and keeping the first malformed ones.
 ///
-/// Ordinary log lines are skipped. A malformed TIMELINE line is counted, its number and error
-/// kept (the first [`MAX_LINE_EXAMPLES`]), and the rest of the input is still used. A last
+/// Ordinary log lines are skipped. A malformed TIMELINE or `CUZK_TIMING:` line is counted
+/// (the latter in `malformed_timing` too), its number and error kept (the first
+/// [`MAX_LINE_EXAMPLES`]), and the rest of the input is still used. A last
 /// line without a newline is not used (a cut can turn `partition=12` into `partition=1`): it
 /// is reported as `truncated_last_line`.
 #[derive(Debug, Default)]
@@ -229,6 +230,7 @@ impl LineFeeder {
                 // a partial line is used, and counted and named as malformed too
                 if let TimingLine::Timing(timing) = &t {
                     if timing.is_partial() {
+                        self.stats.malformed_timing += 1;
                         let _ = self.malformed(timing.bad_pairs());
                     }
                     if timing.over_max().is_some() {
@@ -239,6 +241,7 @@ impl LineFeeder {
             }
             Some(Err(e)) => {
                 self.stats.timing_lines += 1;
+                self.stats.malformed_timing += 1;
                 Err(self.malformed(e))
             }
         }
@@ -574,7 +577,8 @@ impl LineFeeder {
                 // the stages of the partitions it finished go back with it, to be added up
                 // by the reader (or below, when the reader is done)
                 engine.take_deferred_stages(&mut batch.stages);
-                // (the reader hands `empty_rx` back when it ends: the send cannot fail)
+                // (the reader hands `empty_rx` back when it ends: the send fails only when
+                // it panicked, which the join below resumes)
                 let _ = empty_tx.send(batch);
                 // a reader that is done has sent all there is: what is left in the channel
                 // is taken, and the reading was not cut
@@ -637,6 +641,7 @@ impl LineFeeder {
             timeline_lines,
             timing_lines,
             malformed,
+            malformed_timing,
             malformed_examples,
             truncated_last_line,
             oversized,
@@ -649,6 +654,7 @@ impl LineFeeder {
         s.timeline_lines += *timeline_lines;
         s.timing_lines += *timing_lines;
         s.malformed += *malformed;
+        s.malformed_timing += *malformed_timing;
         s.oversized += *oversized;
         if let Some(n) = first_oversized.filter(|_| s.first_oversized.is_none()) {
             s.first_oversized = Some(before + n);
@@ -704,7 +710,8 @@ struct Shared {
 
 /// The reader thread of [`LineFeeder::feed_all_parallel`]: reads blocks of whole lines,
 /// parses them (or hands them over unparsed, as [`Handoff`] says) and sends them on, reusing
-/// the batches that come back (and the buffer of a block handed over).
+/// the batches that come back (and the buffer of a block handed over), and adds up into
+/// `stages` the values of the partitions finished that they bring back ([`StageTally`]).
 fn read_batches(
     mut input: impl Read,
     chunk: usize,
@@ -1178,11 +1185,11 @@ mod tests {
                 t + 500,
             ));
         }
-        let read = |chunk: Option<usize>| {
+        let read = |chunk: Option<(usize, Handoff)>| {
             let mut engine = Engine::new(EngineConfig::default());
             let mut feeder = LineFeeder::new();
             match chunk {
-                Some(chunk) => {
+                Some((chunk, handoff)) => {
                     feeder
                         .feed_blocks(
                             log.as_bytes(),
@@ -1190,7 +1197,7 @@ mod tests {
                             &mut NoUpdates,
                             chunk,
                             &mut || false,
-                            Handoff::Never,
+                            handoff,
                         )
                         .unwrap();
                 }
@@ -1208,12 +1215,17 @@ mod tests {
         assert_eq!(one.stages.gpu.count, jobs);
         assert_eq!(one.stages.synth_reported.count, jobs);
         let json = |r: &crate::report::Report| serde_json::to_string(r).unwrap();
-        for chunk in [64, 256, 4096] {
-            let two = read(Some(chunk));
+        for (chunk, handoff) in [
+            (64, Handoff::Never),
+            (256, Handoff::Never),
+            (4096, Handoff::Never),
+            (256, Handoff::Always),
+        ] {
+            let two = read(Some((chunk, handoff)));
             assert_eq!(
                 serde_json::to_string(&two.stages).unwrap(),
                 serde_json::to_string(&one.stages).unwrap(),
-                "blocks of {chunk}"
+                "blocks of {chunk}, {handoff:?}"
             );
             assert!(
                 json(&two) == json(&one),

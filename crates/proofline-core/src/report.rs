@@ -526,8 +526,12 @@ pub struct LineStats {
     /// `CUZK_TIMING:` lines (timings and notes, well-formed or not).
     #[serde(default)]
     pub timing_lines: u64,
-    /// Malformed TIMELINE lines.
+    /// Malformed lines: TIMELINE lines, and the `CUZK_TIMING:` lines of `malformed_timing`.
     pub malformed: u64,
+    /// Of `malformed`, the `CUZK_TIMING:` lines: a pair that is no whole number (the line's
+    /// other pairs are used), or a line that is no `key=value` pairs.
+    #[serde(default)]
+    pub malformed_timing: u64,
     /// The first few malformed lines with their number and error.
     pub malformed_examples: Vec<LineError>,
     /// Whether the last line was cut short (no newline) and so not used.

@@ -136,7 +136,8 @@ pub struct GpuLive {
 pub struct TelemetryCounts {
     /// Events the prover produced that did not fit in the queue (dropped, never waited for).
     pub events_dropped: u64,
-    /// Malformed TIMELINE lines read.
+    /// Malformed TIMELINE and `CUZK_TIMING:` lines read (and, by `watch`, lines over the
+    /// length limit).
     pub malformed_lines: u64,
 }
 

@@ -285,6 +285,17 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
     t
 }
 
+/// What the malformed lines were, before `lines` ("line(s)", "lines"): "TIMELINE lines",
+/// "CUZK_TIMING lines", or both kinds counted ("lines (2 TIMELINE, 1 CUZK_TIMING)").
+fn malformed_kinds(l: &crate::report::LineStats, lines: &str) -> String {
+    let timing = l.malformed_timing.min(l.malformed);
+    match (l.malformed - timing, timing) {
+        (_, 0) => format!("TIMELINE {lines}"),
+        (0, _) => format!("CUZK_TIMING {lines}"),
+        (timeline, timing) => format!("{lines} ({timeline} TIMELINE, {timing} CUZK_TIMING)"),
+    }
+}
+
 /// ", first at line N" of a count whose first line is known (nothing otherwise).
 pub fn first_at(line: Option<u64>) -> String {
     line.map(|n| format!(", first at line {n}"))
@@ -305,8 +316,9 @@ pub fn not_used(r: &Report, cfg: &crate::EngineConfig) -> Vec<String> {
     if lines.malformed > 0 {
         let first = lines.malformed_examples.first();
         unused.push(format!(
-            "{} malformed TIMELINE line(s){}",
+            "{} malformed {}{}",
             lines.malformed,
+            malformed_kinds(lines, "line(s)"),
             first
                 .map(|m| format!(", first at line {}: {}", m.line, printable(&m.error)))
                 .unwrap_or_default()
@@ -867,7 +879,8 @@ fn render_raw(r: &Report, nouns: &crate::Nouns, parallel_rows: usize) -> String 
     if l.malformed > 0 {
         let _ = writeln!(
             o,
-            "\nMalformed TIMELINE lines ({} in all; the first {}):",
+            "\nMalformed {} ({} in all; the first {}):",
+            malformed_kinds(l, "lines"),
             l.malformed,
             l.malformed_examples.len()
         );
@@ -1182,6 +1195,20 @@ mod tests {
                     "{c:?} at {at}"
                 );
             }
+        }
+    }
+
+    /// Malformed lines are named by their kind: TIMELINE, CUZK_TIMING, or both counted.
+    #[test]
+    fn malformed_lines_are_named_by_kind() {
+        let mut l = crate::report::LineStats::default();
+        for (malformed, timing, want) in [
+            (3, 0, "TIMELINE line(s)"),
+            (3, 3, "CUZK_TIMING line(s)"),
+            (3, 1, "line(s) (2 TIMELINE, 1 CUZK_TIMING)"),
+        ] {
+            (l.malformed, l.malformed_timing) = (malformed, timing);
+            assert_eq!(malformed_kinds(&l, "line(s)"), want);
         }
     }
 

@@ -440,7 +440,7 @@ impl Metrics {
         );
         r.register(
             "proofline_malformed_lines",
-            h("Malformed TIMELINE lines read"),
+            h("Malformed TIMELINE and CUZK_TIMING lines read (and lines over the length limit, by watch)"),
             m.malformed_lines.clone(),
         );
         // 0 unless an OTLP exporter registered its counters in the run's exports
