@@ -1131,7 +1131,24 @@ fn a_partition_count_set_too_low_is_said() {
         let (e, err) = read(args);
         assert_eq!(e["partitions_past_count"], 0, "{args:?}: {e}");
         assert!(!err.contains("past the count"), "{args:?}: {err}");
+        assert_eq!(
+            e["rules_matching_no_job"],
+            serde_json::json!([]),
+            "{args:?}"
+        );
+        assert!(!err.contains("matched no job"), "{args:?}: {err}");
     }
+    // a misspelt prefix is said, where it changed nothing
+    let (e, err) = read(&["--partitions-for", "PoRep-=3"]);
+    assert_eq!(e["partitions_past_count"], 0, "{e}");
+    assert_eq!(
+        e["rules_matching_no_job"],
+        serde_json::json!(["--partitions-for PoRep-=3"])
+    );
+    assert!(
+        err.contains("warning: --partitions-for PoRep-=3 matched no job"),
+        "{err}"
+    );
     let (e, err) = read(&["--partitions-for", "porep-=3"]);
     assert!(e["partitions_past_count"].as_u64().unwrap() > 0, "{e}");
     let example = e["partition_past_count_example"].as_str().unwrap();

@@ -476,6 +476,12 @@ pub struct EventStats {
     /// The first of them: the job, the partition, the count and where it came from.
     #[serde(default)]
     pub partition_past_count_example: Option<String>,
+    /// The `--partitions-for` and `--proof-kind-for` rules
+    /// ([`crate::EngineConfig::partitions_for`], [`crate::EngineConfig::proof_kind_for`])
+    /// whose prefix no job id of the reading started with, as given
+    /// (`--partitions-for porep=3`): a misspelt prefix changes nothing, silently.
+    #[serde(default)]
+    pub rules_matching_no_job: Vec<String>,
     /// Lines far behind the newest one, alone: stray late lines, not used.
     #[serde(default)]
     pub stray_late: u64,

@@ -422,10 +422,31 @@ pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
 /// commands that write another form (`analyze` beside JSON and CSV, `export`, `whatif`) say
 /// them on stderr.
 pub fn doubts(e: &crate::report::EventStats) -> Vec<String> {
-    [shallow_restarts(e), partitions_past_count(e)]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        shallow_restarts(e),
+        partitions_past_count(e),
+        rules_matching_no_job(e),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// The prefix rules that no job id started with, in words (`None` when every rule matched
+/// one, or the reading had no event: then nothing could).
+pub fn rules_matching_no_job(e: &crate::report::EventStats) -> Option<String> {
+    let rules = &e.rules_matching_no_job;
+    (e.events > 0 && !rules.is_empty()).then(|| {
+        format!(
+            "{} matched no job: no job id starts with {} (matched from the id's first character, case and all)",
+            printable(&rules.join(", ")),
+            if rules.len() == 1 {
+                "its prefix"
+            } else {
+                "their prefixes"
+            }
+        )
+    })
 }
 
 /// What events of a partition past the count that completes their job say, in words
@@ -604,10 +625,7 @@ fn render_raw(r: &Report, nouns: &crate::Nouns, parallel_rows: usize) -> String 
             _ => "s (daemon restarts, or lines far out of order)",
         },
     );
-    if let Some(w) = shallow_restarts(e) {
-        let _ = writeln!(o, "Warning: {w}");
-    }
-    if let Some(w) = partitions_past_count(e) {
+    for w in doubts(e) {
         let _ = writeln!(o, "Warning: {w}");
     }
     if let Some(err) = &l.read_error {

@@ -123,6 +123,10 @@ pub struct Engine {
     steady: RunSteady,
     /// Totals over every run and the report's rows.
     totals: Totals,
+    /// Which of the configuration's `partitions_for` rules, then its `proof_kind_for` ones,
+    /// a job id started with, and how many none has yet.
+    rules_matched: Vec<bool>,
+    rules_unmatched: usize,
     /// What the `CUZK_TIMING:` lines say.
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
@@ -157,6 +161,7 @@ impl Default for Engine {
 impl Engine {
     /// A new engine.
     pub fn new(cfg: EngineConfig) -> Self {
+        let rules = cfg.partitions_by_prefix.len() + cfg.kinds_by_prefix.len();
         Engine {
             cfg: cfg.normalized(),
             names: Names::default(),
@@ -184,6 +189,8 @@ impl Engine {
             gauges: Gauges::default(),
             steady: RunSteady::default(),
             totals: Totals::default(),
+            rules_matched: vec![false; rules],
+            rules_unmatched: rules,
             kernel: kernel::KernelTotals::default(),
             line_open: Default::default(),
             part_kernel: Default::default(),
@@ -709,6 +716,38 @@ impl Engine {
         }
     }
 
+    /// Notes the configuration's prefix rules that job id `name` starts with.
+    #[cold]
+    fn note_rules_of(&mut self, name: &str) {
+        let prefixes = self.cfg.partitions_by_prefix.iter().map(|(p, _)| p);
+        let prefixes = prefixes.chain(self.cfg.kinds_by_prefix.iter().map(|(p, _)| p));
+        for (matched, prefix) in self.rules_matched.iter_mut().zip(prefixes) {
+            if !*matched && name.starts_with(prefix.as_str()) {
+                *matched = true;
+                self.rules_unmatched -= 1;
+            }
+        }
+    }
+
+    /// The prefix rules no job id has started with, as given on the command line.
+    pub(super) fn rules_matching_no_job(&self) -> Vec<String> {
+        let cfg = &self.cfg;
+        let partitions = cfg
+            .partitions_by_prefix
+            .iter()
+            .map(|(p, n)| format!("--partitions-for {p}={n}"));
+        let kinds = cfg
+            .kinds_by_prefix
+            .iter()
+            .map(|(p, k)| format!("--proof-kind-for {p}={k}"));
+        partitions
+            .chain(kinds)
+            .zip(&self.rules_matched)
+            .filter(|(_, matched)| !**matched)
+            .map(|(rule, _)| rule)
+            .collect()
+    }
+
     fn new_job(&mut self, e: &Ev, sink: &mut impl UpdateSink) -> usize {
         self.make_room(sink);
         let entry = self.names.get_mut(e.name);
@@ -716,6 +755,11 @@ impl Engine {
         entry.max_request = entry.max_request.max(e.request().map_or(0, |r| r.get()));
         let attempt = entry.attempts;
         entry.attempts += 1;
+        if self.rules_unmatched > 0 {
+            let name = entry.name.clone();
+            self.note_rules_of(&name);
+        }
+        let entry = self.names.get(e.name);
         let count = self.cfg.count_of(&entry.name, e.nums.partition().is_none());
         let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;

@@ -647,6 +647,54 @@ mod tests {
         }
     }
 
+    /// A prefix rule that no job id starts with is named as given, whichever rule took the
+    /// ids that came (a longer prefix wins the count, the shorter still matched an id); a
+    /// prefix is matched from the id's first character, case and all.
+    #[test]
+    fn rules_no_job_id_started_with_are_named() {
+        let cfg = EngineConfig::default()
+            .partitions_for("porep-", 10)
+            .partitions_for("porep-1", 3)
+            .partitions_for("Porep-", 2)
+            .partitions_for("rep-", 2)
+            .proof_kind_for("snap", "snap-update")
+            .proof_kind_for("", "mine")
+            .proof_kind_for("wpost-", "window-post");
+        let mut e = Engine::new(cfg);
+        for l in [
+            "TIMELINE,0,SYNTH_START,porep-12-0,partition=0",
+            "TIMELINE,1,SYNTH_START,snap-1,partition=0",
+        ] {
+            e.ingest(
+                &parse_line(l).unwrap().unwrap(),
+                &mut crate::sink::NoUpdates,
+            );
+        }
+        e.finish(&mut crate::sink::NoUpdates);
+        let ev = e.report().events;
+        assert_eq!(
+            ev.rules_matching_no_job,
+            [
+                "--partitions-for Porep-=2",
+                "--partitions-for rep-=2",
+                "--proof-kind-for wpost-=window-post"
+            ]
+        );
+        assert!(
+            crate::text::doubts(&ev).iter().any(|w| w.starts_with(
+                "--partitions-for Porep-=2, --partitions-for rep-=2, --proof-kind-for wpost-=window-post matched no job"
+            )),
+            "{:?}",
+            crate::text::doubts(&ev)
+        );
+        // a reading of no event says nothing of them: nothing could have matched
+        let mut e = Engine::new(EngineConfig::default().partitions_for("x", 1));
+        e.finish(&mut crate::sink::NoUpdates);
+        let ev = e.report().events;
+        assert_eq!(ev.rules_matching_no_job, ["--partitions-for x=1"]);
+        assert!(crate::text::doubts(&ev).is_empty());
+    }
+
     /// A job of two partitions read with a count of one completes at its first partition;
     /// its second, already on the GPU, then never ends (its GPU_END is a line after the
     /// job's end, dropped). That interval kept the GPU busy to the end of the log: busy 0,

@@ -451,7 +451,10 @@ impl Engine {
             gpu_mapping_disagreements,
             gpu_interval_source: self.cfg.gpu_interval_source.clone(),
             lines: LineStats::default(),
-            events: t.stats.clone(),
+            events: EventStats {
+                rules_matching_no_job: self.rules_matching_no_job(),
+                ..t.stats.clone()
+            },
             summary: Summary {
                 jobs_seen: t.jobs_seen,
                 jobs_complete: t.jobs_complete,
