@@ -123,12 +123,13 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
     };
     out.flush()?;
     let lines = &run.report.lines;
+    let none_readable_said = none_readable(lines).filter(|_| run.error.is_none());
     if lines.lines == 0 && run.error.is_none() {
         eprintln!(
             "proofline: warning: {} is empty: there is nothing to analyze",
             args.source()
         );
-    } else if let Some(w) = none_readable(lines).filter(|_| run.error.is_none()) {
+    } else if let Some(w) = none_readable_said.as_ref() {
         eprintln!("proofline: warning: {} {w}", args.source());
     } else if lines.timeline_lines == 0 && run.error.is_none() {
         // (a binary file, or another program's log: a report of nothing, said)
@@ -154,8 +155,13 @@ pub(crate) fn run(args: &AnalyzeArgs) -> Result<()> {
             run.result()?;
             bail!("{msg} (--strict)");
         }
-        if args.format != Format::Text {
-            eprintln!("proofline: warning: {msg}");
+        // (a log of nothing but lines over the limit was said so above, with them)
+        let left = match none_readable_said {
+            Some(_) => proofline_core::text::not_used_but_oversized(&unused, lines),
+            None => unused,
+        };
+        if args.format != Format::Text && !left.is_empty() {
+            eprintln!("proofline: warning: {}", left.join("; "));
         }
     }
     // The command ends here, and the process with it: the report's rows go back with the

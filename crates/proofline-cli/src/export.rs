@@ -149,6 +149,7 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
         t.commit()?;
     }
     let lines = &run.report.lines;
+    let mut unused = proofline_core::text::not_used(&run.report, &cfg);
     if lines.lines == 0 && run.error.is_none() {
         eprintln!(
             "proofline: warning: {} is empty: the export holds no slices",
@@ -161,11 +162,10 @@ pub(crate) fn run(args: &ExportArgs) -> Result<()> {
             "proofline: warning: {} {w}; the export holds no slices",
             source.describe()
         );
+        // (the lines over the limit, said there)
+        unused = proofline_core::text::not_used_but_oversized(&unused, lines);
     }
-    warn_unused_and_doubts(
-        &proofline_core::text::not_used(&run.report, &cfg),
-        &run.report.events,
-    );
+    warn_unused_and_doubts(&unused, &run.report.events);
     run.result()
 }
 
@@ -250,7 +250,7 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
         .iter()
         .find(|(n, _)| n == "instance")
         .map_or(instance, |(_, v)| v.clone());
-    let done = gather(&Plan {
+    let mut done = gather(&Plan {
         input,
         cfg: args.engine.config()?,
         epoch_ms,
@@ -293,10 +293,15 @@ fn run_openmetrics(args: &ExportArgs) -> Result<()> {
             args.step_s
         ),
         _ => match proofline_core::text::none_readable(&done.lines) {
-            Some(w) => eprintln!(
-                "proofline: warning: {} {w}; the export holds no samples",
-                input.display()
-            ),
+            Some(w) => {
+                eprintln!(
+                    "proofline: warning: {} {w}; the export holds no samples",
+                    input.display()
+                );
+                // (the lines over the limit, said there)
+                done.not_used =
+                    proofline_core::text::not_used_but_oversized(&done.not_used, &done.lines);
+            }
             None => eprintln!(
                 "proofline: warning: {} has no TIMELINE event: the export holds no samples",
                 input.display()

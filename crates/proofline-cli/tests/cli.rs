@@ -1040,6 +1040,32 @@ fn a_line_over_the_limit_is_named_by_its_number() {
         "{err}"
     );
     assert!(!err.contains("is it the prover's log?"), "{err}");
+    // said once, by every command that writes another form (the warning of what was not
+    // used said it a second time), and still a failure for --strict
+    let (perfetto, om) = (tmp("over-limit.json"), tmp("over-limit.om"));
+    let (perfetto, om) = (perfetto.to_str().unwrap(), om.to_str().unwrap());
+    for args in [
+        &["analyze", "--format", "json"][..],
+        &["analyze", "--format", "csv"],
+        &["export", "--format", "perfetto", "-o", perfetto],
+        &[
+            "export",
+            "--format",
+            "openmetrics",
+            "--epoch",
+            "2026-12-01T00:00:00Z",
+            "-o",
+            om,
+        ],
+    ] {
+        let err = ran(proofline().args(args).arg(&log), 0).stderr;
+        assert_eq!(err.matches("1048576 bytes").count(), 1, "{args:?}: {err}");
+    }
+    let strict = ran(proofline().args(["analyze", "--strict"]).arg(&log), 1).stderr;
+    assert!(
+        strict.contains("1 line(s) over 1048576 bytes, skipped, first at line 1 (--strict)"),
+        "{strict}"
+    );
 }
 
 /// `export`, in both formats, says what it did not use as `analyze` says it: a line over the

@@ -325,12 +325,7 @@ pub fn not_used(r: &Report, cfg: &crate::EngineConfig) -> Vec<String> {
         ));
     }
     if lines.oversized > 0 {
-        unused.push(format!(
-            "{} line(s) over {} bytes, skipped{}",
-            lines.oversized,
-            crate::reader::MAX_LINE_BYTES,
-            first_at(lines.first_oversized)
-        ));
+        unused.push(oversized(lines));
     }
     if lines.truncated_last_line {
         unused.push(format!(
@@ -386,6 +381,23 @@ pub fn not_used(r: &Report, cfg: &crate::EngineConfig) -> Vec<String> {
         ));
     }
     unused
+}
+
+/// [`not_used`]'s phrase for the lines over the length limit.
+fn oversized(l: &crate::report::LineStats) -> String {
+    format!(
+        "{} line(s) over {} bytes, skipped{}",
+        l.oversized,
+        crate::reader::MAX_LINE_BYTES,
+        first_at(l.first_oversized)
+    )
+}
+
+/// [`not_used`]'s phrases but the one of the lines over the length limit: what is left to
+/// say after [`none_readable`]'s warning, which said them.
+pub fn not_used_but_oversized(unused: &[String], l: &crate::report::LineStats) -> Vec<String> {
+    let said = oversized(l);
+    unused.iter().filter(|u| **u != said).cloned().collect()
 }
 
 /// What a log of which every line was over the length limit holds, in words (`None` for
