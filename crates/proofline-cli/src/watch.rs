@@ -767,7 +767,8 @@ fn follow_file(
                             // (the first only: a prover that writes one such value writes it
                             // on every line)
                             eprintln!(
-                                "proofline watch: {path}:{number}: a CUZK_TIMING line with a value over an hour, ignored (kernel time leaves such lines out; later ones are not said)"
+                                "proofline watch: {path}:{number}: a CUZK_TIMING line with a value over an hour{}, ignored (kernel time leaves such lines out; later ones are not said)",
+                                over_an_hour(line)
                             );
                         }
                     }
@@ -840,4 +841,17 @@ fn follow_file(
         }
     };
     follow()
+}
+
+/// The first `key=value` over an hour of a timing line, as " (key=value)" (empty if the
+/// line reads otherwise).
+fn over_an_hour(line: &[u8]) -> String {
+    use proofline_core::timing::{TimingLine, parse_timing};
+    let Some(Ok(TimingLine::Timing(t))) = std::str::from_utf8(line).ok().and_then(parse_timing)
+    else {
+        return String::new();
+    };
+    t.over_max()
+        .map(|(k, v)| format!(" ({}={v})", k.name()))
+        .unwrap_or_default()
 }

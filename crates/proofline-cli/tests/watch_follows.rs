@@ -43,7 +43,10 @@ fn watch_follows_rotation_and_truncation_and_numbers_bad_lines() {
     let bad = wait_line(&rx, "not an unsigned integer");
     assert!(bad.contains("cuzk.log:3:"), "{bad}");
     let absurd = wait_line(&rx, "a value over an hour");
-    assert!(absurd.contains("cuzk.log:4:"), "{absurd}");
+    assert!(
+        absurd.contains("cuzk.log:4:") && absurd.contains("(mutex_held_ms=37423742)"),
+        "{absurd}"
+    );
     let long = wait_line(&rx, "longer than 1 MiB");
     assert!(long.contains("cuzk.log:5:"), "{long}");
     wait_completed(&addr, 2.0);
