@@ -169,8 +169,8 @@ fn journal_of(path: &Path) -> Option<JournalArgs> {
 }
 
 /// What makes a side's figures doubtful, in words: lines not used as out of the window,
-/// GPU intervals stuck, restarts that may be disorder, partitions past their job's count
-/// (`None` without any).
+/// GPU intervals stuck, restarts that may be disorder, partitions past their job's count,
+/// prefix rules that matched no job (`None` without any).
 fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
     let mut doubts = Vec::new();
     if e.stray_late + e.stray_early > 0 {
@@ -190,8 +190,17 @@ fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
     }
     if e.partitions_past_count > 0 {
         doubts.push(format!(
-            "{} event(s) of a partition past its job's count of partitions",
-            e.partitions_past_count
+            "{} event(s) of a partition past its job's count of partitions (the first: {})",
+            e.partitions_past_count,
+            proofline_core::text::printable(
+                e.partition_past_count_example.as_deref().unwrap_or("-")
+            )
+        ));
+    }
+    if e.events > 0 && !e.rules_matching_no_job.is_empty() {
+        doubts.push(format!(
+            "{} matched no job",
+            proofline_core::text::printable(&e.rules_matching_no_job.join(", "))
         ));
     }
     (!doubts.is_empty()).then(|| doubts.join(", "))

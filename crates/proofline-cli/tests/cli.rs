@@ -1217,6 +1217,30 @@ fn a_partition_count_set_too_low_is_said() {
             "{err}"
         );
     }
+    // and compare, of each side, with the first such event and a rule that matched none
+    for (rule, says) in [
+        ("porep-=3", format!("(the first: {example})")),
+        (
+            "PoRep-=3",
+            "--partitions-for PoRep-=3 matched no job".to_owned(),
+        ),
+    ] {
+        let err = ran(
+            proofline()
+                .args(["compare", "--partitions-for", rule])
+                .arg(&log)
+                .arg(&log),
+            0,
+        )
+        .stderr;
+        for side in ["A", "B"] {
+            assert!(
+                err.lines()
+                    .any(|l| l.contains(&format!("warning: {side} (")) && l.contains(&says)),
+                "{rule}: {err}"
+            );
+        }
+    }
 }
 
 /// A generated log of GPUs with other than cuzk's default of 2 workers each starts with
