@@ -29,14 +29,15 @@ pub(crate) struct EngineArgs {
     pub(crate) partitions: Option<u32>,
     /// Partitions of jobs whose id starts with PREFIX (repeatable, each prefix once; the
     /// longest matching prefix wins over every other rule), e.g. --partitions-for porep-=3.
-    /// A PREFIX no job id starts with (case and all) is warned about.
+    /// A PREFIX no job id starts with (case and all) is warned about by analyze, export,
+    /// whatif and compare.
     #[arg(long, value_name = "PREFIX=N", value_parser = parse_prefix_partitions)]
     pub(crate) partitions_for: Vec<(String, u32)>,
     /// The proof kind of jobs whose id starts with PREFIX where their lines name none
     /// (repeatable, each prefix once; the longest matching prefix wins over the id's form;
     /// an empty PREFIX is every job's), e.g. --proof-kind-for batch-=batch. Default: the
     /// id's form (porep-* is porep-c2, ...), else unknown. A PREFIX no job id starts with
-    /// is warned about.
+    /// is warned about by analyze, export, whatif and compare.
     #[arg(long, value_name = "PREFIX=KIND", value_parser = parse_prefix_kind)]
     pub(crate) proof_kind_for: Vec<(String, String)>,
     /// How far out of time order lines may be and still be processed in order (0: none).

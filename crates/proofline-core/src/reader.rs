@@ -143,14 +143,23 @@ impl LineFeeder {
         }
     }
 
-    /// Counts a line that is not UTF-8; malformed if it holds the TIMELINE marker.
+    /// Counts a line that is not UTF-8; malformed if it holds the TIMELINE marker, or a
+    /// timing line's (`CUZK_TIMING:`, `CUZK_NTT_H:`: dropped without a word before).
     fn not_utf8(&mut self, line: &[u8]) -> Option<LineError> {
+        use crate::timing::{NTT_H_MARKER, TIMING_MARKER};
         self.stats.lines += 1;
         if contains(line, MARKER.as_bytes()) {
             self.stats.timeline_lines += 1;
-            return Some(self.malformed("the line is not valid UTF-8".to_owned()));
+        } else if [TIMING_MARKER, NTT_H_MARKER]
+            .iter()
+            .any(|m| contains(line, m.as_bytes()))
+        {
+            self.stats.timing_lines += 1;
+            self.stats.malformed_timing += 1;
+        } else {
+            return None;
         }
-        None
+        Some(self.malformed("the line is not valid UTF-8".to_owned()))
     }
 
     /// Counts and parses one UTF-8 line: its event or timing, nothing (another line), or the
@@ -1414,6 +1423,44 @@ mod tests {
             let gpus: Vec<_> = engine.report().gpus.iter().map(|g| g.gpu).collect();
             let want = if after_timeline { 0 } else { 5 };
             assert_eq!(gpus, [want], "after a TIMELINE line: {after_timeline}");
+        }
+    }
+
+    /// A timing line that is not UTF-8 is malformed, as a TIMELINE line is (it was dropped
+    /// without a word), by both readers; an ordinary line that is not UTF-8 is not.
+    #[test]
+    fn a_timing_line_not_utf8_is_malformed() {
+        let log: &[u8] = b"TIMELINE,0,SYNTH_START,j,partition=0\n\
+            CUZK_TIMING: mutex_held_ms=3 \xfe\n\
+            a line of the daemon's \xfe\n\
+            CUZK_NTT_H: \xff\n\
+            TIMELINE,1,SYNTH_END,j,partition=0,synth_ms=1\n";
+        for parallel in [false, true] {
+            let mut engine = Engine::new(EngineConfig::default());
+            let mut feeder = LineFeeder::new();
+            if parallel {
+                feeder
+                    .feed_all_parallel(log, &mut engine, &mut NoUpdates)
+                    .unwrap();
+            } else {
+                feeder
+                    .feed_all(&mut &log[..], &mut engine, &mut NoUpdates, |_| {})
+                    .unwrap();
+            }
+            let s = &feeder.stats;
+            assert_eq!(
+                (s.lines, s.timeline_lines, s.timing_lines),
+                (5, 2, 2),
+                "parallel {parallel}"
+            );
+            assert_eq!(
+                (s.malformed, s.malformed_timing),
+                (2, 2),
+                "parallel {parallel}"
+            );
+            let at: Vec<u64> = s.malformed_examples.iter().map(|e| e.line).collect();
+            assert_eq!(at, [2, 4], "parallel {parallel}");
+            assert!(s.malformed_examples[0].error.contains("not valid UTF-8"));
         }
     }
 

@@ -534,8 +534,9 @@ pub struct LineStats {
     pub timing_lines: u64,
     /// Malformed lines: TIMELINE lines, and the `CUZK_TIMING:` lines of `malformed_timing`.
     pub malformed: u64,
-    /// Of `malformed`, the `CUZK_TIMING:` lines: a pair that is no whole number (the line's
-    /// other pairs are used), or a line that is no `key=value` pairs.
+    /// Of `malformed`, the timing lines (`CUZK_TIMING:`, and the few `CUZK_NTT_H:` ones): a
+    /// pair that is no whole number (the line's other pairs are used), a line that is no
+    /// `key=value` pairs, or one that is not UTF-8.
     #[serde(default)]
     pub malformed_timing: u64,
     /// The first few malformed lines with their number and error.

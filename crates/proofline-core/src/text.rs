@@ -450,8 +450,8 @@ pub fn rules_matching_no_job(e: &crate::report::EventStats) -> Option<String> {
     let rules = &e.rules_matching_no_job;
     (e.events > 0 && !rules.is_empty()).then(|| {
         format!(
-            "{} matched no job: no job id starts with {} (matched from the id's first character, case and all)",
-            printable(&rules.join(", ")),
+            "{} matched no job: no job the reading used has an id starting with {} (matched from the id's first character, case and all)",
+            one_line(&rules.join(", ")),
             if rules.len() == 1 {
                 "its prefix"
             } else {
@@ -492,6 +492,12 @@ pub fn render_with(r: &Report, nouns: &crate::Nouns) -> String {
         std::borrow::Cow::Borrowed(_) => raw,
         std::borrow::Cow::Owned(safe) => safe,
     }
+}
+
+/// [`printable`], the newline written as `\u{a}` too: for what is said on one line (a
+/// warning that names a rule given on the command line).
+pub fn one_line(s: &str) -> String {
+    printable(s).replace('\n', "\\u{a}")
 }
 
 /// `s` safe to print on a terminal: control characters other than the newline (escape
@@ -907,11 +913,20 @@ fn render_raw(r: &Report, nouns: &crate::Nouns, parallel_rows: usize) -> String 
         }
     }
     if l.malformed > 0 {
+        let timing = l.malformed_timing.min(l.malformed);
         let _ = writeln!(
             o,
-            "\nMalformed {} ({} in all; the first {}):",
-            malformed_kinds(l, "lines"),
+            "\nMalformed {} ({} in all{}; the first {}):",
+            match (l.malformed - timing, timing) {
+                (_, 0) => "TIMELINE lines",
+                (0, _) => "CUZK_TIMING lines",
+                _ => "lines",
+            },
             l.malformed,
+            match (l.malformed - timing, timing) {
+                (t, c) if t > 0 && c > 0 => format!(": {t} TIMELINE, {c} CUZK_TIMING"),
+                _ => String::new(),
+            },
             l.malformed_examples.len()
         );
         for m in &l.malformed_examples {

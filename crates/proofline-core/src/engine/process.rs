@@ -687,6 +687,21 @@ mod tests {
             "{:?}",
             crate::text::doubts(&ev)
         );
+        // a prefix given with a newline is said on one line
+        let mut e = Engine::new(EngineConfig::default().partitions_for("a\nb", 1));
+        e.ingest(
+            &parse_line("TIMELINE,0,SYNTH_START,x,partition=0")
+                .unwrap()
+                .unwrap(),
+            &mut crate::sink::NoUpdates,
+        );
+        e.finish(&mut crate::sink::NoUpdates);
+        let said = crate::text::doubts(&e.report().events).join("");
+        assert!(
+            said.starts_with("--partitions-for a\\u{a}b=1 matched"),
+            "{said}"
+        );
+        assert!(!said.contains('\n'), "{said}");
         // a reading of no event says nothing of them: nothing could have matched
         let mut e = Engine::new(EngineConfig::default().partitions_for("x", 1));
         e.finish(&mut crate::sink::NoUpdates);
