@@ -999,6 +999,15 @@ fn a_log_compressed_other_than_with_gzip_is_named_with_the_way_out() {
     );
 }
 
+/// `export` to OpenMetrics at a fixed epoch (its output file to follow).
+const OPENMETRICS_EXPORT: [&str; 5] = [
+    "export",
+    "--format",
+    "openmetrics",
+    "--epoch",
+    "2026-12-01T00:00:00Z",
+];
+
 /// A line over the length limit is named by its number, in the report and beside JSON; a
 /// log whose only lines are over it is not said to hold no TIMELINE line, as if it were
 /// another program's (the skipped lines may be TIMELINE lines).
@@ -1048,15 +1057,7 @@ fn a_line_over_the_limit_is_named_by_its_number() {
         &["analyze", "--format", "json"][..],
         &["analyze", "--format", "csv"],
         &["export", "--format", "perfetto", "-o", perfetto],
-        &[
-            "export",
-            "--format",
-            "openmetrics",
-            "--epoch",
-            "2026-12-01T00:00:00Z",
-            "-o",
-            om,
-        ],
+        &[&OPENMETRICS_EXPORT[..], &["-o", om]].concat(),
     ] {
         let err = ran(proofline().args(args).arg(&log), 0).stderr;
         assert_eq!(err.matches("1048576 bytes").count(), 1, "{args:?}: {err}");
@@ -1120,14 +1121,8 @@ fn export_says_what_it_did_not_use_as_analyze_does() {
     assert_eq!(said(&perfetto.stderr), want);
     let openmetrics = ran(
         proofline()
-            .args([
-                "export",
-                "--format",
-                "openmetrics",
-                "--epoch",
-                "2026-12-01T00:00:00Z",
-                "-o",
-            ])
+            .args(OPENMETRICS_EXPORT)
+            .arg("-o")
             .arg(tmp("not-used.om"))
             .arg(&log),
         0,
