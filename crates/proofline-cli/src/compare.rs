@@ -200,7 +200,7 @@ fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
     if e.events > 0 && !e.rules_matching_no_job.is_empty() {
         doubts.push(format!(
             "{} matched no job",
-            proofline_core::text::one_line(&e.rules_matching_no_job.join(", "))
+            proofline_core::text::one_line(&e.rules_matching_no_job.join(" and "))
         ));
     }
     (!doubts.is_empty()).then(|| doubts.join(", "))

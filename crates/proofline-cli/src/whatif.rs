@@ -116,7 +116,7 @@ pub(crate) fn run(args: &WhatifArgs) -> Result<()> {
     whatif::check_workers(&learned.pipeline, &changes, args.sweep.as_ref())
         .map_err(anyhow::Error::msg)?;
     // (a prediction learned from runs cut by restarts that were not, or from jobs
-    // completed early by a count set too low)
+    // completed early by a count set too low; a prefix rule that matched no job)
     for w in proofline_core::text::doubts(&log.report.events) {
         eprintln!("proofline: warning: {w}");
     }

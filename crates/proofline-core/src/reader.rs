@@ -123,7 +123,8 @@ impl LineFeeder {
     }
 
     /// Feeds one complete line (with or without its `\n`). Returns the error of a malformed
-    /// TIMELINE line (it is also counted, and kept if among the first few).
+    /// TIMELINE or timing line (it is also counted, and kept if among the first few); a
+    /// partial timing line, whose other pairs are used, is counted and kept but not returned.
     pub fn feed_line(
         &mut self,
         line: &[u8],

@@ -478,8 +478,9 @@ pub struct EventStats {
     pub partition_past_count_example: Option<String>,
     /// The `--partitions-for` and `--proof-kind-for` rules
     /// ([`crate::EngineConfig::partitions_for`], [`crate::EngineConfig::proof_kind_for`])
-    /// whose prefix no job id of the reading started with, as given
-    /// (`--partitions-for porep=3`): a misspelt prefix changes nothing, silently.
+    /// whose prefix no job id of the reading started with, as the command line gives them
+    /// (`--partitions-for porep=3`; a layer's `Builder::partitions_for` rule is written so
+    /// too): a misspelt prefix changes nothing, silently.
     #[serde(default)]
     pub rules_matching_no_job: Vec<String>,
     /// Lines far behind the newest one, alone: stray late lines, not used.

@@ -286,13 +286,17 @@ fn job_table(jobs: &[JobRecord], with_status: bool) -> Table {
 }
 
 /// What the malformed lines were, before `lines` ("line(s)", "lines"): "TIMELINE lines",
-/// "CUZK_TIMING lines", or both kinds counted ("lines (2 TIMELINE, 1 CUZK_TIMING)").
-fn malformed_kinds(l: &crate::report::LineStats, lines: &str) -> String {
+/// "CUZK_TIMING lines", or, of both kinds, `lines` alone and the counts of each
+/// ("2 TIMELINE, 1 CUZK_TIMING").
+fn malformed_kinds(l: &crate::report::LineStats, lines: &str) -> (String, Option<String>) {
     let timing = l.malformed_timing.min(l.malformed);
     match (l.malformed - timing, timing) {
-        (_, 0) => format!("TIMELINE {lines}"),
-        (0, _) => format!("CUZK_TIMING {lines}"),
-        (timeline, timing) => format!("{lines} ({timeline} TIMELINE, {timing} CUZK_TIMING)"),
+        (_, 0) => (format!("TIMELINE {lines}"), None),
+        (0, _) => (format!("CUZK_TIMING {lines}"), None),
+        (timeline, timing) => (
+            lines.to_owned(),
+            Some(format!("{timeline} TIMELINE, {timing} CUZK_TIMING")),
+        ),
     }
 }
 
@@ -315,10 +319,11 @@ pub fn not_used(r: &Report, cfg: &crate::EngineConfig) -> Vec<String> {
     let mut unused = Vec::new();
     if lines.malformed > 0 {
         let first = lines.malformed_examples.first();
+        let (what, each) = malformed_kinds(lines, "line(s)");
         unused.push(format!(
-            "{} malformed {}{}",
+            "{} malformed {what}{}{}",
             lines.malformed,
-            malformed_kinds(lines, "line(s)"),
+            each.map(|each| format!(" ({each})")).unwrap_or_default(),
             first
                 .map(|m| format!(", first at line {}: {}", m.line, printable(&m.error)))
                 .unwrap_or_default()
@@ -429,8 +434,9 @@ pub fn shallow_restarts(e: &crate::report::EventStats) -> Option<String> {
 }
 
 /// What makes a reading's figures doubtful though every line was used, one warning each:
-/// restarts that may be disorder ([`shallow_restarts`]) and partitions past their job's
-/// count ([`partitions_past_count`]). The text report has them among its warnings; the
+/// restarts that may be disorder ([`shallow_restarts`]), partitions past their job's
+/// count ([`partitions_past_count`]) and prefix rules that matched no job
+/// ([`rules_matching_no_job`]). The text report has them among its warnings; the
 /// commands that write another form (`analyze` beside JSON and CSV, `export`, `whatif`) say
 /// them on stderr.
 pub fn doubts(e: &crate::report::EventStats) -> Vec<String> {
@@ -913,20 +919,12 @@ fn render_raw(r: &Report, nouns: &crate::Nouns, parallel_rows: usize) -> String 
         }
     }
     if l.malformed > 0 {
-        let timing = l.malformed_timing.min(l.malformed);
+        let (what, each) = malformed_kinds(l, "lines");
         let _ = writeln!(
             o,
-            "\nMalformed {} ({} in all{}; the first {}):",
-            match (l.malformed - timing, timing) {
-                (_, 0) => "TIMELINE lines",
-                (0, _) => "CUZK_TIMING lines",
-                _ => "lines",
-            },
+            "\nMalformed {what} ({} in all{}; the first {}):",
             l.malformed,
-            match (l.malformed - timing, timing) {
-                (t, c) if t > 0 && c > 0 => format!(": {t} TIMELINE, {c} CUZK_TIMING"),
-                _ => String::new(),
-            },
+            each.map(|each| format!(": {each}")).unwrap_or_default(),
             l.malformed_examples.len()
         );
         for m in &l.malformed_examples {
@@ -1243,17 +1241,36 @@ mod tests {
         }
     }
 
-    /// Malformed lines are named by their kind: TIMELINE, CUZK_TIMING, or both counted.
+    /// Malformed lines are named by their kind, TIMELINE, CUZK_TIMING, or both counted, in
+    /// what was not used and in the text report's heading.
     #[test]
     fn malformed_lines_are_named_by_kind() {
-        let mut l = crate::report::LineStats::default();
-        for (malformed, timing, want) in [
-            (3, 0, "TIMELINE line(s)"),
-            (3, 3, "CUZK_TIMING line(s)"),
-            (3, 1, "line(s) (2 TIMELINE, 1 CUZK_TIMING)"),
+        let mut r = crate::Engine::default().report();
+        for (malformed, timing, said, heading) in [
+            (
+                3,
+                0,
+                "3 malformed TIMELINE line(s)",
+                "Malformed TIMELINE lines (3 in all; the first 0):",
+            ),
+            (
+                3,
+                3,
+                "3 malformed CUZK_TIMING line(s)",
+                "Malformed CUZK_TIMING lines (3 in all; the first 0):",
+            ),
+            (
+                3,
+                1,
+                "3 malformed line(s) (2 TIMELINE, 1 CUZK_TIMING)",
+                "Malformed lines (3 in all: 2 TIMELINE, 1 CUZK_TIMING; the first 0):",
+            ),
         ] {
-            (l.malformed, l.malformed_timing) = (malformed, timing);
-            assert_eq!(malformed_kinds(&l, "line(s)"), want);
+            (r.lines.lines, r.lines.malformed, r.lines.malformed_timing) = (9, malformed, timing);
+            let unused = not_used(&r, &crate::EngineConfig::default());
+            assert_eq!(unused, [said]);
+            let text = render(&r);
+            assert!(text.contains(heading), "{text}");
         }
     }
 

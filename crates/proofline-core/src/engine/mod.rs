@@ -716,19 +716,6 @@ impl Engine {
         }
     }
 
-    /// Notes the configuration's prefix rules that job id `name` starts with.
-    #[cold]
-    fn note_rules_of(&mut self, name: &str) {
-        let prefixes = self.cfg.partitions_by_prefix.iter().map(|(p, _)| p);
-        let prefixes = prefixes.chain(self.cfg.kinds_by_prefix.iter().map(|(p, _)| p));
-        for (matched, prefix) in self.rules_matched.iter_mut().zip(prefixes) {
-            if !*matched && name.starts_with(prefix.as_str()) {
-                *matched = true;
-                self.rules_unmatched -= 1;
-            }
-        }
-    }
-
     /// The prefix rules no job id has started with, as given on the command line.
     pub(super) fn rules_matching_no_job(&self) -> Vec<String> {
         let cfg = &self.cfg;
@@ -756,10 +743,13 @@ impl Engine {
         let attempt = entry.attempts;
         entry.attempts += 1;
         if self.rules_unmatched > 0 {
-            let name = entry.name.clone();
-            self.note_rules_of(&name);
+            note_rules_of(
+                &self.cfg,
+                &mut self.rules_matched,
+                &mut self.rules_unmatched,
+                &entry.name,
+            );
         }
-        let entry = self.names.get(e.name);
         let count = self.cfg.count_of(&entry.name, e.nums.partition().is_none());
         let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
         self.job_uid += 1;
@@ -1197,5 +1187,19 @@ mod absurd_indexes {
             r.gpu_mapping_disagreements,
             [said(2, MAX_GPU), said(MAX_WORKER, 0)]
         );
+    }
+}
+
+/// Notes the prefix rules of `cfg` (its `partitions_for` rules, then its `proof_kind_for`
+/// ones, as `matched` holds them) that job id `name` starts with.
+#[cold]
+fn note_rules_of(cfg: &EngineConfig, matched: &mut [bool], unmatched: &mut usize, name: &str) {
+    let prefixes = cfg.partitions_by_prefix.iter().map(|(p, _)| p);
+    let prefixes = prefixes.chain(cfg.kinds_by_prefix.iter().map(|(p, _)| p));
+    for (matched, prefix) in matched.iter_mut().zip(prefixes) {
+        if !*matched && name.starts_with(prefix.as_str()) {
+            *matched = true;
+            *unmatched -= 1;
+        }
     }
 }

@@ -104,9 +104,9 @@ impl Ord for ByKey {
 /// A queue kept as a vector read from `head`: an event leaves by moving `head` on, and
 /// the vector is emptied when the last leaves, or moved down when it is full and at least
 /// half read (so its capacity stays under about four times the most events queued at
-/// once, whatever the log's length). (A `VecDeque`'s look at either end computes a wrapped place each time: its
-/// pushes, pops and looks were 43 instructions an event by cachegrind, a twentieth of the
-/// engine thread's.)
+/// once, whatever the log's length). (A `VecDeque`'s look at either end computes a
+/// wrapped place each time: its pushes, pops and looks were 43 instructions an event by
+/// cachegrind, a twentieth of the engine thread's.)
 #[derive(Debug, Default)]
 struct Queue {
     /// The events from `head` on are queued; those before it have left.

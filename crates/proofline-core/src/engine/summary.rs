@@ -122,7 +122,7 @@ impl StageValues {
 }
 
 /// The stage distributions of finished partitions, added up on the thread of a reader
-/// that reads with two ([`crate::LineFeeder::feed_all_parallel`]) while the engine's
+/// that reads with two ([`crate::reader::LineFeeder::feed_all_parallel`]) while the engine's
 /// thread goes on (recording them was a twentieth of that thread's instructions on a log
 /// of TIMELINE lines), for [`Totals::absorb_stages`].
 #[derive(Debug, Clone, Default)]

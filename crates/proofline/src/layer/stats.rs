@@ -25,7 +25,8 @@ pub(crate) struct LayerStats {
     pub missing_job_id: AtomicU64,
     /// Spans that recorded an error: their SYNTH_END or GPU_END was not emitted.
     pub failed: AtomicU64,
-    /// `timeline` events whose message was a malformed TIMELINE line (not used).
+    /// `timeline` events whose message was a malformed TIMELINE line, or a `CUZK_TIMING:`
+    /// line that did not read (not used).
     pub malformed: AtomicU64,
     /// Span callsites the layer maps that were registered (the prover has such spans).
     pub mapped_callsites: AtomicU64,
