@@ -197,12 +197,7 @@ fn in_doubt(e: &proofline_core::report::EventStats) -> Option<String> {
             )
         ));
     }
-    if e.events > 0 && !e.rules_matching_no_job.is_empty() {
-        doubts.push(format!(
-            "{} matched no job",
-            proofline_core::text::one_line(&e.rules_matching_no_job.join(" and "))
-        ));
-    }
+    doubts.extend(proofline_core::text::rules_matching_no_job(e));
     (!doubts.is_empty()).then(|| doubts.join(", "))
 }
 

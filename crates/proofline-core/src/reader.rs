@@ -1239,7 +1239,7 @@ mod tests {
             );
             assert!(
                 json(&two) == json(&one),
-                "blocks of {chunk}: the reports differ"
+                "blocks of {chunk}, {handoff:?}: the reports differ"
             );
         }
     }

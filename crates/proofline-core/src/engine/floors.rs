@@ -51,7 +51,7 @@ impl Engine {
             _ => (busy_all_ms as f64 / sectors, false),
         };
         let workers = self.gauges.max_synthesizing.max(1);
-        let synth_ms = t.stage[0].sum().max(0) as f64 / sectors;
+        let synth_ms = t.stages.stage[0].sum().max(0) as f64 / sectors;
         Some(FloorFigures {
             gpu_s: gpu_ms / gpus as f64 / 1000.0,
             synthesis_s: synth_ms / f64::from(workers) / 1000.0,

@@ -124,9 +124,8 @@ pub struct Engine {
     /// Totals over every run and the report's rows.
     totals: Totals,
     /// Which of the configuration's `partitions_for` rules, then its `proof_kind_for` ones,
-    /// a job id started with, and how many none has yet.
+    /// a job id started with (a few: looked through as each job begins, until all have).
     rules_matched: Vec<bool>,
-    rules_unmatched: usize,
     /// What the `CUZK_TIMING:` lines say.
     kernel: kernel::KernelTotals,
     /// Open GPU intervals per GPU, `(job, partition)`, in the order lines were given (not
@@ -190,7 +189,6 @@ impl Engine {
             steady: RunSteady::default(),
             totals: Totals::default(),
             rules_matched: vec![false; rules],
-            rules_unmatched: rules,
             kernel: kernel::KernelTotals::default(),
             line_open: Default::default(),
             part_kernel: Default::default(),
@@ -742,13 +740,8 @@ impl Engine {
         entry.max_request = entry.max_request.max(e.request().map_or(0, |r| r.get()));
         let attempt = entry.attempts;
         entry.attempts += 1;
-        if self.rules_unmatched > 0 {
-            note_rules_of(
-                &self.cfg,
-                &mut self.rules_matched,
-                &mut self.rules_unmatched,
-                &entry.name,
-            );
+        if self.rules_matched.contains(&false) {
+            note_rules_of(&self.cfg, &mut self.rules_matched, &entry.name);
         }
         let count = self.cfg.count_of(&entry.name, e.nums.partition().is_none());
         let kind_hint = self.cfg.kind_of(&entry.name).map(|k| self.kinds.intern(k));
@@ -1193,13 +1186,10 @@ mod absurd_indexes {
 /// Notes the prefix rules of `cfg` (its `partitions_for` rules, then its `proof_kind_for`
 /// ones, as `matched` holds them) that job id `name` starts with.
 #[cold]
-fn note_rules_of(cfg: &EngineConfig, matched: &mut [bool], unmatched: &mut usize, name: &str) {
+fn note_rules_of(cfg: &EngineConfig, matched: &mut [bool], name: &str) {
     let prefixes = cfg.partitions_by_prefix.iter().map(|(p, _)| p);
     let prefixes = prefixes.chain(cfg.kinds_by_prefix.iter().map(|(p, _)| p));
     for (matched, prefix) in matched.iter_mut().zip(prefixes) {
-        if !*matched && name.starts_with(prefix.as_str()) {
-            *matched = true;
-            *unmatched -= 1;
-        }
+        *matched |= name.starts_with(prefix.as_str());
     }
 }

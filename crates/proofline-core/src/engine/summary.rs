@@ -42,12 +42,8 @@ pub(super) struct Totals {
     pub partitions_done: u64,
     /// Cold start of the first job of the first run that found its GPU idle.
     pub first_cold_start: Option<u64>,
-    /// Stage durations, in [`Stage::ALL`] order.
-    pub stage: [Dist; 4],
-    /// Printed `synth_ms`.
-    pub synth_rep: Dist,
-    /// Printed `gpu_ms`.
-    pub gpu_rep: Dist,
+    /// Stage durations, in [`Stage::ALL`] order, and the printed `synth_ms` and `gpu_ms`.
+    pub stages: StageTally,
     /// Wall time of completed jobs.
     pub job_wall: Dist,
     /// Transition gaps.
@@ -109,35 +105,42 @@ impl StageValues {
         }
         v
     }
-
-    /// Records the values that are there, each in its distribution.
-    #[inline(always)]
-    fn record_into(&self, dists: [&mut Dist; 6]) {
-        for (i, d) in dists.into_iter().enumerate() {
-            if self.some & (1 << i) != 0 {
-                d.record(self.vals[i] as i64);
-            }
-        }
-    }
 }
 
-/// The stage distributions of finished partitions, added up on the thread of a reader
-/// that reads with two ([`crate::reader::LineFeeder::feed_all_parallel`]) while the engine's
+/// The stage distributions of finished partitions: the engine's totals, and a tally added
+/// up on the thread of a reader that reads with two ([`crate::reader::LineFeeder::feed_all_parallel`]) while the engine's
 /// thread goes on (recording them was a twentieth of that thread's instructions on a log
-/// of TIMELINE lines), for [`Totals::absorb_stages`].
+/// of TIMELINE lines), for [`StageTally::absorb`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct StageTally {
-    stage: [Dist; 4],
-    synth_rep: Dist,
-    gpu_rep: Dist,
+    /// In [`Stage::ALL`] order.
+    pub stage: [Dist; 4],
+    /// Printed `synth_ms`.
+    pub synth_rep: Dist,
+    /// Printed `gpu_ms`.
+    pub gpu_rep: Dist,
 }
 
 impl StageTally {
-    /// Records a finished partition's values.
+    /// Records a finished partition's values, those that are there.
     #[inline]
     pub fn record(&mut self, v: &StageValues) {
         let [s0, s1, s2, s3] = &mut self.stage;
-        v.record_into([s0, s1, s2, s3, &mut self.synth_rep, &mut self.gpu_rep]);
+        let dists = [s0, s1, s2, s3, &mut self.synth_rep, &mut self.gpu_rep];
+        for (i, d) in dists.into_iter().enumerate() {
+            if v.some & (1 << i) != 0 {
+                d.record(v.vals[i] as i64);
+            }
+        }
+    }
+
+    /// Takes in what another tally recorded, as if each partition were recorded here.
+    pub fn absorb(&mut self, o: &StageTally) {
+        for (d, o) in self.stage.iter_mut().zip(&o.stage) {
+            d.absorb(o);
+        }
+        self.synth_rep.absorb(&o.synth_rep);
+        self.gpu_rep.absorb(&o.gpu_rep);
     }
 }
 
@@ -155,9 +158,7 @@ impl Default for Totals {
             complete_by_kind: BTreeMap::new(),
             partitions_done: 0,
             first_cold_start: None,
-            stage: Default::default(),
-            synth_rep: Dist::new(),
-            gpu_rep: Dist::new(),
+            stages: StageTally::default(),
             job_wall: Dist::new(),
             tr_gap: Dist::new(),
             tr_handoff: Dist::new(),
@@ -200,24 +201,8 @@ impl Totals {
     pub fn record_stages(&mut self, v: StageValues) {
         match &mut self.deferred {
             Some(kept) => kept.push(v),
-            None => self.record_stage_values(&v),
+            None => self.stages.record(&v),
         }
-    }
-
-    /// Records a finished partition's stages here, deferred or not.
-    #[inline]
-    pub fn record_stage_values(&mut self, v: &StageValues) {
-        let [s0, s1, s2, s3] = &mut self.stage;
-        v.record_into([s0, s1, s2, s3, &mut self.synth_rep, &mut self.gpu_rep]);
-    }
-
-    /// Takes in what a [`StageTally`] added up, as if each partition were recorded here.
-    pub fn absorb_stages(&mut self, t: &StageTally) {
-        for (d, o) in self.stage.iter_mut().zip(&t.stage) {
-            d.absorb(o);
-        }
-        self.synth_rep.absorb(&t.synth_rep);
-        self.gpu_rep.absorb(&t.gpu_rep);
     }
 
     /// A completed job.
@@ -337,14 +322,14 @@ impl Engine {
     /// Records stage values that were handed over but not added up elsewhere.
     pub(crate) fn record_deferred(&mut self, vals: &[StageValues]) {
         for v in vals {
-            self.totals.record_stage_values(v);
+            self.totals.stages.record(v);
         }
     }
 
     /// Ends [`Engine::defer_stages`]: what another thread added up is taken in, and what
     /// is still kept is recorded.
     pub(crate) fn end_deferring(&mut self, tally: &StageTally) {
-        self.totals.absorb_stages(tally);
+        self.totals.stages.absorb(tally);
         if let Some(kept) = self.totals.deferred.take() {
             self.record_deferred(&kept);
         }
@@ -417,7 +402,7 @@ impl Engine {
             wait: idle_wait,
             empty: idle_empty,
             lead: t.tr_lead.quantile(0.5),
-            synthesis_seen: t.stage[0].count() + t.synth_rep.count() > 0,
+            synthesis_seen: t.stages.stage[0].count() + t.stages.synth_rep.count() > 0,
             kernel_over,
             // only kernel lines that cover the run decide (not notes alone, not a log whose
             // timing lines start half way), and that fit in the busy time
@@ -478,12 +463,12 @@ impl Engine {
             gpus,
             kernel,
             stages: StageSummaries {
-                synthesis: t.stage[0].summary(),
-                queue: t.stage[1].summary(),
-                lock_wait: t.stage[2].summary(),
-                gpu: t.stage[3].summary(),
-                synth_reported: t.synth_rep.summary(),
-                gpu_reported: t.gpu_rep.summary(),
+                synthesis: t.stages.stage[0].summary(),
+                queue: t.stages.stage[1].summary(),
+                lock_wait: t.stages.stage[2].summary(),
+                gpu: t.stages.stage[3].summary(),
+                synth_reported: t.stages.synth_rep.summary(),
+                gpu_reported: t.stages.gpu_rep.summary(),
             },
             job_wall: t.job_wall.summary(),
             transitions_summary: TransitionSummaries {
